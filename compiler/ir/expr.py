@@ -1,0 +1,235 @@
+"""Relay expressions.
+
+Nodes are frozen dataclasses compared by identity (`eq=False`): two separately built `add`
+calls are different nodes, and a node used twice is the same object (dataflow sharing).
+Structural equality and hashing live in `structural.py`.
+
+After type inference every node knows its type: `expr.checked_type`. The type is cached on the
+node (it is a function of the node's structure, so caching it does not break immutability).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.diagnostics import Span
+from compiler.ir.attrs import EMPTY_ATTRS, Attrs
+from compiler.ir.types import TensorType, Type, dtype_of
+
+_var_ids = itertools.count()
+
+
+class Expr:
+    """Base class of Relay expressions."""
+
+    span: Span | None
+
+    @property
+    def checked_type(self) -> Type:
+        ty = self.__dict__.get("_checked_type")
+        if ty is None:
+            raise ValueError(f"type of {type(self).__name__} is not inferred yet; run InferType")
+        return ty
+
+    @property
+    def has_type(self) -> bool:
+        return self.__dict__.get("_checked_type") is not None
+
+    def set_checked_type(self, ty: Type) -> None:
+        self.__dict__["_checked_type"] = ty
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A local variable: a function parameter or a let-bound name. Identity is the binding."""
+
+    name_hint: str
+    type_annotation: Type | None = None
+    span: Span | None = None
+    uid: int = field(default_factory=lambda: next(_var_ids), repr=False)
+
+    def __repr__(self) -> str:
+        return f"Var(%{self.name_hint})"
+
+
+@dataclass(frozen=True, eq=False)
+class GlobalVar(Expr):
+    """A name of a global definition; an IRModule keeps exactly one GlobalVar per name."""
+
+    name_hint: str
+    span: Span | None = None
+
+    def __repr__(self) -> str:
+        return f"GlobalVar(@{self.name_hint})"
+
+
+@dataclass(frozen=True, eq=False)
+class Constant(Expr):
+    """A constant tensor. The array is copied and made read-only."""
+
+    data: np.ndarray
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        array = np.array(self.data, copy=True)
+        array.setflags(write=False)
+        object.__setattr__(self, "data", array)
+
+    @property
+    def tensor_type(self) -> TensorType:
+        return TensorType(tuple(int(d) for d in self.data.shape), dtype_of(self.data))
+
+    def __repr__(self) -> str:
+        return f"Constant({self.data.dtype}{list(self.data.shape)})"
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    """A reference to a registered operator. Interned: `Op.get("add") is Op.get("add")`."""
+
+    name: str
+    span: Span | None = None
+
+    @staticmethod
+    def get(name: str) -> Op:
+        op = _OP_TABLE.get(name)
+        if op is None:
+            op = _OP_TABLE[name] = Op(name)
+        return op
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+_OP_TABLE: dict[str, Op] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class Call(Expr):
+    op: Expr
+    args: tuple[Expr, ...]
+    attrs: Attrs = EMPTY_ATTRS
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    @property
+    def op_name(self) -> str | None:
+        """The operator's name when the callee is an operator, else None."""
+        return self.op.name if isinstance(self.op, Op) else None
+
+    def __repr__(self) -> str:
+        return f"Call({self.op!r}, {len(self.args)} args)"
+
+
+@dataclass(frozen=True, eq=False)
+class Function(Expr):
+    params: tuple[Var, ...]
+    body: Expr
+    ret_type: Type | None = None
+    attrs: Attrs = EMPTY_ATTRS
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    def attr(self, key: str, default: object = None) -> object:
+        return self.attrs.get(key, default)
+
+    def has_nonzero_attr(self, key: str) -> bool:
+        value = self.attrs.get(key)
+        return value is not None and value != 0 and value is not False
+
+    def with_attrs(self, **updates: object) -> Function:
+        attrs = dict(self.attrs)
+        for k, v in updates.items():
+            if v is None:
+                attrs.pop(k, None)
+            else:
+                attrs[k] = v
+        return Function(self.params, self.body, self.ret_type, Attrs(attrs), self.span)
+
+    def __repr__(self) -> str:
+        return f"Function({len(self.params)} params)"
+
+
+@dataclass(frozen=True, eq=False)
+class Tuple(Expr):
+    fields: tuple[Expr, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))
+
+    def __repr__(self) -> str:
+        return f"Tuple({len(self.fields)} fields)"
+
+
+@dataclass(frozen=True, eq=False)
+class TupleGetItem(Expr):
+    tuple_value: Expr
+    index: int
+    span: Span | None = None
+
+    def __repr__(self) -> str:
+        return f"TupleGetItem(.{self.index})"
+
+
+@dataclass(frozen=True, eq=False)
+class Let(Expr):
+    var: Var
+    value: Expr
+    body: Expr
+    span: Span | None = None
+
+    def __repr__(self) -> str:
+        return f"Let(%{self.var.name_hint})"
+
+
+@dataclass(frozen=True, eq=False)
+class If(Expr):
+    cond: Expr
+    true_branch: Expr
+    false_branch: Expr
+    span: Span | None = None
+
+    def __repr__(self) -> str:
+        return "If(...)"
+
+
+def children(expr: Expr) -> Sequence[Expr]:
+    """The direct sub-expressions of `expr`, in evaluation order."""
+    if isinstance(expr, Call):
+        return (expr.op, *expr.args)
+    if isinstance(expr, Function):
+        return (*expr.params, expr.body)
+    if isinstance(expr, Tuple):
+        return expr.fields
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple_value,)
+    if isinstance(expr, Let):
+        return (expr.var, expr.value, expr.body)
+    if isinstance(expr, If):
+        return (expr.cond, expr.true_branch, expr.false_branch)
+    return ()
+
+
+def const(value: object, dtype: str | None = None) -> Constant:
+    """A Constant from a Python scalar or array-like, float32 by default for floats."""
+    array = np.asarray(value)
+    if dtype is not None:
+        array = array.astype(dtype)
+    elif array.dtype == np.float64:
+        array = array.astype("float32")
+    elif array.dtype == np.int64 and array.ndim == 0:
+        array = array.astype("int32")
+    return Constant(array)

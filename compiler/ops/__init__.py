@@ -1,0 +1,18 @@
+"""Operators. Importing this package registers every operator family."""
+
+from compiler.ops.registry import (  # noqa: F401  (re-exported API)
+    REQUIRED,
+    AttrError,
+    AttrSpec,
+    OpDef,
+    OpPattern,
+    Sample,
+    TypeRelationError,
+    all_ops,
+    get,
+    lookup,
+    register,
+)
+
+# Each family registers its ops on import.
+from compiler.ops import elemwise, broadcast, nn, reduce, transform  # noqa: E402,F401  isort:skip

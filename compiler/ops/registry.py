@@ -1,0 +1,227 @@
+"""The operator registry: everything about an operator, declared in one place.
+
+An `OpDef` holds an op's attributes (with TVM's defaults), its type relation, its fusion pattern
+kind, its numpy reference and sample calls used by the generic op tests. Later stages add the
+loop lowering ("compute") and the shape function to the same declaration.
+
+Family modules (`compiler/ops/<family>.py`) call `register(OpDef(...))`; importing
+`compiler.ops` imports every family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import Type
+
+
+class OpPattern(IntEnum):
+    """Fusion pattern kinds, ordered as FuseOps compares them."""
+
+    ELEMWISE = 0
+    BROADCAST = 1
+    INJECTIVE = 2
+    COMM_REDUCE = 3
+    OUT_ELEMWISE_FUSABLE = 4
+    TUPLE = 7
+    OPAQUE = 8
+
+
+class TypeRelationError(Exception):
+    """Raised by a type relation; InferType adds the call's location and text."""
+
+
+class AttrError(Exception):
+    """Raised when call attributes are invalid; `key` names the offending attribute (or None)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+# Attribute kinds. Each converts a parsed value (int, float, bool, str, None, tuples) or raises.
+ATTR_KINDS = (
+    "int",  # integer
+    "float",  # real number (ints accepted)
+    "bool",  # True/False or 0/1
+    "str",  # string
+    "dtype",  # a dtype string; "" means "same as input"
+    "ints",  # list of ints (a single int is accepted and wrapped)
+    "int_or_ints",  # an int or a list of ints, kept as given
+    "nested_ints",  # list of lists of ints (nn.pad pad_width)
+    "any",  # left as parsed
+)
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """One attribute field. `optional` allows None as a value (TVM prints such fields `None`)."""
+
+    name: str
+    kind: str
+    default: object = REQUIRED
+    optional: bool = False
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def coerce(self, value: object) -> object:
+        if value is None:
+            if self.optional or self.default is None:
+                return None
+            raise AttrError(f"attribute {self.name} may not be None", self.name)
+        kind = self.kind
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise AttrError(f"attribute {self.name} expects an integer, got {_show(value)}", self.name)
+            return int(value)
+        if kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise AttrError(f"attribute {self.name} expects a number, got {_show(value)}", self.name)
+            return float(value)
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            raise AttrError(f"attribute {self.name} expects a bool, got {_show(value)}", self.name)
+        if kind in ("str", "dtype"):
+            if not isinstance(value, str):
+                raise AttrError(f"attribute {self.name} expects a string, got {_show(value)}", self.name)
+            return value
+        if kind == "ints":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                return (int(value),)
+            return self._int_list(value)
+        if kind == "int_or_ints":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                return int(value)
+            return self._int_list(value)
+        if kind == "nested_ints":
+            if not isinstance(value, (list, tuple)):
+                raise AttrError(f"attribute {self.name} expects a list of lists, got {_show(value)}", self.name)
+            return tuple(self._int_list(v) for v in value)
+        if kind == "any":
+            return value
+        raise AssertionError(f"unknown attr kind {kind}")
+
+    def _int_list(self, value: object) -> tuple[int, ...]:
+        if not isinstance(value, (list, tuple)) or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value
+        ):
+            raise AttrError(f"attribute {self.name} expects a list of integers, got {_show(value)}", self.name)
+        return tuple(int(v) for v in value)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A call used by the generic op tests: input arrays (or types to fill randomly) and attrs.
+
+    `low`/`high` bound random float inputs (e.g. positive for log); integer inputs are drawn in
+    [0, int_high).
+    """
+
+    inputs: tuple[object, ...]
+    attrs: Mapping[str, object] = field(default_factory=dict)
+    low: float = -2.0
+    high: float = 2.0
+    int_high: int = 4
+
+
+TypeRel = Callable[[Sequence[Type], Attrs], Type]
+Reference = Callable[[Sequence[np.ndarray], Attrs], "np.ndarray | tuple[np.ndarray, ...]"]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything the compiler knows about one operator.
+
+    `num_inputs` is the number of positional arguments (None: any number). `type_rel` maps the
+    argument types and the attrs to the result type, raising TypeRelationError. `reference`
+    computes the result with numpy. `reshape_only` marks ops that only reinterpret their input
+    buffer (TVM's TReshapeOp).
+    """
+
+    name: str
+    num_inputs: int | None
+    type_rel: TypeRel
+    pattern: OpPattern
+    reference: Reference
+    attrs: tuple[AttrSpec, ...] = ()
+    samples: tuple[Sample, ...] = ()
+    reshape_only: bool = False
+    extras: Mapping[str, object] = field(default_factory=dict)
+
+    def make_attrs(self, given: Mapping[str, object]) -> Attrs:
+        """Validated attrs: unknown keys and missing required fields raise AttrError."""
+        specs = {s.name: s for s in self.attrs}
+        for key in given:
+            if key not in specs:
+                known = ", ".join(specs) or "none"
+                raise AttrError(f"operator {self.name} has no attribute {key} (known: {known})", key)
+        values: dict[str, object] = {}
+        for spec in self.attrs:
+            if spec.name in given:
+                values[spec.name] = spec.coerce(given[spec.name])
+            elif spec.required:
+                raise AttrError(f"operator {self.name} requires attribute {spec.name}", None)
+            else:
+                values[spec.name] = spec.default
+        return Attrs(values)
+
+    def printed_attrs(self, attrs: Mapping[str, object]) -> list[tuple[str, object]]:
+        """The attrs TVM's printer would show: fields without a default, and changed ones."""
+        out = []
+        for spec in self.attrs:
+            if spec.name not in attrs:
+                continue
+            value = attrs[spec.name]
+            if spec.required or value != spec.default:
+                out.append((spec.name, value))
+        return out
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    if opdef.name in _REGISTRY:
+        raise ValueError(f"operator {opdef.name} registered twice")
+    _REGISTRY[opdef.name] = opdef
+    return opdef
+
+
+def lookup(name: str) -> OpDef | None:
+    return _REGISTRY.get(name)
+
+
+def get(name: str) -> OpDef:
+    opdef = _REGISTRY.get(name)
+    if opdef is None:
+        raise KeyError(f"unknown operator {name}")
+    return opdef
+
+
+def all_ops() -> list[OpDef]:
+    return sorted(_REGISTRY.values(), key=lambda o: o.name)

@@ -1,0 +1,53 @@
+# Everything runs from the project's own virtualenv in .venv; `make install` builds it once and
+# again only when pyproject.toml changes.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+VENV_PYTHON := $(VENV)/bin/python
+INSTALL_STAMP := $(VENV)/.install-stamp
+
+# Debian packages the project needs on the machine (gcc builds the generated C through cffi).
+SYSTEM_PACKAGES := gcc
+
+.PHONY: install apt test serve bench openapi clean
+
+install: apt $(INSTALL_STAMP)
+
+# Installs only the packages that dpkg does not already know, so a ready machine pays nothing.
+apt:
+	@if ! command -v dpkg >/dev/null 2>&1; then \
+		echo "apt: no dpkg here; make sure these are installed: $(SYSTEM_PACKAGES)"; exit 0; \
+	fi; \
+	missing=""; \
+	for pkg in $(SYSTEM_PACKAGES); do \
+		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != "0" ]; then \
+		echo "apt: not root, skipping; please install:$$missing"; exit 0; \
+	fi; \
+	echo "apt: installing$$missing"; \
+	apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
+
+$(INSTALL_STAMP): pyproject.toml
+	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install --quiet --upgrade pip
+	$(VENV_PYTHON) -m pip install --quiet -e '.[test]'
+	touch $@
+
+test: install
+	$(VENV_PYTHON) -m pytest -n 2 -q
+
+serve: install
+	$(VENV)/bin/relaycc serve
+
+bench: install
+	$(VENV_PYTHON) -m bench
+
+openapi: install
+	$(VENV_PYTHON) -m service.openapi
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

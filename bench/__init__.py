@@ -1,0 +1,1 @@
+"""Benchmarks of relaycc against plain numpy; `python -m bench` runs them."""

@@ -1,0 +1,135 @@
+"""The `relaycc` command line.
+
+User errors (a bad model, a missing or unreadable file, a missing input) end the command with
+exit status 1 and one line on stderr, naming the file, line and column where there is one.
+Usage errors are argparse's: exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from compiler import __version__
+from compiler.diagnostics import CompileError, InputError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except CompileError as err:
+        print(err.one_line(), file=sys.stderr)
+        return 1
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relaycc", description="Compile and run TVM Relay text models."
+    )
+    parser.add_argument("--version", action="version", version=f"relaycc {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    interpret = commands.add_parser(
+        "interpret", help="run a model with the reference interpreter"
+    )
+    interpret.add_argument("model", type=Path, metavar="MODEL.relay")
+    interpret.add_argument(
+        "--inputs", type=Path, required=True, metavar="INPUTS.npz",
+        help="arrays named after @main's parameters (without %%)",
+    )
+    interpret.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUTPUTS.npz",
+        help="where to save the results as out0, out1, ...",
+    )
+    interpret.add_argument(
+        "--params", type=Path, metavar="PARAMS.npz",
+        help="arrays bound to @main's parameters as constants",
+    )
+    interpret.set_defaults(handler=_interpret)
+
+    serve = commands.add_parser("serve", help="run the HTTP compile service")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--workers", type=int, metavar="N",
+        help="number of compile worker processes (default: one per CPU)",
+    )
+    serve.set_defaults(handler=_serve)
+    return parser
+
+
+def _interpret(args: argparse.Namespace) -> int:
+    model = _existing_file(args.model)
+    inputs = load_arrays(args.inputs)
+    params = load_arrays(args.params) if args.params is not None else None
+
+    # Imported here so that `relaycc serve` and `--help` do not load the whole compiler.
+    from compiler.parser import parse_file
+    from compiler.runtime.interpreter import run_main
+
+    outputs = run_main(parse_file(model), inputs, params)
+    save_outputs(args.output, outputs)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from pydantic import ValidationError
+
+    from service.settings import get_settings
+
+    # The app reads its options from Settings, whose source is the environment; passing the
+    # command line options there keeps one way of configuring the service.
+    for name, value in (("HOST", args.host), ("PORT", args.port), ("WORKERS", args.workers)):
+        if value is not None:
+            os.environ[f"RELAYCC_{name}"] = str(value)
+    get_settings.cache_clear()
+    try:
+        settings = get_settings()
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}" for problem in err.errors()
+        )
+        raise InputError(f"invalid service settings: {problems}") from err
+    uvicorn.run("service.app:create_app", factory=True, host=settings.host, port=settings.port)
+    return 0
+
+
+def _existing_file(path: Path) -> Path:
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return path
+
+
+def load_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file by name; an unreadable file is an InputError."""
+    _existing_file(path)
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise InputError(f"{path}: cannot read arrays: {err}") from err
+    # np.load hands back a bare array for a .npy file; inputs must be named.
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise InputError(f"{path}: not an .npz archive")
+    with loaded:
+        try:
+            return {name: loaded[name] for name in loaded.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise InputError(f"{path}: cannot read arrays: {err}") from err
+
+
+def save_outputs(path: Path, outputs: Sequence[np.ndarray]) -> None:
+    """Saves the results as out0, out1, ... at exactly `path` (np.savez would add `.npz`)."""
+    arrays = {f"out{index}": np.asarray(value) for index, value in enumerate(outputs)}
+    try:
+        with open(path, "wb") as stream:
+            np.savez(stream, **arrays)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write outputs: {err.strerror}") from err

@@ -1,0 +1,1 @@
+"""The relaycc HTTP service: a FastAPI app in front of the compiler."""

@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+DOUBLE = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 2), float32]) {
+  add(%x, %x)
+}
+"""
+
+SUM_AND_PRODUCT = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(3), float32], %y: Tensor[(3), float32]) {
+  %0 = add(%x, %y);
+  %1 = multiply(%x, %y);
+  (%0, %1)
+}
+"""
+
+UNKNOWN_OPERATOR = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 2), float32]) {
+  not_an_operator(%x)
+}
+"""
+
+
+def run_relaycc(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "compiler", *map(str, args)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def save_npz(path: Path, **arrays: np.ndarray) -> Path:
+    with open(path, "wb") as stream:
+        np.savez(stream, **arrays)
+    return path
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_interpret_writes_model_result_as_out0(tmp_path: Path) -> None:
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    model = write(tmp_path / "double.relay", DOUBLE)
+    inputs = save_npz(tmp_path / "inputs.npz", x=x)
+    outputs = tmp_path / "outputs.npz"
+
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
+
+    assert result.returncode == 0, result.stderr
+    with np.load(outputs) as saved:
+        assert saved.files == ["out0"]
+        np.testing.assert_allclose(saved["out0"], x + x)
+        assert saved["out0"].dtype == np.float32
+
+
+def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
+    x = np.array([1, 2, 3], dtype=np.float32)
+    y = np.array([4, 5, 6], dtype=np.float32)
+    model = write(tmp_path / "pair.relay", SUM_AND_PRODUCT)
+    inputs = save_npz(tmp_path / "inputs.npz", x=x, y=y)
+    outputs = tmp_path / "outputs.npz"
+
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
+
+    assert result.returncode == 0, result.stderr
+    with np.load(outputs) as saved:
+        assert sorted(saved.files) == ["out0", "out1"]
+        np.testing.assert_allclose(saved["out0"], x + y)
+        np.testing.assert_allclose(saved["out1"], x * y)
+
+
+def test_interpret_binds_params_as_constants(tmp_path: Path) -> None:
+    x = np.array([1, 2, 3], dtype=np.float32)
+    y = np.array([10, 20, 30], dtype=np.float32)
+    model = write(tmp_path / "pair.relay", SUM_AND_PRODUCT)
+    inputs = save_npz(tmp_path / "inputs.npz", x=x)
+    params = save_npz(tmp_path / "params.npz", y=y)
+    outputs = tmp_path / "outputs.npz"
+
+    result = run_relaycc(
+        "interpret", model, "--inputs", inputs, "--params", params, "-o", outputs
+    )
+
+    assert result.returncode == 0, result.stderr
+    with np.load(outputs) as saved:
+        np.testing.assert_allclose(saved["out0"], x + y)
+        np.testing.assert_allclose(saved["out1"], x * y)
+
+
+def test_interpret_reports_parse_error_with_file_line_and_column(tmp_path: Path) -> None:
+    model = write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)
+    inputs = save_npz(tmp_path / "inputs.npz", x=np.zeros((2, 2), np.float32))
+
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
+
+    line = assert_one_line_error(result)
+    assert re.search(r"bad\.relay:3:3\b", line), line
+    assert "not_an_operator" in line
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_interpret_reports_missing_inputs_file(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+
+    result = run_relaycc(
+        "interpret", model, "--inputs", tmp_path / "absent.npz", "-o", tmp_path / "o.npz"
+    )
+
+    line = assert_one_line_error(result)
+    assert "absent.npz" in line
+
+
+def test_interpret_reports_missing_model_file(tmp_path: Path) -> None:
+    inputs = save_npz(tmp_path / "inputs.npz", x=np.zeros((2, 2), np.float32))
+
+    result = run_relaycc(
+        "interpret", tmp_path / "absent.relay", "--inputs", inputs, "-o", tmp_path / "o.npz"
+    )
+
+    line = assert_one_line_error(result)
+    assert "absent.relay" in line
+
+
+def test_interpret_reports_inputs_file_that_is_not_npz(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+    garbage = tmp_path / "inputs.npz"
+    garbage.write_bytes(b"PK\x03\x04 this is not a zip archive")
+
+    result = run_relaycc("interpret", model, "--inputs", garbage, "-o", tmp_path / "o.npz")
+
+    line = assert_one_line_error(result)
+    assert "inputs.npz" in line
+
+
+def test_interpret_reports_model_input_missing_from_inputs(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+    inputs = save_npz(tmp_path / "inputs.npz", y=np.zeros((2, 2), np.float32))
+
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
+
+    line = assert_one_line_error(result)
+    assert re.search(r"\bx\b", line), line
+
+
+def test_interpret_without_output_option_is_a_usage_error(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+
+    result = run_relaycc("interpret", model, "--inputs", tmp_path / "inputs.npz")
+
+    assert result.returncode == 2
+    assert "-o" in result.stderr
+
+
+def test_unknown_subcommand_is_a_usage_error() -> None:
+    result = run_relaycc("frobnicate")
+
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_load_arrays_returns_arrays_by_name(tmp_path: Path) -> None:
+    path = save_npz(tmp_path / "a.npz", x=np.ones(3, np.int64), y=np.zeros((1, 2), np.float32))
+
+    arrays = cli.load_arrays(path)
+
+    assert sorted(arrays) == ["x", "y"]
+    assert arrays["x"].dtype == np.int64
+    assert arrays["y"].shape == (1, 2)
+
+
+def test_load_arrays_rejects_a_bare_npy_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.npy"
+    np.save(path, np.ones(3))
+
+    with pytest.raises(cli.InputError, match="not an .npz archive"):
+        cli.load_arrays(path)
+
+
+def test_save_outputs_writes_exactly_the_given_path(tmp_path: Path) -> None:
+    path = tmp_path / "results"
+
+    cli.save_outputs(path, [np.ones(2), np.zeros(1)])
+
+    with np.load(path) as saved:
+        assert saved.files == ["out0", "out1"]
+
+
+def test_save_outputs_into_missing_directory_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(cli.InputError, match="cannot write outputs"):
+        cli.save_outputs(tmp_path / "nowhere" / "o.npz", [np.ones(2)])
+
+
+def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from service.settings import get_settings
+
+    calls: list[tuple[str, dict[str, object]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append((app, kwargs)))
+    # Registered with monkeypatch so that what `serve` writes there is undone afterwards.
+    monkeypatch.setenv("RELAYCC_HOST", "127.0.0.1")
+    monkeypatch.setenv("RELAYCC_PORT", "8000")
+    monkeypatch.setenv("RELAYCC_WORKERS", "7")
+
+    try:
+        status = cli.main(["serve", "--host", "0.0.0.0", "--port", "9123", "--workers", "2"])
+        settings = get_settings()
+    finally:
+        get_settings.cache_clear()
+
+    assert status == 0
+    expected = {"factory": True, "host": "0.0.0.0", "port": 9123}
+    assert calls == [("service.app:create_app", expected)]
+    assert settings.workers == 2
+
+
+def test_serve_reports_invalid_port_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from service.settings import get_settings
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("server started"))
+    monkeypatch.setenv("RELAYCC_PORT", "8000")
+
+    try:
+        status = cli.main(["serve", "--port", "70000"])
+    finally:
+        get_settings.cache_clear()
+
+    assert status == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "port" in error

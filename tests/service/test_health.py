@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from compiler import __version__
+
+
+def test_healthz_answers_ok_with_compiler_version(client: TestClient) -> None:
+    response = client.get("/healthz")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"status": "ok", "version": __version__}
+
+
+def test_healthz_rejects_post(client: TestClient) -> None:
+    assert client.post("/healthz").status_code == 405
+
+
+def test_healthz_is_documented_with_an_example(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+
+    operation = document["paths"]["/healthz"]["get"]
+    schema_ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    schema = document["components"]["schemas"][schema_ref.rsplit("/", 1)[1]]
+    assert operation["operationId"] == "healthz"
+    assert schema["examples"] == [{"status": "ok", "version": __version__}]

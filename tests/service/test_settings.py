@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from service.settings import Settings, SettingsDep, get_settings
+
+
+@pytest.fixture
+def fresh_settings_cache() -> Iterator[None]:
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HOST", "PORT", "WORKERS", "STORE"):
+        monkeypatch.delenv(f"RELAYCC_{name}", raising=False)
+
+    settings = Settings()
+
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8000
+    assert settings.workers == (os.cpu_count() or 1)
+    assert settings.store == Path(".relaycc-store")
+
+
+def test_settings_read_relaycc_environment_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RELAYCC_HOST", "0.0.0.0")
+    monkeypatch.setenv("RELAYCC_PORT", "9001")
+    monkeypatch.setenv("RELAYCC_WORKERS", "3")
+    monkeypatch.setenv("RELAYCC_STORE", str(tmp_path))
+
+    settings = Settings()
+
+    assert (settings.host, settings.port, settings.workers) == ("0.0.0.0", 9001, 3)
+    assert settings.store == tmp_path
+
+
+def test_settings_reject_zero_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELAYCC_WORKERS", "0")
+
+    with pytest.raises(ValueError, match="workers"):
+        Settings()
+
+
+def test_get_settings_is_built_once(fresh_settings_cache: None) -> None:
+    assert get_settings() is get_settings()
+
+
+def test_settings_dependency_can_be_overridden(settings: Settings) -> None:
+    app = FastAPI()
+
+    @app.get("/store")
+    def store(current: SettingsDep) -> str:
+        return str(current.store)
+
+    app.dependency_overrides[get_settings] = lambda: settings
+    with TestClient(app) as client:
+        assert client.get("/store").json() == str(settings.store)

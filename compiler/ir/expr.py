@@ -217,7 +217,8 @@ def children(expr: Expr) -> Sequence[Expr]:
     if isinstance(expr, TupleGetItem):
         return (expr.tuple_value,)
     if isinstance(expr, Let):
-        return (expr.var, expr.value, expr.body)
+        # The value comes before its binder so a walk types/evaluates it before the var is seen.
+        return (expr.value, expr.var, expr.body)
     if isinstance(expr, If):
         return (expr.cond, expr.true_branch, expr.false_branch)
     return ()

@@ -161,6 +161,11 @@ class OpDef:
     argument types and the attrs to the result type, raising TypeRelationError. `reference`
     computes the result with numpy. `reshape_only` marks ops that only reinterpret their input
     buffer (TVM's TReshapeOp).
+
+    Loop lowering (see compiler/tir/compute.py): exactly one of `compute` (elementwise,
+    broadcast, injective), `reduction` (comm-reduce) or `kernel` (heavy ops). `shape_func`
+    computes the output shape from input shapes (or, when `shape_data_dependent`, from input
+    data) for dynamic shapes.
     """
 
     name: str
@@ -171,6 +176,11 @@ class OpDef:
     attrs: tuple[AttrSpec, ...] = ()
     samples: tuple[Sample, ...] = ()
     reshape_only: bool = False
+    compute: Callable[..., object] | None = None
+    reduction: Callable[..., object] | None = None
+    kernel: Callable[..., object] | None = None
+    shape_func: Callable[..., object] | None = None
+    shape_data_dependent: bool = False
     extras: Mapping[str, object] = field(default_factory=dict)
 
     def make_attrs(self, given: Mapping[str, object]) -> Attrs:

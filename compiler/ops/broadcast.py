@@ -1,0 +1,181 @@
+"""Broadcasting operators: binary arithmetic, comparisons, logical ops and `where`.
+
+Shapes broadcast as in numpy (a `?` dim unifies with anything, see common.broadcast_shapes).
+As in TVM the operands must have one dtype: `add(int8 tensor, 1)` is a type error, the
+literal must be written `1i8`. Comparisons return bool.
+
+Integer division follows TVM, which follows C: `divide` and `mod` truncate toward zero
+(-7 / 2 == -3, -7 mod 2 == -1); `floor_divide` and `floor_mod` round toward minus infinity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType, Type
+from compiler.ops.common import broadcast_shapes, check_arity, same_dtype, tensor_arg
+from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
+from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+
+BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return dtype_kind(str(a.dtype)) == "float"
+
+
+def trunc_divide_ints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer quotient rounded toward zero (C's `/`), exact for every integer width."""
+    quotient = np.floor_divide(a, b)
+    # Floor and truncation differ exactly when the division is inexact and the signs differ.
+    inexact_negative = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return quotient + inexact_negative.astype(quotient.dtype)
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.true_divide(a, b) if _is_float(a) else trunc_divide_ints(a, b)
+
+
+def _floor_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # TVM's float floor_divide is floor(a / b), which can differ from numpy's divmod-based one.
+    return np.floor(np.true_divide(a, b)) if _is_float(a) else np.floor_divide(a, b)
+
+
+def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if _is_float(a):
+        return np.power(a, b)
+    # Integer powers go through double pow() in C, so negative exponents truncate to 0 or ±1
+    # instead of failing as numpy's integer power does.
+    return np.trunc(np.power(a.astype(np.float64), b.astype(np.float64)))
+
+
+def _broadcast_type_rel(
+    name: str, kinds: frozenset[str], result_dtype: str | None
+) -> Callable[[Sequence[Type], Attrs], Type]:
+    def type_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 2, name)
+        lhs = tensor_arg(types, 0, name)
+        rhs = tensor_arg(types, 1, name)
+        dtype = same_dtype(lhs, rhs, name)
+        require_kind(lhs, kinds, name)
+        return TensorType(broadcast_shapes(lhs, rhs, name), result_dtype or dtype)
+
+    return type_rel
+
+
+def _samples_for(kinds: frozenset[str]) -> tuple[Sample, ...]:
+    samples: list[Sample] = []
+    if "float" in kinds:
+        samples.append(Sample((TensorType((2, 3), "float32"), TensorType((2, 3), "float32"))))
+        samples.append(Sample((TensorType((2, 1, 4), "float32"), TensorType((3, 1), "float32"))))
+        samples.append(Sample((TensorType((2, 3), "float64"), TensorType((), "float64"))))
+    if "int" in kinds:
+        samples.append(Sample((TensorType((2, 3), "int32"), TensorType((3,), "int32"))))
+        samples.append(Sample((TensorType((), "int8"), TensorType((4,), "int8"))))
+    if "bool" in kinds:
+        samples.append(Sample((TensorType((2, 2), "bool"), TensorType((2, 1), "bool"))))
+    return tuple(samples)
+
+
+# Random integer divisors include 0, so the division family uses fixed operands of all signs.
+_SIGNED_DIVISION = (
+    Sample((TensorType((2, 3), "float32"), TensorType((3,), "float32")), low=0.5, high=3.0),
+    Sample(
+        (
+            np.array([7, -7, 7, -7, 0, 6, -1], dtype=np.int32),
+            np.array([2, 2, -2, -2, 3, 3, 5], dtype=np.int32),
+        )
+    ),
+    Sample((np.array([[9], [-9]], dtype=np.int8), np.array([4, -4], dtype=np.int8))),
+)
+
+
+def binary(
+    name: str,
+    fn: BinaryFn,
+    kinds: frozenset[str] = NUMERIC,
+    result_dtype: str | None = None,
+    samples: tuple[Sample, ...] | None = None,
+) -> OpDef:
+    """Register a broadcasting binary op computing `fn` on operands of one dtype in `kinds`."""
+
+    def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        lhs, rhs = arrays
+        return np.asarray(fn(lhs, rhs)).astype(result_dtype or lhs.dtype)
+
+    return register(
+        OpDef(
+            name=name,
+            num_inputs=2,
+            type_rel=_broadcast_type_rel(name, kinds, result_dtype),
+            pattern=OpPattern.BROADCAST,
+            reference=reference,
+            samples=_samples_for(kinds) if samples is None else samples,
+        )
+    )
+
+
+binary("add", np.add)
+binary("subtract", np.subtract)
+binary("multiply", np.multiply)
+binary("divide", _divide, samples=_SIGNED_DIVISION)
+binary("floor_divide", _floor_divide, samples=_SIGNED_DIVISION)
+binary("mod", np.fmod, samples=_SIGNED_DIVISION)
+binary("floor_mod", np.mod, samples=_SIGNED_DIVISION)
+binary(
+    "power",
+    _power,
+    samples=(
+        Sample((TensorType((2, 3), "float32"), TensorType((3,), "float32")), low=0.1, high=3.0),
+        Sample((np.array([2, -3, 5, 2], dtype=np.int32), np.array([3, 2, 0, -1], dtype=np.int32))),
+    ),
+)
+binary("maximum", np.maximum, ANY_DTYPE)
+binary("minimum", np.minimum, ANY_DTYPE)
+binary("equal", np.equal, ANY_DTYPE, "bool")
+binary("not_equal", np.not_equal, ANY_DTYPE, "bool")
+binary("less", np.less, ANY_DTYPE, "bool")
+binary("less_equal", np.less_equal, ANY_DTYPE, "bool")
+binary("greater", np.greater, ANY_DTYPE, "bool")
+binary("greater_equal", np.greater_equal, ANY_DTYPE, "bool")
+binary("logical_and", np.logical_and, BOOL)
+binary("logical_or", np.logical_or, BOOL)
+binary("logical_xor", np.logical_xor, BOOL)
+
+
+def _where_type_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 3, "where")
+    cond, x, y = (tensor_arg(types, i, "where") for i in range(3))
+    if cond.dtype != "bool":
+        raise TypeRelationError(f"where expects a bool condition, got {cond}")
+    dtype = same_dtype(x, y, "where")
+    try:
+        values = broadcast_shapes(x, y, "where")
+        shape = broadcast_shapes(cond, TensorType(values, dtype), "where")
+    except TypeRelationError:
+        raise TypeRelationError(f"where: shapes of {cond}, {x} and {y} do not broadcast") from None
+    return TensorType(shape, dtype)
+
+
+def _where_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    cond, x, y = arrays
+    return np.asarray(np.where(cond, x, y)).astype(x.dtype)
+
+
+register(
+    OpDef(
+        name="where",
+        num_inputs=3,
+        type_rel=_where_type_rel,
+        pattern=OpPattern.BROADCAST,
+        reference=_where_reference,
+        samples=(
+            Sample((TensorType((2, 3), "bool"), TensorType((2, 3), "float32"), TensorType((2, 3), "float32"))),
+            Sample((TensorType((3, 1), "bool"), TensorType((4,), "float32"), TensorType((), "float32"))),
+            Sample((TensorType((), "bool"), TensorType((2, 1), "int32"), TensorType((1, 5), "int32"))),
+        ),
+    )
+)

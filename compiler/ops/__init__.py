@@ -16,3 +16,5 @@ from compiler.ops.registry import (  # noqa: F401  (re-exported API)
 
 # Each family registers its ops on import.
 from compiler.ops import elemwise, broadcast, nn, reduce, transform  # noqa: E402,F401  isort:skip
+from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401  isort:skip
+from compiler.ops import call  # noqa: E402,F401  isort:skip

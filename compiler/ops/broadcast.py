@@ -6,6 +6,9 @@ literal must be written `1i8`. Comparisons return bool.
 
 Integer division follows TVM, which follows C: `divide` and `mod` truncate toward zero
 (-7 / 2 == -3, -7 mod 2 == -1); `floor_divide` and `floor_mod` round toward minus infinity.
+
+Loops: a binary op's compute is a scalar function of its two operand elements
+(`binary(..., compute=...)`); `broadcast_index` turns the output index into each operand's.
 """
 
 from __future__ import annotations
@@ -19,8 +22,41 @@ from compiler.ir.types import TensorType, Type
 from compiler.ops.common import broadcast_shapes, check_arity, same_dtype, tensor_arg
 from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.dtypes import is_float
+from compiler.tir.expr import (
+    Const,
+    PrimExpr,
+    binary as binary_expr,
+    cast,
+    intrin,
+    logical_and,
+    maximum,
+    minimum,
+    ne,
+    select,
+)
 
 BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# The loop body of a binary op: the output element from the two (broadcast) operand elements.
+ScalarBinaryFn = Callable[[PrimExpr, PrimExpr], PrimExpr]
+
+
+def broadcast_index(idx: Index, shape: Sequence[object]) -> tuple[PrimExpr, ...]:
+    """The element of a tensor of `shape` that numpy broadcasting pairs with output index `idx`.
+
+    The tensor's dims align with the trailing output dims (missing leading dims are dropped);
+    a dim of extent 1 is read at 0 whatever the output index.
+    """
+    lead = len(idx) - len(shape)
+    if lead < 0:
+        raise ValueError(f"a rank-{len(shape)} operand cannot broadcast to rank {len(idx)}")
+    return tuple(Const(0) if d == 1 else idx[lead + i] for i, d in enumerate(shape))
+
+
+def load_broadcast(view: TensorView, idx: Index) -> PrimExpr:
+    """`view`'s element paired with output index `idx` under broadcasting."""
+    return view[broadcast_index(idx, view.shape)]
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -50,6 +86,38 @@ def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # Integer powers go through double pow() in C, so negative exponents truncate to 0 or ±1
     # instead of failing as numpy's integer power does.
     return np.trunc(np.power(a.astype(np.float64), b.astype(np.float64)))
+
+
+def _trunc_or_true_divide(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return a / b if is_float(a.dtype) else binary_expr("tdiv", a, b)
+
+
+def _floor_divide_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return intrin("floor", a / b) if is_float(a.dtype) else a // b
+
+
+def _mod_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return intrin("fmod", a, b) if is_float(a.dtype) else binary_expr("tmod", a, b)
+
+
+def _floor_mod_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if not is_float(a.dtype):
+        return a % b
+    # numpy's float mod: the exact C remainder, moved into the divisor's sign when they differ.
+    rem = intrin("fmod", a, b)
+    moves = logical_and(ne(rem, Const(0.0, a.dtype)), ne(rem < 0, b < 0))
+    return select(moves, rem + b, rem)
+
+
+def _power_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if is_float(a.dtype):
+        return intrin("pow", a, b)
+    # As the reference: double pow(), truncated back to the integer type by the conversion.
+    return cast(a.dtype, intrin("pow", cast("float64", a), cast("float64", b)))
+
+
+def _operator(op: str) -> ScalarBinaryFn:
+    return lambda a, b: binary_expr(op, a, b)
 
 
 def _broadcast_type_rel(
@@ -99,12 +167,18 @@ def binary(
     kinds: frozenset[str] = NUMERIC,
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] | None = None,
+    compute: ScalarBinaryFn | None = None,
 ) -> OpDef:
-    """Register a broadcasting binary op computing `fn` on operands of one dtype in `kinds`."""
+    """Register a broadcasting binary op computing `fn` (numpy) / `compute` (loops) on operands
+    of one dtype in `kinds`."""
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         lhs, rhs = arrays
         return np.asarray(fn(lhs, rhs)).astype(result_dtype or lhs.dtype)
+
+    def loop_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+        assert compute is not None
+        return compute(load_broadcast(inputs[0], idx), load_broadcast(inputs[1], idx))
 
     return register(
         OpDef(
@@ -114,17 +188,18 @@ def binary(
             pattern=OpPattern.BROADCAST,
             reference=reference,
             samples=_samples_for(kinds) if samples is None else samples,
+            compute=None if compute is None else loop_compute,
         )
     )
 
 
-binary("add", np.add)
-binary("subtract", np.subtract)
-binary("multiply", np.multiply)
-binary("divide", _divide, samples=_SIGNED_DIVISION)
-binary("floor_divide", _floor_divide, samples=_SIGNED_DIVISION)
-binary("mod", np.fmod, samples=_SIGNED_DIVISION)
-binary("floor_mod", np.mod, samples=_SIGNED_DIVISION)
+binary("add", np.add, compute=_operator("+"))
+binary("subtract", np.subtract, compute=_operator("-"))
+binary("multiply", np.multiply, compute=_operator("*"))
+binary("divide", _divide, samples=_SIGNED_DIVISION, compute=_trunc_or_true_divide)
+binary("floor_divide", _floor_divide, samples=_SIGNED_DIVISION, compute=_floor_divide_compute)
+binary("mod", np.fmod, samples=_SIGNED_DIVISION, compute=_mod_compute)
+binary("floor_mod", np.mod, samples=_SIGNED_DIVISION, compute=_floor_mod_compute)
 binary(
     "power",
     _power,
@@ -132,18 +207,20 @@ binary(
         Sample((TensorType((2, 3), "float32"), TensorType((3,), "float32")), low=0.1, high=3.0),
         Sample((np.array([2, -3, 5, 2], dtype=np.int32), np.array([3, 2, 0, -1], dtype=np.int32))),
     ),
+    compute=_power_compute,
 )
-binary("maximum", np.maximum, ANY_DTYPE)
-binary("minimum", np.minimum, ANY_DTYPE)
-binary("equal", np.equal, ANY_DTYPE, "bool")
-binary("not_equal", np.not_equal, ANY_DTYPE, "bool")
-binary("less", np.less, ANY_DTYPE, "bool")
-binary("less_equal", np.less_equal, ANY_DTYPE, "bool")
-binary("greater", np.greater, ANY_DTYPE, "bool")
-binary("greater_equal", np.greater_equal, ANY_DTYPE, "bool")
-binary("logical_and", np.logical_and, BOOL)
-binary("logical_or", np.logical_or, BOOL)
-binary("logical_xor", np.logical_xor, BOOL)
+binary("maximum", np.maximum, ANY_DTYPE, compute=maximum)
+binary("minimum", np.minimum, ANY_DTYPE, compute=minimum)
+binary("equal", np.equal, ANY_DTYPE, "bool", compute=_operator("=="))
+binary("not_equal", np.not_equal, ANY_DTYPE, "bool", compute=_operator("!="))
+binary("less", np.less, ANY_DTYPE, "bool", compute=_operator("<"))
+binary("less_equal", np.less_equal, ANY_DTYPE, "bool", compute=_operator("<="))
+binary("greater", np.greater, ANY_DTYPE, "bool", compute=_operator(">"))
+binary("greater_equal", np.greater_equal, ANY_DTYPE, "bool", compute=_operator(">="))
+binary("logical_and", np.logical_and, BOOL, compute=_operator("&&"))
+binary("logical_or", np.logical_or, BOOL, compute=_operator("||"))
+# Bools hold exactly 0 or 1, so "differ" is exclusive or.
+binary("logical_xor", np.logical_xor, BOOL, compute=_operator("!="))
 
 
 def _where_type_rel(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -165,6 +242,11 @@ def _where_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.asarray(np.where(cond, x, y)).astype(x.dtype)
 
 
+def _where_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    cond, x, y = (load_broadcast(view, idx) for view in inputs)
+    return select(cond, x, y)
+
+
 register(
     OpDef(
         name="where",
@@ -172,6 +254,7 @@ register(
         type_rel=_where_type_rel,
         pattern=OpPattern.BROADCAST,
         reference=_where_reference,
+        compute=_where_compute,
         samples=(
             Sample((TensorType((2, 3), "bool"), TensorType((2, 3), "float32"), TensorType((2, 3), "float32"))),
             Sample((TensorType((3, 1), "bool"), TensorType((4,), "float32"), TensorType((), "float32"))),

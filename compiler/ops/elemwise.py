@@ -2,7 +2,8 @@
 
 All of them fuse as ELEMWISE and keep the input's shape. Their numpy references return the
 input's dtype (cast excepted): floats are computed in float64 and rounded back once, so the
-reference is at least as accurate as the C kernel it checks.
+reference is at least as accurate as the C kernel it checks. Their loops are one scalar
+function of the input element (`unary(..., compute=...)`), inlined wherever they are fused.
 
 Dtype classes used by the type relations of several families live here too: `FLOAT`,
 `NUMERIC`, `BOOL`, `ANY_DTYPE` and `require_kind`.
@@ -19,6 +20,12 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
 from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.dtypes import is_float
+from compiler.tir.expr import Const, PrimExpr, cast, intrin, maximum, minimum, ne, select, unary as unary_expr
+
+# The loop body of a unary op: the output element from the input element.
+ScalarFn = Callable[[PrimExpr], PrimExpr]
 
 FLOAT = frozenset({"float"})
 NUMERIC = frozenset({"float", "int"})
@@ -73,14 +80,20 @@ def _default_samples(kinds: frozenset[str], low: float, high: float) -> tuple[Sa
     return tuple(samples)
 
 
+def elementwise_compute(scalar: ScalarFn) -> Callable[[Index, Sequence[TensorView], Attrs, Type], PrimExpr]:
+    """An op compute applying `scalar` to the input element at the output's own index."""
+    return lambda idx, inputs, attrs, out_type: scalar(inputs[0][tuple(idx)])
+
+
 def unary(
     name: str,
     fn: Callable[[np.ndarray], np.ndarray],
     kinds: frozenset[str] = NUMERIC,
     low: float = -2.0,
     high: float = 2.0,
+    compute: ScalarFn | None = None,
 ) -> OpDef:
-    """Register an attribute-free elementwise op computing `fn` on `kinds` of tensors."""
+    """Register an attribute-free elementwise op computing `fn` (numpy) / `compute` (loops)."""
     return register(
         OpDef(
             name=name,
@@ -89,6 +102,7 @@ def unary(
             pattern=OpPattern.ELEMWISE,
             reference=lambda arrays, attrs: _in_input_dtype(fn, arrays[0]),
             samples=_default_samples(kinds, low, high),
+            compute=None if compute is None else elementwise_compute(compute),
         )
     )
 
@@ -116,20 +130,34 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(_erf_scalar(x), dtype=np.float64)
 
 
-unary("negative", np.negative)
-unary("abs", np.abs)
-unary("floor", np.floor)
-unary("ceil", np.ceil)
-unary("round", _round_half_away_from_zero)
-unary("copy", np.copy, ANY_DTYPE)
-unary("logical_not", np.logical_not, BOOL)
-unary("exp", np.exp, FLOAT)
-unary("log", np.log, FLOAT, low=0.1, high=4.0)
-unary("sqrt", np.sqrt, FLOAT, low=0.0, high=4.0)
-unary("rsqrt", lambda x: 1.0 / np.sqrt(x), FLOAT, low=0.1, high=4.0)
-unary("tanh", np.tanh, FLOAT)
-unary("sigmoid", _sigmoid, FLOAT)
-unary("erf", _erf, FLOAT)
+def _math(name: str) -> ScalarFn:
+    return lambda x: intrin(name, x)
+
+
+def _rounding(name: str) -> ScalarFn:
+    # Integers are already whole: floor, ceil and round leave them unchanged.
+    return lambda x: intrin(name, x) if is_float(x.dtype) else x
+
+
+def _abs(x: PrimExpr) -> PrimExpr:
+    # No integer abs intrinsic: abs() of int8 -128 would also widen. -x wraps back on the store.
+    return intrin("fabs", x) if is_float(x.dtype) else select(x < 0, -x, x)
+
+
+unary("negative", np.negative, compute=lambda x: -x)
+unary("abs", np.abs, compute=_abs)
+unary("floor", np.floor, compute=_rounding("floor"))
+unary("ceil", np.ceil, compute=_rounding("ceil"))
+unary("round", _round_half_away_from_zero, compute=_rounding("round"))
+unary("copy", np.copy, ANY_DTYPE, compute=lambda x: x)
+unary("logical_not", np.logical_not, BOOL, compute=lambda x: unary_expr("!", x))
+unary("exp", np.exp, FLOAT, compute=_math("exp"))
+unary("log", np.log, FLOAT, low=0.1, high=4.0, compute=_math("log"))
+unary("sqrt", np.sqrt, FLOAT, low=0.0, high=4.0, compute=_math("sqrt"))
+unary("rsqrt", lambda x: 1.0 / np.sqrt(x), FLOAT, low=0.1, high=4.0, compute=_math("rsqrt"))
+unary("tanh", np.tanh, FLOAT, compute=_math("tanh"))
+unary("sigmoid", _sigmoid, FLOAT, compute=_math("sigmoid"))
+unary("erf", _erf, FLOAT, compute=_math("erf"))
 
 
 def _clip_bound(value: float, dtype: np.dtype) -> np.ndarray:
@@ -160,6 +188,14 @@ def _clip_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.asarray(np.maximum(np.minimum(x, high), low))
 
 
+def _clip_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    x = inputs[0][tuple(idx)]
+    dtype = np.dtype(x.dtype)
+    low = Const(_clip_bound(float(attrs["a_min"]), dtype).item(), x.dtype)
+    high = Const(_clip_bound(float(attrs["a_max"]), dtype).item(), x.dtype)
+    return maximum(minimum(x, high), low)
+
+
 register(
     OpDef(
         name="clip",
@@ -167,6 +203,7 @@ register(
         type_rel=_clip_type_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_clip_reference,
+        compute=_clip_compute,
         attrs=(AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),
         samples=(
             Sample((TensorType((2, 3), "float32"),), {"a_min": 0.0, "a_max": 6.0}, low=-4.0, high=8.0),
@@ -193,6 +230,15 @@ def _cast_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.asarray(arrays[0]).astype(str(attrs["dtype"]))
 
 
+def _cast_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    x = inputs[0][tuple(idx)]
+    dtype = str(attrs["dtype"])
+    # A C conversion to uint8_t keeps the low bits; a bool is whether the value is non-zero.
+    if dtype == "bool" and x.dtype != "bool":
+        return ne(x, Const(0, x.dtype))
+    return cast(dtype, x)
+
+
 register(
     OpDef(
         name="cast",
@@ -200,6 +246,7 @@ register(
         type_rel=_cast_type_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_cast_reference,
+        compute=_cast_compute,
         attrs=(AttrSpec("dtype", "dtype"),),
         samples=(
             Sample((TensorType((2, 3), "float32"),), {"dtype": "int32"}, low=-9.0, high=9.0),

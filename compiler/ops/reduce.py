@@ -9,6 +9,9 @@ index is into the reduced axes flattened in row-major order.
 Integer sums and products accumulate in the input dtype and wrap, as the C kernel does. The
 mean of an integer tensor keeps its dtype: the wrapped integer sum is divided by the element
 count rounding toward zero (C division), so mean([-3, 0]) is -1 and mean([3, 0]) is 1.
+
+Loops: every reduction is a `Reduction` built by `over_reduced_axes(combiner)` from the same
+axis rules; only the combiner (and mean's final division) differs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from compiler.ops.broadcast import trunc_divide_ints
 from compiler.ops.common import check_arity, normalize_axis, tensor_arg
 from compiler.ops.elemwise import ANY_DTYPE, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, Reduction, TensorView
+from compiler.tir.dtypes import is_float
+from compiler.tir.expr import Const, PrimExpr, binary as binary_expr, cast
 
 REDUCE_ATTRS = (
     AttrSpec("axis", "ints", None, optional=True),
@@ -33,6 +39,10 @@ ARG_REDUCE_ATTRS = REDUCE_ATTRS + (AttrSpec("select_last_index", "bool", False),
 
 # Computes the reduction of an array over the given (sorted, non-negative) axes, dropping them.
 ReduceFn = Callable[[np.ndarray, tuple[int, ...], Attrs], np.ndarray]
+# The loop form of a reduction op (OpDef.reduction).
+ReductionFn = Callable[[Sequence[TensorView], Attrs, Type], Reduction]
+# Turns the combined value into the result, given the number of elements combined.
+Finalize = Callable[[PrimExpr, "PrimExpr | int"], PrimExpr]
 
 
 def reduce_axes(ndim: int, attrs: Attrs, op: str) -> tuple[int, ...]:
@@ -100,6 +110,51 @@ def _arg_reduce(pick: Callable[..., np.ndarray]) -> ReduceFn:
     return compute
 
 
+def over_reduced_axes(combiner: str, finalize: Finalize | None = None) -> ReductionFn:
+    """The loop form of a reduction: `combiner` over the axes the attrs select.
+
+    The reduce index walks the reduced axes in order (row-major, as argmax's flattened index
+    requires); the output index supplies the kept axes, skipping the unit axes keepdims leaves.
+    """
+
+    def lower(inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> Reduction:
+        x = inputs[0]
+        axes = reduce_axes(x.ndim, attrs, combiner)
+        keepdims = bool(attrs["keepdims"])
+        assert isinstance(out_type, TensorType)
+
+        def body(out_idx: Index, red_idx: Index) -> PrimExpr:
+            kept = iter(i for pos, i in enumerate(out_idx) if not (keepdims and pos in axes))
+            reduced = iter(red_idx)
+            return x[tuple(next(reduced) if d in axes else next(kept) for d in range(x.ndim))]
+
+        extents = tuple(x.shape[a] for a in axes)
+        count: PrimExpr | int = 1
+        for extent in extents:
+            count = count * extent if isinstance(count, int) and isinstance(extent, int) else extent * count
+        # argmax/argmin accumulate the winning index; the others accumulate the result itself.
+        dtype = out_type.dtype if combiner in ("argmax", "argmin") else x.dtype
+        return Reduction(
+            combiner=combiner,
+            extents=extents,
+            body=body,
+            dtype=dtype,
+            finalize=None if finalize is None else lambda acc, out_idx: finalize(acc, count),
+            select_last=bool(attrs.get("select_last_index", False)),
+        )
+
+    return lower
+
+
+def _divide_by_count(total: PrimExpr, count: PrimExpr | int) -> PrimExpr:
+    if is_float(total.dtype):
+        return total / (float(count) if isinstance(count, int) else cast(total.dtype, count))
+    # As the reference: the wrapped sum over the count, truncated, in 64 bits (the count may
+    # not fit the input dtype).
+    wide_count = Const(count, "int64") if isinstance(count, int) else cast("int64", count)
+    return binary_expr("tdiv", cast("int64", total), wide_count)
+
+
 _SAMPLES = (
     Sample((TensorType((2, 3, 4), "float32"),)),
     Sample((TensorType((2, 3, 4), "float32"),), {"axis": [1]}),
@@ -124,8 +179,10 @@ def reduction(
     attrs: tuple[AttrSpec, ...] = REDUCE_ATTRS,
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] = _SAMPLES,
+    lowering: ReductionFn | None = None,
 ) -> OpDef:
-    """Register a reduction whose numpy form is `compute` (which drops the reduced axes)."""
+    """Register a reduction whose numpy form is `compute` (which drops the reduced axes) and
+    whose loop form is `lowering`."""
 
     def type_rel(types: Sequence[Type], call_attrs: Attrs) -> Type:
         check_arity(types, 1, name)
@@ -151,19 +208,27 @@ def reduction(
             reference=reference,
             attrs=attrs,
             samples=samples,
+            reduction=lowering,
         )
     )
 
 
-reduction("sum", _sum, NUMERIC)
-reduction("prod", _prod, NUMERIC)
+reduction("sum", _sum, NUMERIC, lowering=over_reduced_axes("sum"))
+reduction("prod", _prod, NUMERIC, lowering=over_reduced_axes("prod"))
 reduction(
     "mean",
     _mean,
     NUMERIC,
     samples=_SAMPLES + (Sample((np.array([[-3, 1, 4], [0, 0, 1]], dtype=np.int32),), {"axis": [0]}),),
+    lowering=over_reduced_axes("sum", _divide_by_count),
 )
-reduction("max", _max, ANY_DTYPE, samples=_ANY_DTYPE_SAMPLES)
-reduction("min", _min, ANY_DTYPE, samples=_ANY_DTYPE_SAMPLES)
-reduction("argmax", _arg_reduce(np.argmax), ANY_DTYPE, ARG_REDUCE_ATTRS, "int32", _ARG_SAMPLES)
-reduction("argmin", _arg_reduce(np.argmin), ANY_DTYPE, ARG_REDUCE_ATTRS, "int32", _ARG_SAMPLES)
+reduction("max", _max, ANY_DTYPE, samples=_ANY_DTYPE_SAMPLES, lowering=over_reduced_axes("max"))
+reduction("min", _min, ANY_DTYPE, samples=_ANY_DTYPE_SAMPLES, lowering=over_reduced_axes("min"))
+reduction(
+    "argmax", _arg_reduce(np.argmax), ANY_DTYPE, ARG_REDUCE_ATTRS, "int32", _ARG_SAMPLES,
+    lowering=over_reduced_axes("argmax"),
+)
+reduction(
+    "argmin", _arg_reduce(np.argmin), ANY_DTYPE, ARG_REDUCE_ATTRS, "int32", _ARG_SAMPLES,
+    lowering=over_reduced_axes("argmin"),
+)

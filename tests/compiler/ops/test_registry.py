@@ -8,7 +8,6 @@ operator is covered by existing: it only has to declare samples.
 from __future__ import annotations
 
 import warnings
-import zlib
 
 import numpy as np
 import pytest
@@ -17,8 +16,10 @@ from compiler import ops
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, TensorType, TupleType, Type, dtype_of
 from compiler.ops.registry import ATTR_KINDS, OpDef, OpPattern, Sample, TypeRelationError
+from tests.compiler.ops.samples import materialize, sample_rng
 
-ALL_OPS = ops.all_ops()
+# Internal ops (call_lowered) exist only after lowering: they have no samples or reference.
+ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
 
 
 def _op_params(selected: list[OpDef] | None = None) -> list[object]:
@@ -31,29 +32,6 @@ def _sample_params() -> list[object]:
         for op in ALL_OPS
         for index, sample in enumerate(op.samples)
     ]
-
-
-def _random_tensor(ty: TensorType, sample: Sample, rng: np.random.Generator) -> np.ndarray:
-    assert not ty.is_dynamic, f"sample input {ty} needs static dims to be generated"
-    shape = tuple(d for d in ty.shape if isinstance(d, int))
-    if ty.dtype == "bool":
-        return np.asarray(rng.random(shape) < 0.5)
-    if np.dtype(ty.dtype).kind == "f":
-        return np.asarray(rng.uniform(sample.low, sample.high, shape)).astype(ty.dtype)
-    return np.asarray(rng.integers(0, sample.int_high, shape)).astype(ty.dtype)
-
-
-def _materialize(entry: object, sample: Sample, rng: np.random.Generator) -> tuple[object, Type]:
-    """An input value and its type: arrays are used as given, types are filled randomly."""
-    if isinstance(entry, np.ndarray):
-        return entry, TensorType(entry.shape, dtype_of(entry))
-    if isinstance(entry, TensorType):
-        return _random_tensor(entry, sample, rng), entry
-    if isinstance(entry, (TupleType, tuple)):
-        fields = entry.fields if isinstance(entry, TupleType) else entry
-        parts = [_materialize(f, sample, rng) for f in fields]
-        return tuple(value for value, _ in parts), TupleType(tuple(ty for _, ty in parts))
-    raise AssertionError(f"sample input {entry!r} is neither a type, a tuple nor an array")
 
 
 def _assert_value_has_type(value: object, ty: Type, where: str) -> None:
@@ -93,8 +71,8 @@ def check_declaration(op: OpDef) -> None:
 def check_sample(op: OpDef, index: int, sample: Sample) -> None:
     if op.num_inputs is not None:
         assert len(sample.inputs) == op.num_inputs, f"{op.name} takes {op.num_inputs} inputs"
-    rng = np.random.default_rng(zlib.crc32(f"{op.name}-{index}".encode()))
-    parts = [_materialize(entry, sample, rng) for entry in sample.inputs]
+    rng = sample_rng(op, index)
+    parts = [materialize(entry, sample, rng) for entry in sample.inputs]
     values = [value for value, _ in parts]
     types = [ty for _, ty in parts]
     attrs = op.make_attrs(sample.attrs)
@@ -137,7 +115,7 @@ def test_reference_result_has_the_inferred_type(op: OpDef, index: int, sample: S
 def test_type_relation_rejects_a_wrong_number_of_arguments(op: OpDef) -> None:
     sample = op.samples[0]
     rng = np.random.default_rng(0)
-    types = [_materialize(entry, sample, rng)[1] for entry in sample.inputs]
+    types = [materialize(entry, sample, rng)[1] for entry in sample.inputs]
     attrs = op.make_attrs(sample.attrs)
     with pytest.raises(TypeRelationError):
         op.type_rel(types + [types[-1]], attrs)

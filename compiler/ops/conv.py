@@ -1,0 +1,163 @@
+"""nn.conv2d: grouped, dilated, strided 2-D convolution in any permutation layout.
+
+The data layout is a permutation of NCHW and the kernel layout a permutation of OIHW (OIHW,
+HWIO, OHWI, HWOI, IHWO, ...). Seen in OIHW, the weight is (O, C/groups, KH, KW): output channel
+o reads the input channels of group o // (O/groups). Depthwise convolution is groups == C with
+one input channel per group (so an HWOI depthwise weight is (KH, KW, C*multiplier, 1)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, Dim, TensorType, Type
+from compiler.ops.common import check_arity, dims_equal, same_dtype, tensor_arg
+from compiler.ops.layout import from_canonical, plain_positions, to_canonical
+from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
+from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.window import padding4, positive_pair, window_extent, window_views
+
+OP = "nn.conv2d"
+F32 = "float32"
+
+
+@dataclass(frozen=True)
+class Conv2DGeometry:
+    """Everything about one conv2d call, read once from its attrs and argument types.
+
+    `data_pos`, `kernel_pos` and `out_pos` map the canonical NCHW / OIHW orders to the actual
+    layouts (see `layout.plain_positions`).
+    """
+
+    data_pos: tuple[int, ...]
+    kernel_pos: tuple[int, ...]
+    out_pos: tuple[int, ...]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    groups: int
+    out_shape_nchw: tuple[Dim, ...]
+
+
+def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2DGeometry:
+    """Validate a conv2d call; raise TypeRelationError naming the offending types or attrs."""
+    data_pos = plain_positions(attrs["data_layout"], "NCHW", OP, "data_layout")
+    kernel_pos = plain_positions(attrs["kernel_layout"], "OIHW", OP, "kernel_layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", OP, "out_layout")
+    if data.ndim != 4 or weight.ndim != 4:
+        raise TypeRelationError(f"{OP} expects 4-D data and weight, got {data} and {weight}")
+    strides = positive_pair(attrs["strides"], "strides", OP)
+    dilation = positive_pair(attrs["dilation"], "dilation", OP)
+    padding = padding4(attrs["padding"], OP)
+    groups = attrs["groups"]
+    if groups <= 0:
+        raise TypeRelationError(f"{OP}: groups must be positive, got {groups}")
+    n, c, h, w = to_canonical(data.shape, data_pos)
+    o, i, kh, kw = to_canonical(weight.shape, kernel_pos)
+    if kh is ANY or kw is ANY:
+        raise TypeRelationError(f"{OP}: the kernel size of weight {weight} must be known")
+    assert isinstance(kh, int) and isinstance(kw, int)
+    if attrs["kernel_size"] is not None:
+        kernel_size = positive_pair(attrs["kernel_size"], "kernel_size", OP)
+        if kernel_size != (kh, kw):
+            raise TypeRelationError(
+                f"{OP}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}"
+            )
+    if attrs["channels"] is not None:
+        if not dims_equal(attrs["channels"], o):
+            raise TypeRelationError(f"{OP}: channels={attrs['channels']} does not match weight {weight}")
+        o = merge_dim(o, attrs["channels"])
+    if o is not ANY and o % groups:
+        raise TypeRelationError(f"{OP}: {o} output channels do not split into groups={groups}")
+    if c is not ANY and i is not ANY and (c % groups or c // groups != i):
+        raise TypeRelationError(
+            f"{OP}: data {data} has {c} channels, so with groups={groups} the weight needs "
+            f"{c}/{groups} input channels, but weight {weight} has {i}"
+        )
+    oh = window_extent(h, padding[0] + padding[2], kh, strides[0], dilation[0], False, OP, "height")
+    ow = window_extent(w, padding[1] + padding[3], kw, strides[1], dilation[1], False, OP, "width")
+    return Conv2DGeometry(data_pos, kernel_pos, out_pos, strides, dilation, padding, groups, (n, o, oh, ow))
+
+
+def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 2, OP)
+    data, weight = tensor_arg(types, 0, OP), tensor_arg(types, 1, OP)
+    same_dtype(data, weight, OP)
+    geometry = conv2d_geometry(data, weight, attrs)
+    return TensorType(
+        from_canonical(geometry.out_shape_nchw, geometry.out_pos), result_dtype(attrs, data, OP)
+    )
+
+
+def _conv2d(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, weight = a
+    g = conv2d_geometry(
+        TensorType(data.shape, str(data.dtype)), TensorType(weight.shape, str(weight.dtype)), attrs
+    )
+    acc = accumulator_dtype(data.dtype)
+    x = np.transpose(data, g.data_pos).astype(acc)
+    k = np.transpose(weight, g.kernel_pos).astype(acc)
+    top, left, bottom, right = g.padding
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    n, c = x.shape[:2]
+    o, i, kh, kw = k.shape
+    oh, ow = g.out_shape_nchw[2:]
+    assert isinstance(oh, int) and isinstance(ow, int)
+    groups = g.groups
+    x = x.reshape(n, groups, i, *x.shape[2:])
+    k = k.reshape(groups, o // groups, i, kh, kw)
+    out = np.zeros((n, groups, o // groups, oh, ow), dtype=acc)
+    for th, tw, view in window_views(x, (kh, kw), g.strides, g.dilation, (oh, ow)):
+        out += np.einsum("ngchw,goc->ngohw", view, k[:, :, :, th, tw])
+    out_nchw = out.reshape(n, o, oh, ow)
+    result = np.transpose(out_nchw, np.argsort(g.out_pos))
+    return result.astype(attrs["out_dtype"] or data.dtype)
+
+
+register(
+    OpDef(
+        name=OP,
+        num_inputs=2,
+        type_rel=_conv2d_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=_conv2d,
+        attrs=(
+            AttrSpec("strides", "ints", (1, 1)),
+            AttrSpec("padding", "ints", (0, 0)),
+            AttrSpec("dilation", "ints", (1, 1)),
+            AttrSpec("groups", "int", 1),
+            AttrSpec("channels", "int", None, optional=True),
+            AttrSpec("kernel_size", "ints", None, optional=True),
+            AttrSpec("data_layout", "str", "NCHW"),
+            AttrSpec("kernel_layout", "str", "OIHW"),
+            AttrSpec("out_layout", "str", ""),
+            AttrSpec("out_dtype", "dtype", ""),
+        ),
+        samples=(
+            Sample(
+                (TensorType((1, 3, 8, 8), F32), TensorType((4, 3, 3, 3), F32)),
+                {"padding": [1, 1, 1, 1], "channels": 4, "kernel_size": [3, 3]},
+            ),
+            Sample(
+                (TensorType((2, 4, 7, 6), F32), TensorType((6, 2, 3, 2), F32)),
+                {"strides": [2, 1], "padding": [1, 0, 0, 1], "dilation": [1, 2], "groups": 2},
+            ),
+            Sample(
+                (TensorType((1, 6, 5, 3), F32), TensorType((3, 3, 3, 1), F32)),
+                {"padding": [1], "groups": 3, "data_layout": "NHWC", "kernel_layout": "HWOI"},
+            ),
+            Sample(
+                (TensorType((1, 5, 5, 2), F32), TensorType((3, 2, 2, 4), F32)),
+                {"strides": [2, 2], "data_layout": "NHWC", "kernel_layout": "HWIO", "out_layout": "NCHW"},
+            ),
+            Sample(
+                (TensorType((1, 2, 4, 4), "int8"), TensorType((2, 2, 2, 2), "int8")),
+                {"kernel_layout": "OHWI", "out_dtype": "int32"},
+            ),
+        ),
+    )
+)

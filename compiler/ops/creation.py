@@ -1,0 +1,125 @@
+"""Tensor creation: zeros, ones, full, zeros_like, ones_like (all ELEMWISE, as in TVM)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType, Type, is_valid_dtype
+from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.registry import (
+    REQUIRED,
+    AttrSpec,
+    OpDef,
+    OpPattern,
+    Sample,
+    TypeRel,
+    TypeRelationError,
+    register,
+)
+
+F32 = "float32"
+
+
+def _target(op: str, shape: Sequence[int], dtype: str) -> TensorType:
+    if any(d < 0 for d in shape):
+        raise TypeRelationError(f"{op}: shape {list(shape)} has a negative dim")
+    if not is_valid_dtype(dtype):
+        raise TypeRelationError(f"{op}: unknown dtype {dtype!r}")
+    return TensorType(tuple(shape), dtype)
+
+
+def _constant_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 0, op)
+        return _target(op, attrs["shape"], attrs["dtype"])
+
+    return rel
+
+
+# TVM's InitOpAttrs default dtype is "unset"; a printed zeros/ones always carries it, and an
+# unset one has no meaning, so we require it.
+_INIT_ATTRS = (AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", REQUIRED))
+
+register(
+    OpDef(
+        name="zeros",
+        num_inputs=0,
+        type_rel=_constant_rel("zeros"),
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.zeros(attrs["shape"], dtype=attrs["dtype"]),
+        attrs=_INIT_ATTRS,
+        samples=(Sample((), {"shape": [2, 3], "dtype": F32}), Sample((), {"shape": [4], "dtype": "int64"})),
+    )
+)
+
+register(
+    OpDef(
+        name="ones",
+        num_inputs=0,
+        type_rel=_constant_rel("ones"),
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.ones(attrs["shape"], dtype=attrs["dtype"]),
+        attrs=_INIT_ATTRS,
+        samples=(Sample((), {"shape": [3, 1, 2], "dtype": F32}), Sample((), {"shape": [], "dtype": "int32"})),
+    )
+)
+
+
+def _full_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "full"
+    check_arity(types, 1, op)
+    value = tensor_arg(types, 0, op)
+    if value.ndim != 0:
+        raise TypeRelationError(f"{op}: fill_value must be a scalar, got {value}")
+    return _target(op, attrs["shape"], attrs["dtype"] or value.dtype)
+
+
+register(
+    OpDef(
+        name="full",
+        num_inputs=1,
+        type_rel=_full_rel,
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.full(attrs["shape"], a[0], dtype=attrs["dtype"] or a[0].dtype),
+        # An empty dtype means the fill value's dtype.
+        attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
+        samples=(
+            Sample((np.array(1.5, dtype=F32),), {"shape": [2, 3]}),
+            Sample((np.array(7, dtype="int32"),), {"shape": [3], "dtype": "float32"}),
+        ),
+    )
+)
+
+
+def _like_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 1, op)
+        return tensor_arg(types, 0, op)
+
+    return rel
+
+
+register(
+    OpDef(
+        name="zeros_like",
+        num_inputs=1,
+        type_rel=_like_rel("zeros_like"),
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.zeros_like(a[0]),
+        samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int32"),))),
+    )
+)
+
+register(
+    OpDef(
+        name="ones_like",
+        num_inputs=1,
+        type_rel=_like_rel("ones_like"),
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.ones_like(a[0]),
+        samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int8"),))),
+    )
+)

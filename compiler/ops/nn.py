@@ -1,0 +1,463 @@
+"""nn operators: activations, bias, dense/matmul, softmax, flatten, pad and dropout.
+
+Convolution, pooling and normalisation live in conv.py, pool.py and norm.py. Attribute names,
+order and defaults are TVM's (`include/tvm/relay/attrs/nn.h`); output dtype is the data dtype
+unless `out_dtype` says otherwise, and `?` dims propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type, is_valid_dtype
+from compiler.ops.common import (
+    check_arity,
+    dims_equal,
+    normalize_axis,
+    product,
+    same_dtype,
+    tensor_arg,
+)
+from compiler.ops.registry import (
+    REQUIRED,
+    AttrSpec,
+    OpDef,
+    OpPattern,
+    Sample,
+    TypeRel,
+    TypeRelationError,
+    register,
+)
+
+F32 = "float32"
+
+
+def result_dtype(attrs: Attrs, data: TensorType, op: str) -> str:
+    """`out_dtype` when set, else the data dtype."""
+    out = attrs["out_dtype"] or data.dtype
+    if not is_valid_dtype(out):
+        raise TypeRelationError(f"{op}: unknown out_dtype {out!r}")
+    return out
+
+
+def accumulator_dtype(dtype: np.dtype) -> np.dtype:
+    """A wide type for numpy references to accumulate in before casting to the result dtype."""
+    if np.issubdtype(dtype, np.floating):
+        return np.dtype("float64")
+    if np.issubdtype(dtype, np.unsignedinteger):
+        return np.dtype("uint64")
+    return np.dtype("int64")
+
+
+def merge_dim(a: Dim, b: Dim) -> Dim:
+    """The better-known of two dims already checked equal with `dims_equal`."""
+    return b if a is ANY else a
+
+
+def float_arg(types: Sequence[Type], index: int, op: str) -> TensorType:
+    ty = tensor_arg(types, index, op)
+    if not ty.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects a floating-point tensor, got {ty}")
+    return ty
+
+
+def _same_type_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 1, op)
+        return tensor_arg(types, 0, op)
+
+    return rel
+
+
+# --- activations ------------------------------------------------------------------------------
+
+register(
+    OpDef(
+        name="nn.relu",
+        num_inputs=1,
+        type_rel=_same_type_rel("nn.relu"),
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda a, attrs: np.maximum(a[0], np.zeros((), a[0].dtype)),
+        samples=(
+            Sample((TensorType((2, 5), F32),)),
+            Sample((np.array([-3, 0, 4], dtype="int32"),)),
+        ),
+    )
+)
+
+
+def _leaky_relu(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = a[0]
+    # TVM multiplies by alpha cast to the data dtype (so integer tensors get alpha truncated).
+    alpha = np.asarray(attrs["alpha"]).astype(x.dtype)
+    return np.where(x > 0, x, x * alpha).astype(x.dtype)
+
+
+register(
+    OpDef(
+        name="nn.leaky_relu",
+        num_inputs=1,
+        type_rel=_same_type_rel("nn.leaky_relu"),
+        pattern=OpPattern.ELEMWISE,
+        reference=_leaky_relu,
+        attrs=(AttrSpec("alpha", "float", 0.25),),
+        samples=(
+            Sample((TensorType((3, 4), F32),)),
+            Sample((TensorType((6,), F32),), {"alpha": 0.1}),
+        ),
+    )
+)
+
+
+# --- nn.bias_add --------------------------------------------------------------------------------
+
+
+def _bias_add_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.bias_add"
+    check_arity(types, 2, op)
+    data, bias = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    same_dtype(data, bias, op)
+    axis = normalize_axis(attrs["axis"], data.ndim, op)
+    if bias.ndim != 1 or not dims_equal(bias.shape[0], data.shape[axis]):
+        raise TypeRelationError(
+            f"{op}: bias {bias} must be 1-D with the length of axis {attrs['axis']} of {data}"
+        )
+    return data
+
+
+def _bias_add(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, bias = a
+    axis = attrs["axis"] % data.ndim
+    shape = [1] * data.ndim
+    shape[axis] = -1
+    return (data + bias.reshape(shape)).astype(data.dtype)
+
+
+register(
+    OpDef(
+        name="nn.bias_add",
+        num_inputs=2,
+        type_rel=_bias_add_rel,
+        pattern=OpPattern.BROADCAST,
+        reference=_bias_add,
+        attrs=(AttrSpec("axis", "int", 1),),
+        samples=(
+            Sample((TensorType((2, 3, 4, 4), F32), TensorType((3,), F32))),
+            Sample((TensorType((2, 5), F32), TensorType((5,), F32)), {"axis": -1}),
+        ),
+    )
+)
+
+
+# --- dense, matmul, batch_matmul ------------------------------------------------------------------
+
+
+def _matmul_shape(
+    data: TensorType, weight: TensorType, units: int | None, transpose_a: bool, transpose_b: bool, op: str
+) -> tuple[Dim, ...]:
+    """(..., M, K) x (K, N) -> (..., M, N), each side optionally transposed; `units` checks N."""
+    if data.ndim < (2 if transpose_a else 1):
+        raise TypeRelationError(f"{op}: data {data} has too few dims")
+    if weight.ndim != 2:
+        raise TypeRelationError(f"{op}: weight {weight} must be 2-D")
+    out = list(data.shape)
+    if transpose_a:
+        k = data.shape[-2]
+        out[-2] = data.shape[-1]
+    else:
+        k = data.shape[-1]
+    wk, n = (weight.shape[1], weight.shape[0]) if transpose_b else weight.shape
+    if not dims_equal(k, wk):
+        raise TypeRelationError(f"{op}: reduction dims differ between data {data} and weight {weight}")
+    if units is not None:
+        if not dims_equal(units, n):
+            raise TypeRelationError(f"{op}: units={units} does not match weight {weight}")
+        n = units
+    out[-1] = n
+    return tuple(out)
+
+
+def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.dense"
+    check_arity(types, 2, op)
+    data, weight = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    same_dtype(data, weight, op)
+    shape = _matmul_shape(data, weight, attrs["units"], False, True, op)
+    return TensorType(shape, result_dtype(attrs, data, op))
+
+
+def _matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.matmul"
+    check_arity(types, 2, op)
+    data, weight = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    same_dtype(data, weight, op)
+    shape = _matmul_shape(data, weight, attrs["units"], attrs["transpose_a"], attrs["transpose_b"], op)
+    return TensorType(shape, result_dtype(attrs, data, op))
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool, out: str) -> np.ndarray:
+    acc = accumulator_dtype(a.dtype)
+    a = a.astype(acc)
+    b = b.astype(acc)
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b).astype(out)
+
+
+def _out(a: Sequence[np.ndarray], attrs: Attrs) -> str:
+    return attrs["out_dtype"] or str(a[0].dtype)
+
+
+register(
+    OpDef(
+        name="nn.dense",
+        num_inputs=2,
+        type_rel=_dense_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _matmul(a[0], a[1], False, True, _out(a, attrs)),
+        attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
+        samples=(
+            Sample((TensorType((4, 8), F32), TensorType((3, 8), F32)), {"units": None}),
+            Sample((TensorType((2, 3, 5), F32), TensorType((4, 5), F32)), {"units": 4}),
+            Sample(
+                (TensorType((2, 6), "int8"), TensorType((3, 6), "int8")),
+                {"units": None, "out_dtype": "int32"},
+                int_high=5,
+            ),
+        ),
+    )
+)
+
+register(
+    OpDef(
+        name="nn.matmul",
+        num_inputs=2,
+        type_rel=_matmul_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _matmul(
+            a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
+        ),
+        attrs=(
+            AttrSpec("units", "int", REQUIRED, optional=True),
+            AttrSpec("out_dtype", "dtype", ""),
+            AttrSpec("transpose_a", "bool", False),
+            AttrSpec("transpose_b", "bool", False),
+        ),
+        samples=(
+            Sample((TensorType((4, 8), F32), TensorType((8, 3), F32)), {"units": None}),
+            Sample(
+                (TensorType((8, 4), F32), TensorType((3, 8), F32)),
+                {"units": 3, "transpose_a": True, "transpose_b": True},
+            ),
+        ),
+    )
+)
+
+
+def _batch_matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.batch_matmul"
+    check_arity(types, 2, op)
+    x, y = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    same_dtype(x, y, op)
+    if x.ndim != 3 or y.ndim != 3:
+        raise TypeRelationError(f"{op} expects two 3-D tensors, got {x} and {y}")
+    bx, by = x.shape[0], y.shape[0]
+    if bx is ANY or by is ANY:
+        other = by if bx is ANY else bx
+        batch: Dim = other if other is not ANY and other != 1 else ANY
+    elif bx == by or by == 1:
+        batch = bx
+    elif bx == 1:
+        batch = by
+    else:
+        raise TypeRelationError(f"{op}: batch dims of {x} and {y} differ and neither is 1")
+    m, kx = (x.shape[2], x.shape[1]) if attrs["transpose_a"] else (x.shape[1], x.shape[2])
+    ky, n = (y.shape[2], y.shape[1]) if attrs["transpose_b"] else (y.shape[1], y.shape[2])
+    if not dims_equal(kx, ky):
+        raise TypeRelationError(f"{op}: reduction dims of {x} and {y} differ")
+    return TensorType((batch, m, n), result_dtype(attrs, x, op))
+
+
+register(
+    OpDef(
+        name="nn.batch_matmul",
+        num_inputs=2,
+        type_rel=_batch_matmul_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _matmul(
+            a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
+        ),
+        attrs=(
+            AttrSpec("out_dtype", "dtype", ""),
+            AttrSpec("transpose_a", "bool", False),
+            AttrSpec("transpose_b", "bool", False),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 4), F32), TensorType((2, 5, 4), F32)), {"transpose_b": True}),
+            Sample((TensorType((1, 4, 3), F32), TensorType((3, 4, 2), F32)), {"transpose_a": True}),
+        ),
+    )
+)
+
+
+# --- softmax ------------------------------------------------------------------------------------
+
+
+def _softmax_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 1, op)
+        data = float_arg(types, 0, op)
+        normalize_axis(attrs["axis"], data.ndim, op)
+        return data
+
+    return rel
+
+
+def _log_softmax(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = a[0].astype("float64")
+    shifted = x - np.max(x, axis=attrs["axis"], keepdims=True)
+    return (shifted - np.log(np.sum(np.exp(shifted), axis=attrs["axis"], keepdims=True))).astype(a[0].dtype)
+
+
+register(
+    OpDef(
+        name="nn.softmax",
+        num_inputs=1,
+        type_rel=_softmax_rel("nn.softmax"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: np.exp(_log_softmax(a, attrs).astype("float64")).astype(a[0].dtype),
+        attrs=(AttrSpec("axis", "int", -1),),
+        samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 1})),
+    )
+)
+
+register(
+    OpDef(
+        name="nn.log_softmax",
+        num_inputs=1,
+        type_rel=_softmax_rel("nn.log_softmax"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=_log_softmax,
+        attrs=(AttrSpec("axis", "int", -1),),
+        samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 0})),
+    )
+)
+
+
+# --- nn.batch_flatten -----------------------------------------------------------------------------
+
+
+def _batch_flatten_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.batch_flatten"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    if data.ndim == 0:
+        raise TypeRelationError(f"{op} needs a tensor with a batch dim, got {data}")
+    return TensorType((data.shape[0], product(data.shape[1:])), data.dtype)
+
+
+register(
+    OpDef(
+        name="nn.batch_flatten",
+        num_inputs=1,
+        type_rel=_batch_flatten_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: a[0].reshape(a[0].shape[0], -1),
+        reshape_only=True,
+        samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
+    )
+)
+
+
+# --- nn.pad ---------------------------------------------------------------------------------------
+
+PAD_MODES = ("constant", "edge", "reflect")
+
+
+def _pad_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.pad"
+    check_arity(types, 2, op)
+    data, value = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    if value.ndim != 0:
+        raise TypeRelationError(f"{op}: the pad value must be a scalar, got {value}")
+    width = attrs["pad_width"]
+    if len(width) != data.ndim or any(len(w) != 2 for w in width):
+        raise TypeRelationError(
+            f"{op}: pad_width {[list(w) for w in width]} needs one [before, after] pair per dim of {data}"
+        )
+    mode = attrs["pad_mode"]
+    if mode not in PAD_MODES:
+        raise TypeRelationError(f"{op}: unknown pad_mode {mode!r} (expected one of {', '.join(PAD_MODES)})")
+    out: list[Dim] = []
+    for dim, (before, after) in zip(data.shape, width):
+        if before < 0 or after < 0:
+            raise TypeRelationError(f"{op}: pad_width must not be negative, got {[list(w) for w in width]}")
+        if mode == "reflect" and dim is not ANY and max(before, after) >= dim:
+            raise TypeRelationError(f"{op}: reflect padding of {before, after} needs a dim larger than {dim}")
+        if mode == "edge" and dim == 0 and before + after:
+            raise TypeRelationError(f"{op}: edge padding of an empty dim in {data}")
+        out.append(ANY if dim is ANY else dim + before + after)
+    return TensorType(tuple(out), data.dtype)
+
+
+def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, value = a
+    width = [tuple(w) for w in attrs["pad_width"]]
+    mode = attrs["pad_mode"]
+    if mode == "constant":
+        return np.pad(data, width, mode="constant", constant_values=value.astype(data.dtype))
+    return np.pad(data, width, mode=mode)
+
+
+register(
+    OpDef(
+        name="nn.pad",
+        num_inputs=2,
+        type_rel=_pad_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_pad,
+        attrs=(AttrSpec("pad_width", "nested_ints"), AttrSpec("pad_mode", "str", "constant")),
+        samples=(
+            Sample(
+                (TensorType((1, 2, 3, 3), F32), np.array(0.5, dtype=F32)),
+                {"pad_width": [[0, 0], [0, 0], [1, 2], [2, 1]]},
+            ),
+            Sample(
+                (TensorType((3, 4), F32), np.array(0.0, dtype=F32)),
+                {"pad_width": [[1, 1], [2, 0]], "pad_mode": "edge"},
+            ),
+            Sample(
+                (TensorType((3, 4), F32), np.array(0.0, dtype=F32)),
+                {"pad_width": [[2, 1], [1, 3]], "pad_mode": "reflect"},
+            ),
+        ),
+    )
+)
+
+
+# --- nn.dropout -----------------------------------------------------------------------------------
+
+
+def _dropout_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "nn.dropout")
+    data = tensor_arg(types, 0, "nn.dropout")
+    return TupleType((data, data))
+
+
+register(
+    OpDef(
+        name="nn.dropout",
+        num_inputs=1,
+        type_rel=_dropout_rel,
+        pattern=OpPattern.OPAQUE,
+        # Inference semantics: the data passes through and the mask keeps everything.
+        reference=lambda a, attrs: (a[0].copy(), np.ones_like(a[0])),
+        attrs=(AttrSpec("rate", "float", 0.5),),
+        samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), F32),), {"rate": 0.1})),
+    )
+)

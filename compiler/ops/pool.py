@@ -1,0 +1,248 @@
+"""2-D pooling: nn.max_pool2d, nn.avg_pool2d, nn.global_avg_pool2d, nn.global_max_pool2d.
+
+Window semantics follow TVM's pooling kernels:
+* The output size is TVM's formula; with ceil_mode the last windows may run past the bottom /
+  right padding (TVM does not drop a window that starts in the padding, unlike PyTorch).
+* Max pooling treats padding, and any position past it, as the lowest finite value of the dtype
+  (TVM's `min_value`), so a window that holds no input element yields that value.
+* Average pooling divides the window sum by the number of input elements the window covers, or
+  with count_include_pad by the number of input-or-padding elements (never the positions past
+  the padding that ceil_mode adds); a count of 0 divides by 1. Integer averages truncate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import Dim, TensorType, Type
+from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.layout import from_canonical, plain_positions, to_canonical
+from compiler.ops.nn import accumulator_dtype
+from compiler.ops.registry import (
+    REQUIRED,
+    AttrSpec,
+    OpDef,
+    OpPattern,
+    Sample,
+    TypeRel,
+    TypeRelationError,
+    register,
+)
+from compiler.ops.window import padding4, positive_pair, window_extent, window_views
+
+F32 = "float32"
+
+
+@dataclass(frozen=True)
+class Pool2DGeometry:
+    """A pool call read once: layouts as positions of N, C, H, W; window; output in NCHW order."""
+
+    in_pos: tuple[int, ...]
+    out_pos: tuple[int, ...]
+    pool_size: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    out_shape_nchw: tuple[Dim, ...]
+
+
+def _layouts(data: TensorType, attrs: Attrs, op: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    in_pos = plain_positions(attrs["layout"], "NCHW", op, "layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["layout"], "NCHW", op, "out_layout")
+    if data.ndim != 4:
+        raise TypeRelationError(f"{op} expects 4-D data, got {data}")
+    return in_pos, out_pos
+
+
+def pool2d_geometry(data: TensorType, attrs: Attrs, op: str) -> Pool2DGeometry:
+    in_pos, out_pos = _layouts(data, attrs, op)
+    pool_size = positive_pair(attrs["pool_size"], "pool_size", op)
+    strides = positive_pair(attrs["strides"], "strides", op)
+    dilation = positive_pair(attrs["dilation"], "dilation", op)
+    padding = padding4(attrs["padding"], op)
+    n, c, h, w = to_canonical(data.shape, in_pos)
+    ceil = attrs["ceil_mode"]
+    oh = window_extent(h, padding[0] + padding[2], pool_size[0], strides[0], dilation[0], ceil, op, "height")
+    ow = window_extent(w, padding[1] + padding[3], pool_size[1], strides[1], dilation[1], ceil, op, "width")
+    return Pool2DGeometry(in_pos, out_pos, pool_size, strides, dilation, padding, (n, c, oh, ow))
+
+
+def _pool2d_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 1, op)
+        data = tensor_arg(types, 0, op)
+        geometry = pool2d_geometry(data, attrs, op)
+        return TensorType(from_canonical(geometry.out_shape_nchw, geometry.out_pos), data.dtype)
+
+    return rel
+
+
+def lowest_value(dtype: np.dtype) -> object:
+    """The value padding takes in max pooling (TVM's min_value: finite for floats)."""
+    if np.issubdtype(dtype, np.floating):
+        return np.finfo(dtype).min
+    if dtype == np.bool_:
+        return False
+    return np.iinfo(dtype).min
+
+
+def average(total: np.ndarray, count: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """total / count in `dtype`, truncating toward zero for integer dtypes."""
+    count = np.maximum(count, 1)
+    if np.issubdtype(dtype, np.floating):
+        return (total / count).astype(dtype)
+    return (np.sign(total) * (np.abs(total) // count)).astype(dtype)
+
+
+def _pool2d(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.ndarray:
+    data = a[0]
+    g = pool2d_geometry(TensorType(data.shape, str(data.dtype)), attrs, op)
+    x = np.transpose(data, g.in_pos)
+    h, w = x.shape[2:]
+    oh, ow = g.out_shape_nchw[2:]
+    assert isinstance(oh, int) and isinstance(ow, int)
+    (kh, kw), (sh, sw), (dh, dw) = g.pool_size, g.strides, g.dilation
+    top, left, bottom, right = g.padding
+    # Rows/columns past the user's padding that ceil_mode windows reach.
+    extra_h = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - (h + top + bottom))
+    extra_w = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - (w + left + right))
+    pads = ((top, bottom + extra_h), (left, right + extra_w))
+    taps = (kh, kw), (sh, sw), (dh, dw), (oh, ow)
+    if kind == "max":
+        fill = lowest_value(data.dtype)
+        padded = np.pad(x, ((0, 0), (0, 0)) + pads, constant_values=fill)
+        out = np.full(x.shape[:2] + (oh, ow), fill, dtype=data.dtype)
+        for _, _, view in window_views(padded, *taps):
+            out = np.maximum(out, view)
+    else:
+        padded = np.pad(x.astype(accumulator_dtype(data.dtype)), ((0, 0), (0, 0)) + pads)
+        if attrs["count_include_pad"]:
+            counted = np.pad(np.ones((h + top + bottom, w + left + right)), ((0, extra_h), (0, extra_w)))
+        else:
+            counted = np.pad(np.ones((h, w)), pads)
+        total = np.zeros(x.shape[:2] + (oh, ow), dtype=padded.dtype)
+        count = np.zeros((oh, ow))
+        for (_, _, view), (_, _, cview) in zip(window_views(padded, *taps), window_views(counted, *taps)):
+            total += view
+            count += cview
+        out = average(total, count.astype("int64"), data.dtype)
+    return np.transpose(out, np.argsort(g.out_pos))
+
+
+_WINDOW_ATTRS = (
+    AttrSpec("pool_size", "ints", REQUIRED),
+    AttrSpec("strides", "ints", (1, 1)),
+    AttrSpec("dilation", "ints", (1, 1)),
+    AttrSpec("padding", "ints", (0, 0)),
+    AttrSpec("layout", "str", "NCHW"),
+    AttrSpec("out_layout", "str", ""),
+    AttrSpec("ceil_mode", "bool", False),
+)
+
+_POOL_SAMPLES = (
+    Sample((TensorType((1, 2, 6, 6), F32),), {"pool_size": [2, 2], "strides": [2, 2]}),
+    Sample((TensorType((2, 3, 5, 7), F32),), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}),
+    Sample(
+        (TensorType((1, 2, 5, 5), F32),),
+        {"pool_size": [2, 3], "strides": [2, 2], "padding": [0, 1, 1, 0], "ceil_mode": True},
+    ),
+    Sample(
+        (TensorType((1, 6, 6, 2), F32),),
+        {"pool_size": [2, 2], "dilation": [2, 1], "layout": "NHWC"},
+    ),
+)
+
+register(
+    OpDef(
+        name="nn.max_pool2d",
+        num_inputs=1,
+        type_rel=_pool2d_rel("nn.max_pool2d"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
+        attrs=_WINDOW_ATTRS,
+        samples=_POOL_SAMPLES
+        + (Sample((TensorType((1, 1, 4, 4), "int32"),), {"pool_size": [3, 3], "padding": [1]}),),
+    )
+)
+
+register(
+    OpDef(
+        name="nn.avg_pool2d",
+        num_inputs=1,
+        type_rel=_pool2d_rel("nn.avg_pool2d"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
+        attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
+        samples=_POOL_SAMPLES
+        + (
+            Sample(
+                (TensorType((1, 2, 5, 5), F32),),
+                {
+                    "pool_size": [3, 3],
+                    "strides": [2, 2],
+                    "padding": [1],
+                    "count_include_pad": True,
+                    "ceil_mode": True,
+                },
+            ),
+        ),
+    )
+)
+
+
+def _global_rel(op: str) -> TypeRel:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 1, op)
+        data = tensor_arg(types, 0, op)
+        in_pos, out_pos = _layouts(data, attrs, op)
+        n, c, _, _ = to_canonical(data.shape, in_pos)
+        return TensorType(from_canonical((n, c, 1, 1), out_pos), data.dtype)
+
+    return rel
+
+
+def _global_pool(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.ndarray:
+    data = a[0]
+    in_pos, out_pos = _layouts(TensorType(data.shape, str(data.dtype)), attrs, op)
+    x = np.transpose(data, in_pos)
+    if kind == "max":
+        out = np.max(x, axis=(2, 3), keepdims=True)
+    else:
+        total = np.sum(x.astype(accumulator_dtype(data.dtype)), axis=(2, 3), keepdims=True)
+        out = average(total, np.array(x.shape[2] * x.shape[3]), data.dtype)
+    return np.transpose(out, np.argsort(out_pos))
+
+
+_GLOBAL_ATTRS = (AttrSpec("layout", "str", "NCHW"), AttrSpec("out_layout", "str", ""))
+_GLOBAL_SAMPLES = (
+    Sample((TensorType((2, 3, 4, 5), F32),)),
+    Sample((TensorType((1, 4, 3, 2), F32),), {"layout": "NHWC"}),
+)
+
+register(
+    OpDef(
+        name="nn.global_avg_pool2d",
+        num_inputs=1,
+        type_rel=_global_rel("nn.global_avg_pool2d"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
+        attrs=_GLOBAL_ATTRS,
+        samples=_GLOBAL_SAMPLES,
+    )
+)
+
+register(
+    OpDef(
+        name="nn.global_max_pool2d",
+        num_inputs=1,
+        type_rel=_global_rel("nn.global_max_pool2d"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
+        attrs=_GLOBAL_ATTRS,
+        samples=_GLOBAL_SAMPLES,
+    )
+)

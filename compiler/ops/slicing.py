@@ -1,0 +1,224 @@
+"""Slicing and gathering: strided_slice and take.
+
+strided_slice follows TVM's index rules: a negative index counts from the end; indices are then
+clamped to [0, extent] (to [-1, extent - 1] for a negative stride, where -1 means "before the
+first element"); a canonical begin past the end (against the stride's direction) is an error, as
+in TVM. In slice_mode="size", `end` holds sizes (negative: to the end) and strides are ignored;
+unlike TVM we add the size to the *canonical* begin, so begin=-2 with size 2 takes the last two
+elements instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, Dim, TensorType, Type
+from compiler.ops.common import check_arity, dims_equal, normalize_axis, tensor_arg
+from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+
+F32 = "float32"
+
+# (begin, end, stride) of one sliced axis, in canonical (non-negative, clamped) form.
+AxisSlice = tuple[int, int, int]
+
+
+def _canonical(index: int, extent: int, stride: int) -> int:
+    low, high = (-1, extent - 1) if stride < 0 else (0, extent)
+    if index < 0:
+        index += extent
+    return min(max(index, low), high)
+
+
+def strided_slice_plan(shape: Sequence[Dim], attrs: Attrs) -> tuple[list[AxisSlice | None], tuple[Dim, ...]]:
+    """Per axis the canonical slice (None: the axis is kept whole or its extent is unknown),
+    and the output shape."""
+    op = "strided_slice"
+    ndim = len(shape)
+    mode = attrs["slice_mode"]
+    if mode not in ("end", "size"):
+        raise TypeRelationError(f"{op}: unknown slice_mode {mode!r} (expected end or size)")
+    begin, end = list(attrs["begin"]), list(attrs["end"])
+    strides = list(attrs["strides"] or ())
+    if attrs["axes"] is None:
+        if max(len(begin), len(end), len(strides)) > ndim:
+            raise TypeRelationError(
+                f"{op}: begin {begin}, end {end} or strides {strides} is longer than the rank {ndim}"
+            )
+        axes = list(range(max(len(begin), len(end))))
+    else:
+        axes = [normalize_axis(a, ndim, op) for a in attrs["axes"]]
+        if len(set(axes)) != len(axes):
+            raise TypeRelationError(f"{op}: axes {list(attrs['axes'])} repeats an axis")
+        if len(begin) != len(axes) or len(end) != len(axes) or len(strides) > len(axes):
+            raise TypeRelationError(
+                f"{op}: begin {begin}, end {end} and strides {strides} must have one entry per axis in {axes}"
+            )
+    plan: list[AxisSlice | None] = [None] * ndim
+    out = list(shape)
+    for k, ax in enumerate(axes):
+        stride = 1 if mode == "size" or k >= len(strides) else strides[k]
+        if stride == 0:
+            raise TypeRelationError(f"{op}: strides {strides} contains 0")
+        extent = shape[ax]
+        if extent is ANY:
+            out[ax] = ANY
+            continue
+        assert isinstance(extent, int)
+        b = _canonical(begin[k], extent, stride) if k < len(begin) else (0 if stride > 0 else extent - 1)
+        if mode == "size":
+            size = end[k] if k < len(end) else -1
+            e = extent if size < 0 else min(b + size, extent)
+        else:
+            e = _canonical(end[k], extent, stride) if k < len(end) else (extent if stride > 0 else -1)
+        if (stride > 0 and b > e) or (stride < 0 and b < e):
+            raise TypeRelationError(
+                f"{op}: begin {b} lies beyond end {e} for stride {stride} along axis {ax} of extent "
+                f"{extent} (from begin {begin}, end {end})"
+            )
+        plan[ax] = (b, e, stride)
+        out[ax] = (abs(e - b) + abs(stride) - 1) // abs(stride)
+    return plan, tuple(out)
+
+
+def _strided_slice_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "strided_slice")
+    data = tensor_arg(types, 0, "strided_slice")
+    return TensorType(strided_slice_plan(data.shape, attrs)[1], data.dtype)
+
+
+def _strided_slice(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    out = a[0]
+    plan, _ = strided_slice_plan(out.shape, attrs)
+    for axis, entry in enumerate(plan):
+        if entry is not None:
+            out = np.take(out, np.arange(*entry), axis=axis)
+    return out
+
+
+register(
+    OpDef(
+        name="strided_slice",
+        num_inputs=1,
+        type_rel=_strided_slice_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_strided_slice,
+        attrs=(
+            AttrSpec("begin", "ints", REQUIRED),
+            AttrSpec("end", "ints", REQUIRED),
+            AttrSpec("strides", "ints", REQUIRED, optional=True),
+            AttrSpec("slice_mode", "str", "end"),
+            AttrSpec("axes", "ints", REQUIRED, optional=True),
+        ),
+        samples=(
+            Sample(
+                (TensorType((4, 5), F32),), {"begin": [1, 0], "end": [3, 5], "strides": [1], "axes": None}
+            ),
+            Sample(
+                (TensorType((4, 6), F32),),
+                {"begin": [-1, 1], "end": [-100, 100], "strides": [-2, 2], "axes": None},
+            ),
+            Sample((TensorType((3, 4, 5), F32),), {"begin": [1], "end": [3], "strides": None, "axes": [-1]}),
+            Sample(
+                (TensorType((4, 5), F32),),
+                {"begin": [-2, 1], "end": [2, -1], "strides": None, "slice_mode": "size", "axes": None},
+            ),
+        ),
+    )
+)
+
+
+# --- take -----------------------------------------------------------------------------------------
+
+TAKE_MODES = ("clip", "wrap", "fast")
+
+
+def _take_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "take"
+    check_arity(types, 2, op)
+    data, indices = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    if not indices.dtype.startswith(("int", "uint")):
+        raise TypeRelationError(f"{op}: indices must be integers, got {indices}")
+    if attrs["mode"] not in TAKE_MODES:
+        raise TypeRelationError(
+            f"{op}: unknown mode {attrs['mode']!r} (expected one of {', '.join(TAKE_MODES)})"
+        )
+    if attrs["axis"] is None:
+        return TensorType(indices.shape, data.dtype)
+    axis = normalize_axis(attrs["axis"], data.ndim, op)
+    batch_dims = _batch_dims(attrs, indices.ndim, axis)
+    for k in range(batch_dims):
+        if not dims_equal(data.shape[k], indices.shape[k]):
+            raise TypeRelationError(f"{op}: batch dim {k} differs between data {data} and indices {indices}")
+    shape: tuple[Dim, ...] = data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1 :]
+    return TensorType(shape, data.dtype)
+
+
+def _batch_dims(attrs: Attrs, indices_ndim: int, axis: int) -> int:
+    batch_dims = attrs["batch_dims"]
+    if batch_dims < 0:
+        batch_dims += indices_ndim
+    if not 0 <= batch_dims <= min(axis, indices_ndim):
+        raise TypeRelationError(
+            f"take: batch_dims={attrs['batch_dims']} must lie in [0, {min(axis, indices_ndim)}] "
+            f"for axis {axis} and indices of rank {indices_ndim}"
+        )
+    return batch_dims
+
+
+def _fix_indices(indices: np.ndarray, extent: int, mode: str) -> np.ndarray:
+    indices = indices.astype("int64")
+    if mode == "clip":
+        return np.clip(indices, 0, extent - 1)
+    if mode == "wrap":
+        return np.mod(indices, extent)
+    return indices  # fast: the caller promises in-range indices
+
+
+def _take(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, indices = a
+    mode = attrs["mode"]
+    if attrs["axis"] is None:
+        flat = data.reshape(-1)
+        return flat[_fix_indices(indices, flat.size, mode)]
+    axis = attrs["axis"] % data.ndim
+    batch_dims = _batch_dims(attrs, indices.ndim, axis)
+    fixed = _fix_indices(indices, data.shape[axis], mode)
+    if batch_dims == 0:
+        return np.take(data, fixed, axis=axis)
+    shape = data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1 :]
+    out = np.empty(shape, dtype=data.dtype)
+    for batch in np.ndindex(*data.shape[:batch_dims]):
+        out[batch] = np.take(data[batch], fixed[batch], axis=axis - batch_dims)
+    return out
+
+
+register(
+    OpDef(
+        name="take",
+        num_inputs=2,
+        type_rel=_take_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_take,
+        attrs=(
+            AttrSpec("batch_dims", "int", 0),
+            AttrSpec("axis", "int", None, optional=True),
+            AttrSpec("mode", "str", "clip"),
+        ),
+        samples=(
+            Sample((TensorType((3, 4), F32), np.array([[0, 5], [-1, 2]], dtype="int32"))),
+            Sample(
+                (TensorType((3, 4), F32), np.array([0, 2, 7, -1], dtype="int64")), {"axis": 1, "mode": "wrap"}
+            ),
+            Sample(
+                (TensorType((5, 2), F32), np.array([4, 0, 3], dtype="int32")), {"axis": 0, "mode": "fast"}
+            ),
+            Sample(
+                (TensorType((2, 4, 3), F32), np.array([[0, 3], [1, 1]], dtype="int32")),
+                {"axis": 1, "batch_dims": 1},
+            ),
+        ),
+    )
+)

@@ -1,0 +1,504 @@
+"""Shape transforms: reshape, transpose, squeeze, expand_dims, broadcast_to, layout_transform,
+concatenate, stack and split.
+
+Slicing and gathering (strided_slice, take) live in slicing.py, tensor creation (zeros, ones,
+full, *_like) in creation.py. Attribute names, order and defaults are TVM's
+(`include/tvm/relay/attrs/transform.h`). A tuple argument (concatenate, stack) reaches the type
+relation as a TupleType and the reference as a sequence of arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
+from compiler.ops.common import check_arity, dims_equal, normalize_axis, product, tensor_arg
+from compiler.ops.layout import parse_layout, transform_array, transform_shape
+from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+
+F32 = "float32"
+
+
+def _show(shape: Sequence[Dim]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+# --- reshape --------------------------------------------------------------------------------------
+
+
+def reshape_dims(shape: Sequence[Dim], newshape: Sequence[int], allowzero: bool) -> tuple[Dim, ...]:
+    """The output shape of reshape, applying TVM's special codes left to right.
+
+    0 copies the input dim (a real 0 with allowzero), -1 is inferred from the remaining element
+    count, -2 copies all remaining input dims, -3 merges the next two input dims, -4 splits the
+    next input dim into the two values that follow (one may be -1). Dims copied, merged or split
+    from the input do not take part in the -1 inference, as in TVM.
+    """
+    op = "reshape"
+    rank = len(shape)
+    out: list[Dim] = []
+    used_in: set[int] = set()  # input dims accounted for by 0 / -2 / -3 / -4
+    used_out: set[int] = set()  # output dims that came from them
+    infer_at: int | None = None
+    src = 0
+    i = 0
+
+    def source(count: int, code: int) -> None:
+        if src + count > rank:
+            raise TypeRelationError(
+                f"{op}: newshape {list(newshape)} code {code} runs past the input rank {rank}"
+            )
+
+    while i < len(newshape):
+        code = newshape[i]
+        if code > 0 or (code == 0 and allowzero):
+            out.append(code)
+            src += 1
+        elif code == 0:
+            source(1, code)
+            used_in.add(src)
+            used_out.add(len(out))
+            out.append(shape[src])
+            src += 1
+        elif code == -1:
+            if infer_at is not None:
+                raise TypeRelationError(f"{op}: newshape {list(newshape)} has more than one -1")
+            infer_at = len(out)
+            out.append(1)
+            src += 1
+        elif code == -2:
+            while src < rank:
+                used_in.add(src)
+                used_out.add(len(out))
+                out.append(shape[src])
+                src += 1
+        elif code == -3:
+            source(2, code)
+            used_in.update((src, src + 1))
+            used_out.add(len(out))
+            out.append(product(shape[src : src + 2]))
+            src += 2
+        elif code == -4:
+            source(1, code)
+            if i + 2 >= len(newshape):
+                raise TypeRelationError(f"{op}: newshape {list(newshape)} needs two values after -4")
+            whole, (left, right) = shape[src], newshape[i + 1 : i + 3]
+            if left == -1 and right == -1 or min(left, right) < -1 or 0 in (left, right):
+                raise TypeRelationError(
+                    f"{op}: newshape {list(newshape)} has an invalid -4 split [{left}, {right}]"
+                )
+            if whole is not ANY:
+                assert isinstance(whole, int)
+                if left == -1:
+                    left = whole // right
+                elif right == -1:
+                    right = whole // left
+                if left * right != whole:
+                    raise TypeRelationError(
+                        f"{op}: cannot split dim {whole} of {_show(shape)} into [{newshape[i + 1]}, "
+                        f"{newshape[i + 2]}]"
+                    )
+            else:
+                left, right = (ANY if left == -1 else left), (ANY if right == -1 else right)
+            used_in.add(src)
+            used_out.update((len(out), len(out) + 1))
+            out.extend((left, right))
+            src += 1
+            i += 2
+        else:
+            raise TypeRelationError(f"{op}: unsupported value {code} in newshape {list(newshape)}")
+        i += 1
+    if infer_at is not None:
+        rest_in = product([d for k, d in enumerate(shape) if k not in used_in])
+        rest_out = product([d for k, d in enumerate(out) if k not in used_out and k != infer_at])
+        if rest_in is ANY or rest_out is ANY:
+            out[infer_at] = ANY
+        else:
+            assert isinstance(rest_in, int) and isinstance(rest_out, int)
+            if rest_out == 0 or rest_in % rest_out:
+                raise TypeRelationError(
+                    f"{op}: cannot infer the -1 of newshape {list(newshape)} for {_show(shape)}"
+                )
+            out[infer_at] = rest_in // rest_out
+    total_in, total_out = product(shape), product(out)
+    if total_in is not ANY and total_out is not ANY and total_in != total_out:
+        raise TypeRelationError(
+            f"{op}: cannot reshape {_show(shape)} ({total_in} elements) to newshape {list(newshape)} "
+            f"= {_show(out)} ({total_out} elements)"
+        )
+    return tuple(out)
+
+
+def _reshape_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "reshape")
+    data = tensor_arg(types, 0, "reshape")
+    return TensorType(reshape_dims(data.shape, attrs["newshape"], bool(attrs["allowzero"])), data.dtype)
+
+
+register(
+    OpDef(
+        name="reshape",
+        num_inputs=1,
+        type_rel=_reshape_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: a[0].reshape(
+            reshape_dims(a[0].shape, attrs["newshape"], bool(attrs["allowzero"]))
+        ),
+        attrs=(AttrSpec("newshape", "ints", REQUIRED), AttrSpec("allowzero", "int", 0)),
+        reshape_only=True,
+        samples=(
+            Sample((TensorType((2, 3, 4), F32),), {"newshape": [0, -1]}),
+            Sample((TensorType((2, 3, 4), F32),), {"newshape": [-3, -2]}),
+            Sample((TensorType((2, 3, 4), F32),), {"newshape": [-4, 2, -1, -2]}),
+            Sample((TensorType((2, 3, 4), F32),), {"newshape": [6, -1]}),
+            Sample((TensorType((2, 6), F32),), {"newshape": [3, 1, 4]}),
+        ),
+    )
+)
+
+
+# --- transpose ------------------------------------------------------------------------------------
+
+
+def transpose_axes(ndim: int, axes: Sequence[int] | None) -> tuple[int, ...]:
+    """The permutation transpose applies: reversed when axes is None or empty."""
+    if not axes:
+        return tuple(range(ndim - 1, -1, -1))
+    if len(axes) != ndim:
+        raise TypeRelationError(f"transpose: axes {list(axes)} must have one entry per dim (rank {ndim})")
+    perm = tuple(normalize_axis(a, ndim, "transpose") for a in axes)
+    if len(set(perm)) != ndim:
+        raise TypeRelationError(f"transpose: axes {list(axes)} is not a permutation")
+    return perm
+
+
+def _transpose_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "transpose")
+    data = tensor_arg(types, 0, "transpose")
+    perm = transpose_axes(data.ndim, attrs["axes"])
+    return TensorType(tuple(data.shape[p] for p in perm), data.dtype)
+
+
+register(
+    OpDef(
+        name="transpose",
+        num_inputs=1,
+        type_rel=_transpose_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: np.transpose(a[0], transpose_axes(a[0].ndim, attrs["axes"])),
+        attrs=(AttrSpec("axes", "ints", REQUIRED, optional=True),),
+        samples=(
+            Sample((TensorType((2, 3, 4), F32),), {"axes": None}),
+            Sample((TensorType((2, 3, 4), F32),), {"axes": [0, 2, 1]}),
+            Sample((TensorType((2, 3, 4, 5), F32),), {"axes": [-1, 0, -2, 1]}),
+        ),
+    )
+)
+
+
+# --- squeeze / expand_dims ------------------------------------------------------------------------
+
+
+def squeeze_axes(shape: Sequence[Dim], axis: Sequence[int] | None) -> tuple[int, ...]:
+    """The dims squeeze drops: the listed ones (each must be 1), or every dim known to be 1."""
+    if axis is None:
+        return tuple(k for k, d in enumerate(shape) if d == 1)
+    dropped = tuple(sorted({normalize_axis(a, len(shape), "squeeze") for a in axis}))
+    for k in dropped:
+        if shape[k] is not ANY and shape[k] != 1:
+            raise TypeRelationError(f"squeeze: axis {k} of {_show(shape)} has size {shape[k]}, not 1")
+    return dropped
+
+
+def _squeeze_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "squeeze")
+    data = tensor_arg(types, 0, "squeeze")
+    dropped = squeeze_axes(data.shape, attrs["axis"])
+    return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in dropped), data.dtype)
+
+
+register(
+    OpDef(
+        name="squeeze",
+        num_inputs=1,
+        type_rel=_squeeze_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: np.squeeze(a[0], axis=squeeze_axes(a[0].shape, attrs["axis"])),
+        attrs=(AttrSpec("axis", "ints", None, optional=True),),
+        reshape_only=True,
+        samples=(
+            Sample((TensorType((1, 3, 1, 2), F32),)),
+            Sample((TensorType((1, 3, 1, 2), F32),), {"axis": [-2]}),
+        ),
+    )
+)
+
+
+def expand_dims_shape(shape: Sequence[Dim], axis: int, num_newaxis: int) -> tuple[Dim, ...]:
+    ndim = len(shape)
+    if not -ndim - 1 <= axis <= ndim:
+        raise TypeRelationError(
+            f"expand_dims: axis {axis} is out of range [{-ndim - 1}, {ndim}] for rank {ndim}"
+        )
+    if num_newaxis < 0:
+        raise TypeRelationError(f"expand_dims: num_newaxis must not be negative, got {num_newaxis}")
+    at = axis + ndim + 1 if axis < 0 else axis
+    return tuple(shape[:at]) + (1,) * num_newaxis + tuple(shape[at:])
+
+
+def _expand_dims_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "expand_dims")
+    data = tensor_arg(types, 0, "expand_dims")
+    return TensorType(expand_dims_shape(data.shape, attrs["axis"], attrs["num_newaxis"]), data.dtype)
+
+
+register(
+    OpDef(
+        name="expand_dims",
+        num_inputs=1,
+        type_rel=_expand_dims_rel,
+        pattern=OpPattern.BROADCAST,
+        reference=lambda a, attrs: a[0].reshape(
+            expand_dims_shape(a[0].shape, attrs["axis"], attrs["num_newaxis"])
+        ),
+        attrs=(AttrSpec("axis", "int", REQUIRED), AttrSpec("num_newaxis", "int", 1)),
+        reshape_only=True,
+        samples=(
+            Sample((TensorType((2, 3), F32),), {"axis": 1}),
+            Sample((TensorType((2, 3), F32),), {"axis": -1, "num_newaxis": 2}),
+        ),
+    )
+)
+
+
+# --- broadcast_to ---------------------------------------------------------------------------------
+
+
+def _broadcast_to_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "broadcast_to"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    shape = attrs["shape"]
+    if any(d < 0 for d in shape):
+        raise TypeRelationError(f"{op}: shape {list(shape)} has a negative dim")
+    # Align from the right; each data dim must be 1 or the target dim (`?` may be either).
+    tail = shape[len(shape) - data.ndim :] if data.ndim <= len(shape) else None
+    if tail is None or any(d is not ANY and d != 1 and d != s for d, s in zip(data.shape, tail)):
+        raise TypeRelationError(f"{op}: {data} does not broadcast to shape {list(shape)}")
+    return TensorType(shape, data.dtype)
+
+
+register(
+    OpDef(
+        name="broadcast_to",
+        num_inputs=1,
+        type_rel=_broadcast_to_rel,
+        pattern=OpPattern.BROADCAST,
+        reference=lambda a, attrs: np.broadcast_to(a[0], attrs["shape"]).copy(),
+        # TVM shares InitOpAttrs with zeros/ones; broadcast_to keeps the data dtype.
+        attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
+        samples=(
+            Sample((TensorType((3, 1), F32),), {"shape": [2, 3, 4]}),
+            Sample((TensorType((4,), "int32"),), {"shape": [3, 4]}),
+        ),
+    )
+)
+
+
+# --- layout_transform -----------------------------------------------------------------------------
+
+
+def _layout_transform_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "layout_transform"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    src, dst = parse_layout(attrs["src_layout"], op), parse_layout(attrs["dst_layout"], op)
+    return TensorType(transform_shape(data.shape, src, dst, op), data.dtype)
+
+
+register(
+    OpDef(
+        name="layout_transform",
+        num_inputs=1,
+        type_rel=_layout_transform_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: transform_array(
+            a[0],
+            parse_layout(attrs["src_layout"], "layout_transform"),
+            parse_layout(attrs["dst_layout"], "layout_transform"),
+        ),
+        attrs=(AttrSpec("src_layout", "str", REQUIRED), AttrSpec("dst_layout", "str", REQUIRED)),
+        samples=(
+            Sample((TensorType((1, 3, 4, 5), F32),), {"src_layout": "NCHW", "dst_layout": "NHWC"}),
+            Sample((TensorType((2, 8, 3, 2), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW4c"}),
+            Sample((TensorType((1, 2, 3, 2, 4), F32),), {"src_layout": "NCHW4c", "dst_layout": "NHWC2c"}),
+        ),
+    )
+)
+
+
+# --- concatenate / stack / split ------------------------------------------------------------------
+
+
+def tuple_fields(types: Sequence[Type], op: str) -> tuple[TensorType, ...]:
+    """The tensors of a call's single tuple argument, all of one dtype and rank."""
+    check_arity(types, 1, op)
+    arg = types[0]
+    if not isinstance(arg, TupleType) or not arg.fields:
+        raise TypeRelationError(f"{op} expects a non-empty tuple of tensors, got {arg}")
+    fields: list[TensorType] = []
+    for ty in arg.fields:
+        if not isinstance(ty, TensorType):
+            raise TypeRelationError(f"{op} expects a tuple of tensors, got {arg}")
+        if fields and (ty.dtype != fields[0].dtype or ty.ndim != fields[0].ndim):
+            raise TypeRelationError(f"{op} needs tensors of one dtype and rank, got {arg}")
+        fields.append(ty)
+    return tuple(fields)
+
+
+def _joined_dims(fields: Sequence[TensorType], skip: int | None, op: str) -> list[Dim]:
+    """Per-dim agreement of all fields (ignoring dim `skip`), taking the best-known size."""
+    dims = list(fields[0].shape)
+    for ty in fields[1:]:
+        for k, d in enumerate(ty.shape):
+            if k == skip:
+                continue
+            if not dims_equal(dims[k], d):
+                raise TypeRelationError(f"{op}: {fields[0]} and {ty} differ in dim {k}")
+            if dims[k] is ANY:
+                dims[k] = d
+    return dims
+
+
+def _concatenate_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "concatenate"
+    fields = tuple_fields(types, op)
+    axis = normalize_axis(attrs["axis"], fields[0].ndim, op)
+    dims = _joined_dims(fields, axis, op)
+    dims[axis] = _sum_dims([ty.shape[axis] for ty in fields])
+    return TensorType(tuple(dims), fields[0].dtype)
+
+
+def _sum_dims(dims: Sequence[Dim]) -> Dim:
+    total = 0
+    for d in dims:
+        if d is ANY:
+            return ANY
+        assert isinstance(d, int)
+        total += d
+    return total
+
+
+register(
+    OpDef(
+        name="concatenate",
+        num_inputs=1,
+        type_rel=_concatenate_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: np.concatenate(list(a[0]), axis=attrs["axis"]),
+        attrs=(AttrSpec("axis", "int", 0),),
+        samples=(
+            Sample((TupleType((TensorType((2, 3), F32), TensorType((4, 3), F32))),)),
+            Sample(
+                (TupleType((TensorType((2, 1), F32), TensorType((2, 3), F32), TensorType((2, 2), F32))),),
+                {"axis": -1},
+            ),
+        ),
+    )
+)
+
+
+def _stack_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "stack"
+    fields = tuple_fields(types, op)
+    dims = _joined_dims(fields, None, op)
+    ndim = len(dims)
+    axis = attrs["axis"]
+    if not -ndim - 1 <= axis <= ndim:
+        raise TypeRelationError(f"{op}: axis {axis} is out of range [{-ndim - 1}, {ndim}] for rank {ndim}")
+    at = axis + ndim + 1 if axis < 0 else axis
+    return TensorType(tuple(dims[:at]) + (len(fields),) + tuple(dims[at:]), fields[0].dtype)
+
+
+register(
+    OpDef(
+        name="stack",
+        num_inputs=1,
+        type_rel=_stack_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=lambda a, attrs: np.stack(list(a[0]), axis=attrs["axis"]),
+        attrs=(AttrSpec("axis", "int", 0),),
+        samples=(
+            Sample((TupleType((TensorType((2, 3), F32), TensorType((2, 3), F32))),)),
+            Sample((TupleType((TensorType((2, 3), F32),) * 3),), {"axis": -1}),
+        ),
+    )
+)
+
+
+def split_bounds(extent: Dim, indices_or_sections: int | Sequence[int], axis: int) -> list[tuple[int, Dim]]:
+    """(begin, end) of each part along the split axis; end is ANY for an unknown last bound."""
+    op = "split"
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections <= 0:
+            raise TypeRelationError(f"{op}: indices_or_sections must be positive, got {sections}")
+        if extent is ANY:
+            return [(0, ANY)] * sections
+        assert isinstance(extent, int)
+        if extent % sections:
+            raise TypeRelationError(
+                f"{op}: axis {axis} of size {extent} does not split into {sections} equal parts"
+            )
+        step = extent // sections
+        return [(k * step, (k + 1) * step) for k in range(sections)]
+    points = list(indices_or_sections)
+    bounds: list[tuple[int, Dim]] = []
+    begin = 0
+    for p in points:
+        if p <= begin or (extent is not ANY and p >= extent):
+            raise TypeRelationError(
+                f"{op}: indices {points} must be ascending, positive and inside axis {axis} of size {extent}"
+            )
+        bounds.append((begin, p))
+        begin = p
+    bounds.append((begin, extent))
+    return bounds
+
+
+def _split_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 1, "split")
+    data = tensor_arg(types, 0, "split")
+    axis = normalize_axis(attrs["axis"], data.ndim, "split")
+    parts = []
+    for begin, end in split_bounds(data.shape[axis], attrs["indices_or_sections"], axis):
+        shape = list(data.shape)
+        shape[axis] = ANY if end is ANY else end - begin
+        parts.append(TensorType(tuple(shape), data.dtype))
+    return TupleType(tuple(parts))
+
+
+def _split(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
+    data = a[0]
+    axis = attrs["axis"] % data.ndim
+    bounds = split_bounds(data.shape[axis], attrs["indices_or_sections"], axis)
+    return tuple(np.take(data, np.arange(b, e), axis=axis) for b, e in bounds)
+
+
+register(
+    OpDef(
+        name="split",
+        num_inputs=1,
+        type_rel=_split_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_split,
+        attrs=(AttrSpec("indices_or_sections", "int_or_ints", REQUIRED), AttrSpec("axis", "int", 0)),
+        samples=(
+            Sample((TensorType((6, 2), F32),), {"indices_or_sections": 3}),
+            Sample((TensorType((2, 7), F32),), {"indices_or_sections": [2, 5], "axis": -1}),
+        ),
+    )
+)

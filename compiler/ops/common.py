@@ -1,11 +1,13 @@
-"""Helpers shared by the type relations of several op families."""
+"""Helpers shared by several op families: type relation checks and loop index arithmetic."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from compiler.diagnostics import UnsupportedError
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.registry import TypeRelationError
+from compiler.tir.expr import Const, PrimExpr
 
 
 def tensor_arg(types: Sequence[Type], index: int, op: str) -> TensorType:
@@ -70,3 +72,78 @@ def product(dims: Sequence[Dim]) -> Dim:
         assert isinstance(d, int)
         n *= d
     return n
+
+
+# --- index arithmetic for loop lowerings ----------------------------------------------------------
+
+
+def static_dims(shape: Sequence[object], op: str) -> tuple[int, ...]:
+    """`shape` as ints; a loop lowering of `op` needs every extent known."""
+    dims: list[int] = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise UnsupportedError(f"{op}: the loop lowering needs static shapes, got {tuple(shape)}")
+        dims.append(d)
+    return tuple(dims)
+
+
+def row_major_offset(idx: Sequence[PrimExpr], shape: Sequence[int]) -> PrimExpr:
+    """The linear offset of index `idx` in a row-major tensor of `shape`."""
+    offset: PrimExpr = Const(0)
+    for i, extent in zip(idx, shape):
+        offset = offset * extent + i
+    return offset
+
+
+def row_major_index(offset: PrimExpr, shape: Sequence[int]) -> tuple[PrimExpr, ...]:
+    """The index of linear `offset` in a row-major tensor of `shape` (inverse of row_major_offset).
+
+    The outermost coordinate needs no `%` and the innermost no `//`, which keeps the common
+    two-dim case down to one division and one modulo.
+    """
+    out: list[PrimExpr] = []
+    stride = 1
+    for k in reversed(range(len(shape))):
+        coord = offset // stride
+        if k > 0:
+            coord = coord % shape[k]
+        out.append(coord)
+        stride *= shape[k]
+    return tuple(reversed(out))
+
+
+def reshape_index(
+    idx: Sequence[PrimExpr], out_shape: Sequence[int], in_shape: Sequence[int]
+) -> tuple[PrimExpr, ...]:
+    """The input index that a row-major reshape from `in_shape` to `out_shape` reads for `idx`.
+
+    Both shapes are cut into the shortest runs of dims with equal products (size-1 dims read
+    index 0 and belong to no run); only inside a run is the index flattened and split again, so
+    dims that reshape leaves alone (squeeze, expand_dims, batch_flatten's batch) map directly.
+    """
+    if 0 in out_shape or 0 in in_shape:
+        return tuple(Const(0) for _ in in_shape)  # no element exists: the loops never run
+    out_dims = [k for k, d in enumerate(out_shape) if d != 1]
+    in_dims = [k for k, d in enumerate(in_shape) if d != 1]
+    result: list[PrimExpr] = [Const(0)] * len(in_shape)
+    a = b = 0
+    while a < len(out_dims) and b < len(in_dims):
+        run_out, run_in = [out_dims[a]], [in_dims[b]]
+        size_out, size_in = out_shape[out_dims[a]], in_shape[in_dims[b]]
+        a, b = a + 1, b + 1
+        while size_out != size_in:
+            if size_out < size_in:
+                run_out.append(out_dims[a])
+                size_out *= out_shape[out_dims[a]]
+                a += 1
+            else:
+                run_in.append(in_dims[b])
+                size_in *= in_shape[in_dims[b]]
+                b += 1
+        if len(run_out) == 1 and len(run_in) == 1:
+            result[run_in[0]] = idx[run_out[0]]
+            continue
+        offset = row_major_offset([idx[k] for k in run_out], [out_shape[k] for k in run_out])
+        for k, coord in zip(run_in, row_major_index(offset, [in_shape[k] for k in run_in])):
+            result[k] = coord
+    return tuple(result)

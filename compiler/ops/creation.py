@@ -1,8 +1,11 @@
-"""Tensor creation: zeros, ones, full, zeros_like, ones_like (all ELEMWISE, as in TVM)."""
+"""Tensor creation: zeros, ones, full, zeros_like, ones_like (all ELEMWISE, as in TVM).
+
+Loops: every element is the same scalar; the *_like ops never read their input's values.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -19,6 +22,8 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.expr import Const, PrimExpr, cast
 
 F32 = "float32"
 
@@ -29,6 +34,16 @@ def _target(op: str, shape: Sequence[int], dtype: str) -> TensorType:
     if not is_valid_dtype(dtype):
         raise TypeRelationError(f"{op}: unknown dtype {dtype!r}")
     return TensorType(tuple(shape), dtype)
+
+
+def filled(value: int) -> Callable[[Index, Sequence[TensorView], Attrs, Type], PrimExpr]:
+    """The compute of a tensor whose every element is `value` in the result dtype."""
+
+    def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+        assert isinstance(out_type, TensorType)
+        return Const(np.asarray(value).astype(out_type.dtype).item(), out_type.dtype)
+
+    return compute
 
 
 def _constant_rel(op: str) -> TypeRel:
@@ -50,6 +65,7 @@ register(
         type_rel=_constant_rel("zeros"),
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.zeros(attrs["shape"], dtype=attrs["dtype"]),
+        compute=filled(0),
         attrs=_INIT_ATTRS,
         samples=(Sample((), {"shape": [2, 3], "dtype": F32}), Sample((), {"shape": [4], "dtype": "int64"})),
     )
@@ -62,6 +78,7 @@ register(
         type_rel=_constant_rel("ones"),
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.ones(attrs["shape"], dtype=attrs["dtype"]),
+        compute=filled(1),
         attrs=_INIT_ATTRS,
         samples=(Sample((), {"shape": [3, 1, 2], "dtype": F32}), Sample((), {"shape": [], "dtype": "int32"})),
     )
@@ -77,6 +94,11 @@ def _full_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return _target(op, attrs["shape"], attrs["dtype"] or value.dtype)
 
 
+def _full_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    assert isinstance(out_type, TensorType)
+    return cast(out_type.dtype, inputs[0][()])
+
+
 register(
     OpDef(
         name="full",
@@ -84,6 +106,7 @@ register(
         type_rel=_full_rel,
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.full(attrs["shape"], a[0], dtype=attrs["dtype"] or a[0].dtype),
+        compute=_full_compute,
         # An empty dtype means the fill value's dtype.
         attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
         samples=(
@@ -109,6 +132,7 @@ register(
         type_rel=_like_rel("zeros_like"),
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.zeros_like(a[0]),
+        compute=filled(0),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int32"),))),
     )
 )
@@ -120,6 +144,7 @@ register(
         type_rel=_like_rel("ones_like"),
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.ones_like(a[0]),
+        compute=filled(1),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int8"),))),
     )
 )

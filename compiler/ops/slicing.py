@@ -6,18 +6,32 @@ first element"); a canonical begin past the end (against the stride's direction)
 in TVM. In slice_mode="size", `end` holds sizes (negative: to the end) and strides are ignored;
 unlike TVM we add the size to the *canonical* begin, so begin=-2 with size 2 takes the last two
 elements instead of failing.
+
+Loops: strided_slice reads `begin + i * stride` per axis. take loads the index value, fixes it
+up for its mode (int64 indices in 64-bit arithmetic, so clipping a huge one cannot wrap) and
+reads the data there.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
-from compiler.ops.common import check_arity, dims_equal, normalize_axis, tensor_arg
+from compiler.ops.common import (
+    check_arity,
+    dims_equal,
+    normalize_axis,
+    row_major_index,
+    static_dims,
+    tensor_arg,
+)
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.expr import PrimExpr, cast, maximum, minimum
 
 F32 = "float32"
 
@@ -98,6 +112,15 @@ def _strided_slice(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out
 
 
+def _strided_slice_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
+    data = inputs[0]
+    plan, _ = strided_slice_plan(static_dims(data.shape, "strided_slice"), attrs)
+    source = tuple(i if entry is None else entry[0] + i * entry[2] for i, entry in zip(idx, plan))
+    return data[source]
+
+
 register(
     OpDef(
         name="strided_slice",
@@ -105,6 +128,7 @@ register(
         type_rel=_strided_slice_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_strided_slice,
+        compute=_strided_slice_compute,
         attrs=(
             AttrSpec("begin", "ints", REQUIRED),
             AttrSpec("end", "ints", REQUIRED),
@@ -195,6 +219,35 @@ def _take(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out
 
 
+# Index dtypes whose every value an int32 holds; wider ones are fixed up in int64 first.
+_NARROW_INDEX = ("int8", "int16", "int32", "uint8", "uint16")
+
+
+def _fixed_index(value: PrimExpr, extent: int, mode: str) -> PrimExpr:
+    """An index value brought into [0, extent) as `mode` says, as an int32 loop index."""
+    index = cast("int32" if value.dtype in _NARROW_INDEX else "int64", value)
+    if mode == "clip":
+        index = maximum(minimum(index, extent - 1), 0)
+    elif mode == "wrap":
+        index = index % extent
+    return cast("int32", index)
+
+
+def _take_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    data, indices = inputs
+    shape = static_dims(data.shape, "take")
+    mode = attrs["mode"]
+    if attrs["axis"] is None:
+        return data[row_major_index(_fixed_index(indices[tuple(idx)], math.prod(shape), mode), shape)]
+    axis = normalize_axis(attrs["axis"], data.ndim, "take")
+    batch_dims = _batch_dims(attrs, indices.ndim, axis)
+    # The output index is data's leading dims, then indices' own dims, then data's trailing dims.
+    taken = indices.ndim - batch_dims
+    position = tuple(idx[:batch_dims]) + tuple(idx[axis : axis + taken])
+    chosen = _fixed_index(indices[position], shape[axis], mode)
+    return data[tuple(idx[:axis]) + (chosen,) + tuple(idx[axis + taken :])]
+
+
 register(
     OpDef(
         name="take",
@@ -202,6 +255,7 @@ register(
         type_rel=_take_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_take,
+        compute=_take_compute,
         attrs=(
             AttrSpec("batch_dims", "int", 0),
             AttrSpec("axis", "int", None, optional=True),

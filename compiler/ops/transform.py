@@ -5,25 +5,60 @@ Slicing and gathering (strided_slice, take) live in slicing.py, tensor creation 
 full, *_like) in creation.py. Attribute names, order and defaults are TVM's
 (`include/tvm/relay/attrs/transform.h`). A tuple argument (concatenate, stack) reaches the type
 relation as a TupleType and the reference as a sequence of arrays.
+
+Loops: every op here is a compute over the output index that reads one input element; the
+reshape family maps indices with `common.reshape_index`, and the tuple ops choose their field
+with selects whose untaken branches are never evaluated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
-from compiler.ops.common import check_arity, dims_equal, normalize_axis, product, tensor_arg
-from compiler.ops.layout import parse_layout, transform_array, transform_shape
+from compiler.ops.broadcast import broadcast_index
+from compiler.ops.common import (
+    check_arity,
+    dims_equal,
+    normalize_axis,
+    product,
+    reshape_index,
+    static_dims,
+    tensor_arg,
+)
+from compiler.ops.layout import Layout, parse_layout, transform_array, transform_shape
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.expr import Const, PrimExpr, eq, select
 
 F32 = "float32"
 
 
 def _show(shape: Sequence[Dim]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _tensor_out(out_type: Type, op: str) -> TensorType:
+    if not isinstance(out_type, TensorType):
+        raise TypeRelationError(f"{op}: expected a tensor result, got {out_type}")
+    return out_type
+
+
+Compute = Callable[[Index, Sequence[TensorView], Attrs, Type], PrimExpr]
+
+
+def reshape_compute(op: str) -> Compute:
+    """The compute of an op that only reinterprets its input's row-major data in a new shape."""
+
+    def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+        data = inputs[0]
+        out_shape = static_dims(_tensor_out(out_type, op).shape, op)
+        return data[reshape_index(idx, out_shape, static_dims(data.shape, op))]
+
+    return compute
 
 
 # --- reshape --------------------------------------------------------------------------------------
@@ -149,6 +184,7 @@ register(
         ),
         attrs=(AttrSpec("newshape", "ints", REQUIRED), AttrSpec("allowzero", "int", 0)),
         reshape_only=True,
+        compute=reshape_compute("reshape"),
         samples=(
             Sample((TensorType((2, 3, 4), F32),), {"newshape": [0, -1]}),
             Sample((TensorType((2, 3, 4), F32),), {"newshape": [-3, -2]}),
@@ -182,6 +218,14 @@ def _transpose_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(data.shape[p] for p in perm), data.dtype)
 
 
+def _transpose_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    data = inputs[0]
+    source: list[PrimExpr] = [Const(0)] * data.ndim
+    for k, axis in enumerate(transpose_axes(data.ndim, attrs["axes"])):
+        source[axis] = idx[k]
+    return data[tuple(source)]
+
+
 register(
     OpDef(
         name="transpose",
@@ -190,6 +234,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: np.transpose(a[0], transpose_axes(a[0].ndim, attrs["axes"])),
         attrs=(AttrSpec("axes", "ints", REQUIRED, optional=True),),
+        compute=_transpose_compute,
         samples=(
             Sample((TensorType((2, 3, 4), F32),), {"axes": None}),
             Sample((TensorType((2, 3, 4), F32),), {"axes": [0, 2, 1]}),
@@ -229,6 +274,7 @@ register(
         reference=lambda a, attrs: np.squeeze(a[0], axis=squeeze_axes(a[0].shape, attrs["axis"])),
         attrs=(AttrSpec("axis", "ints", None, optional=True),),
         reshape_only=True,
+        compute=reshape_compute("squeeze"),
         samples=(
             Sample((TensorType((1, 3, 1, 2), F32),)),
             Sample((TensorType((1, 3, 1, 2), F32),), {"axis": [-2]}),
@@ -266,6 +312,7 @@ register(
         ),
         attrs=(AttrSpec("axis", "int", REQUIRED), AttrSpec("num_newaxis", "int", 1)),
         reshape_only=True,
+        compute=reshape_compute("expand_dims"),
         samples=(
             Sample((TensorType((2, 3), F32),), {"axis": 1}),
             Sample((TensorType((2, 3), F32),), {"axis": -1, "num_newaxis": 2}),
@@ -291,6 +338,11 @@ def _broadcast_to_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(shape, data.dtype)
 
 
+def _broadcast_to_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    data = inputs[0]
+    return data[broadcast_index(idx, data.shape)]
+
+
 register(
     OpDef(
         name="broadcast_to",
@@ -300,6 +352,7 @@ register(
         reference=lambda a, attrs: np.broadcast_to(a[0], attrs["shape"]).copy(),
         # TVM shares InitOpAttrs with zeros/ones; broadcast_to keeps the data dtype.
         attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
+        compute=_broadcast_to_compute,
         samples=(
             Sample((TensorType((3, 1), F32),), {"shape": [2, 3, 4]}),
             Sample((TensorType((4,), "int32"),), {"shape": [3, 4]}),
@@ -319,6 +372,37 @@ def _layout_transform_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(transform_shape(data.shape, src, dst, op), data.dtype)
 
 
+def layout_source_index(idx: Index, src: Layout, dst: Layout) -> tuple[PrimExpr, ...]:
+    """The index into a `src`-laid-out tensor holding the element at `idx` of its `dst` form.
+
+    Each primal coordinate is first rebuilt from dst's (outer, inner) pair, then split again
+    by src's factor; the simplifier folds `(o * 4 + i) // 4` back to `o` when the factors agree.
+    """
+    coords: dict[str, PrimExpr] = {}
+    for letter in dst.primal:
+        coord = idx[dst.index(letter)]
+        factor = dst.factor(letter)
+        if factor is not None:
+            coord = coord * factor + idx[dst.index(letter.lower())]
+        coords[letter] = coord
+    source: list[PrimExpr] = []
+    for letter, factor in src.axes:
+        if factor is not None:
+            source.append(coords[letter.upper()] % factor)
+            continue
+        split = src.factor(letter)
+        source.append(coords[letter] if split is None else coords[letter] // split)
+    return tuple(source)
+
+
+def _layout_transform_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
+    op = "layout_transform"
+    src, dst = parse_layout(attrs["src_layout"], op), parse_layout(attrs["dst_layout"], op)
+    return inputs[0][layout_source_index(idx, src, dst)]
+
+
 register(
     OpDef(
         name="layout_transform",
@@ -331,6 +415,7 @@ register(
             parse_layout(attrs["dst_layout"], "layout_transform"),
         ),
         attrs=(AttrSpec("src_layout", "str", REQUIRED), AttrSpec("dst_layout", "str", REQUIRED)),
+        compute=_layout_transform_compute,
         samples=(
             Sample((TensorType((1, 3, 4, 5), F32),), {"src_layout": "NCHW", "dst_layout": "NHWC"}),
             Sample((TensorType((2, 8, 3, 2), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW4c"}),
@@ -382,6 +467,38 @@ def _concatenate_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(dims), fields[0].dtype)
 
 
+def tuple_views(inputs: Sequence[object], op: str) -> tuple[TensorView, ...]:
+    """The field views of a compute's single tuple argument."""
+    fields = inputs[0]
+    if not isinstance(fields, tuple) or not all(isinstance(f, TensorView) for f in fields):
+        raise TypeRelationError(f"{op} expects a tuple of tensors as its argument")
+    return fields
+
+
+def _concatenate_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_type: Type) -> PrimExpr:
+    op = "concatenate"
+    fields = tuple_views(inputs, op)
+    axis = normalize_axis(attrs["axis"], len(idx), op)
+    # (begin along axis, view) of each field that holds elements; empty fields are never read.
+    parts: list[tuple[int, TensorView]] = []
+    begin = 0
+    for view in fields:
+        extent = static_dims(view.shape, op)[axis]
+        if extent:
+            parts.append((begin, view))
+        begin += extent
+    if not parts:
+        return Const(0, _tensor_out(out_type, op).dtype)  # an empty result: never evaluated
+
+    def read(begin: int, view: TensorView) -> PrimExpr:
+        return view[tuple(i - begin if k == axis else i for k, i in enumerate(idx))]
+
+    value = read(*parts[-1])
+    for (begin, view), (next_begin, _) in reversed(list(zip(parts, parts[1:]))):
+        value = select(idx[axis] < next_begin, read(begin, view), value)
+    return value
+
+
 def _sum_dims(dims: Sequence[Dim]) -> Dim:
     total = 0
     for d in dims:
@@ -400,6 +517,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: np.concatenate(list(a[0]), axis=attrs["axis"]),
         attrs=(AttrSpec("axis", "int", 0),),
+        compute=_concatenate_compute,
         samples=(
             Sample((TupleType((TensorType((2, 3), F32), TensorType((4, 3), F32))),)),
             Sample(
@@ -423,6 +541,18 @@ def _stack_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(dims[:at]) + (len(fields),) + tuple(dims[at:]), fields[0].dtype)
 
 
+def _stack_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_type: Type) -> PrimExpr:
+    fields = tuple_views(inputs, "stack")
+    ndim = len(idx) - 1
+    axis = attrs["axis"]
+    at = axis + ndim + 1 if axis < 0 else axis
+    inner = tuple(idx[:at]) + tuple(idx[at + 1 :])
+    value = fields[-1][inner]
+    for k in reversed(range(len(fields) - 1)):
+        value = select(eq(idx[at], k), fields[k][inner], value)
+    return value
+
+
 register(
     OpDef(
         name="stack",
@@ -431,6 +561,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: np.stack(list(a[0]), axis=attrs["axis"]),
         attrs=(AttrSpec("axis", "int", 0),),
+        compute=_stack_compute,
         samples=(
             Sample((TupleType((TensorType((2, 3), F32), TensorType((2, 3), F32))),)),
             Sample((TupleType((TensorType((2, 3), F32),) * 3),), {"axis": -1}),
@@ -488,6 +619,15 @@ def _split(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
     return tuple(np.take(data, np.arange(b, e), axis=axis) for b, e in bounds)
 
 
+def _split_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type, *, out_index: int
+) -> PrimExpr:
+    data = inputs[0]
+    axis = normalize_axis(attrs["axis"], data.ndim, "split")
+    begin, _ = split_bounds(data.shape[axis], attrs["indices_or_sections"], axis)[out_index]
+    return data[tuple(i + begin if k == axis else i for k, i in enumerate(idx))]
+
+
 register(
     OpDef(
         name="split",
@@ -496,6 +636,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_split,
         attrs=(AttrSpec("indices_or_sections", "int_or_ints", REQUIRED), AttrSpec("axis", "int", 0)),
+        compute=_split_compute,
         samples=(
             Sample((TensorType((6, 2), F32),), {"indices_or_sections": 3}),
             Sample((TensorType((2, 7), F32),), {"indices_or_sections": [2, 5], "axis": -1}),

@@ -111,7 +111,8 @@ class Unary(PrimExpr):
 
 @dataclass(frozen=True, eq=False)
 class Select(PrimExpr):
-    """`cond ? t : f`; both sides may be evaluated (no side effects in PrimExprs)."""
+    """`cond ? t : f`. Only the chosen side is evaluated (codegen keeps both inside C's `?:`),
+    so a side may load out of bounds when it is not chosen (padding, concatenate rely on it)."""
 
     cond: PrimExpr
     t: PrimExpr

@@ -1,0 +1,135 @@
+import pytest
+
+from compiler.diagnostics import TypeCheckError
+from compiler.ir.expr import Call, Function, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.module import IRModule
+from compiler.ir.types import ANY, FuncType, TensorType, TupleType
+from compiler.ir.visitor import post_order
+from compiler.parser import parse
+from compiler.passes.infer_type import InferType, infer_expr
+
+F32 = "float32"
+
+
+def typed(text: str) -> IRModule:
+    return parse(text)
+
+
+def test_every_node_of_every_function_gets_a_type():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %w: Tensor[(4, 3), float32]) {
+  %0 = nn.dense(%x, %w, units=None);
+  %1 = (%0, %x);
+  let %t = %1;
+  %t.0
+}""")
+    main = mod.main
+    for node in post_order(main):
+        if not isinstance(node, Op):
+            assert node.has_type, node
+    assert main.checked_type == FuncType(
+        (TensorType((2, 3), F32), TensorType((4, 3), F32)), TensorType((2, 4), F32)
+    )
+
+
+def test_global_call_takes_the_callee_return_type_even_without_annotation():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(5), float32]) { @twice(%x) }
+def @twice(%y: Tensor[(5), float32]) { add(%y, %y) }""")
+    assert mod.main.body.checked_type == TensorType((5,), F32)
+
+
+def test_fn_literal_and_call_of_it():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%a: Tensor[(5, 7), float32]) -> Tensor[(5, 7), float32] {
+  %0 = fn (%x: Tensor[(5, 7), float32], %y: Tensor[(5, 7), float32], Primitive=1) -> Tensor[(5, 7), float32] {
+    add(%x, %y)
+  };
+  %0(%a, %a)
+}""")
+    call = mod.main.body
+    assert isinstance(call.op, Function)
+    assert call.op.checked_type.ret_type == TensorType((5, 7), F32)
+
+
+def test_dynamic_return_annotation_accepts_a_static_body():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%a: Tensor[(5, 7), float32]) -> Tensor[(?, ?), float32] { @dyn(%a, %a) }
+def @dyn(%x: Tensor[(5, 7), float32], %y: Tensor[(5, 7), float32], Extern=1) -> Tensor[(?, ?), float32] {
+  add(%x, %y)
+}""")
+    assert mod.main.body.checked_type == TensorType((ANY, ANY), F32)
+
+
+def test_type_error_names_the_call_and_both_types_with_location():
+    with pytest.raises(TypeCheckError) as info:
+        parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(4, 3), float32]) {
+  add(%x, %y)
+}""", "m.relay")
+    err = info.value
+    assert "add" in err.message
+    assert "Tensor[(2, 3), float32]" in err.message and "Tensor[(4, 3), float32]" in err.message
+    assert (err.line, err.column) == (3, 3)
+
+
+def test_argument_type_mismatch_in_global_call_names_expected_and_found():
+    with pytest.raises(TypeCheckError) as info:
+        parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32]) { @f(%x) }
+def @f(%y: Tensor[(3, 2), float32]) { %y }""")
+    msg = info.value.message
+    assert "call to @f" in msg
+    assert "expected Tensor[(3, 2), float32], found Tensor[(2, 3), float32]" in msg
+
+
+def test_return_annotation_mismatch_is_reported():
+    with pytest.raises(TypeCheckError, match="annotated to return Tensor\\[\\(3\\), float32\\]"):
+        parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) -> Tensor[(3), float32] { %x }""")
+
+
+def test_if_needs_a_bool_scalar_condition():
+    with pytest.raises(TypeCheckError, match="bool scalar"):
+        parse("""#[version = "0.0.5"]
+def @main(%c: float32, %x: Tensor[(2), float32]) { if (%c) { %x } else { %x } }""")
+
+
+def test_if_branches_must_agree():
+    with pytest.raises(TypeCheckError, match="branches disagree"):
+        parse("""#[version = "0.0.5"]
+def @main(%c: bool, %x: Tensor[(2), float32], %y: Tensor[(3), float32]) { if (%c) { %x } else { %y } }""")
+
+
+def test_projection_out_of_range():
+    with pytest.raises(TypeCheckError, match="out of range"):
+        parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) { %0 = (%x, %x); %0.2 }""")
+
+
+def test_recursive_global_without_return_type_is_an_error():
+    with pytest.raises(TypeCheckError, match="recursive"):
+        parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) { @main(%x) }""")
+
+
+def test_infer_expr_types_a_50000_deep_let_chain():
+    x = Var("x", TensorType((2,), F32))
+    vars_ = [Var(f"v{i}") for i in range(50_000)]
+    body = vars_[-1]
+    for i in reversed(range(len(vars_))):
+        value = Call(Op.get("negative"), (x if i == 0 else vars_[i - 1],))
+        body = Let(vars_[i], value, body)
+    assert infer_expr(Function((x,), body)).ret_type == TensorType((2,), F32)
+
+
+def test_infer_type_is_incremental_and_keeps_existing_types():
+    x = Var("x", TensorType((3,), F32))
+    inner = Call(Op.get("exp"), (x,))
+    t = Tuple((inner, x))
+    infer_expr(Function((x,), TupleGetItem(t, 0)))
+    assert t.checked_type == TupleType((TensorType((3,), F32), TensorType((3,), F32)))
+    # A new function reusing typed nodes is typed without re-walking them.
+    mod = IRModule.from_expr(Function((x,), Call(Op.get("negative"), (inner,))))
+    InferType()(mod)
+    assert mod.main.body.checked_type == TensorType((3,), F32)

@@ -1,0 +1,349 @@
+"""Shape functions: loop-level functions that compute, at run time, the result shapes of a call
+whose result type has `?` dimensions.
+
+A shape function is a PrimFunc over int64 1-D buffers. For each parameter of the Relay function
+it takes the parameter's shape (a buffer of `ndim` dims) and/or, for operators whose result
+shape depends on values (`OpDef.shape_data_dependent`), the parameter's data; it writes one
+buffer of `ndim` dims per result tensor. Which of the two each parameter needs is its *state*,
+recorded in the call's metadata as TVM does: 1 data, 2 shape, 3 both, 0 neither. Inputs come in
+parameter order, a parameter's data before its shape; a tuple parameter passes one shape buffer
+per field.
+
+The body is assembled from per-operator shape rules, evaluated symbolically over the function
+body: an op's rule maps its inputs' dims (int64 PrimExprs, loads from the shape buffers or
+expressions of them) to its result dims. A rule comes from the op's own declaration
+(`OpDef.shape_func`) when it has one, else from the two generic rules here: numpy broadcasting
+of all inputs (elementwise and broadcasting ops), and "same shape as the first input". Any
+other op is an UnsupportedError naming it.
+
+Rule contract: `rule(inputs, attrs, out_type) -> [dims of each result tensor]`, where each input
+is a tuple of int64 PrimExprs (a tensor's dims), a list of those (a tuple-typed argument), or,
+for data-dependent ops, a TensorView of the argument's data (only function parameters with a
+static shape can be passed by data). Dims a rule returns may be PrimExprs or Python ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from compiler import ops
+from compiler.backend.lower_primitive import static_shape
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.attrs import Attrs
+from compiler.ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.types import FuncType, TensorType, TupleType, Type, flatten_tensor_types
+from compiler.ir.visitor import post_order
+from compiler.passes.label_ops import MAX_NAME_LENGTH, std_string_hash
+from compiler.tir import expr as te
+from compiler.tir.compute import TensorView
+from compiler.tir.stmt import PrimFunc, Stmt, Store, seq
+
+DATA_DEPENDENT = 1
+SHAPE_DEPENDENT = 2
+
+Dims = tuple[te.PrimExpr, ...]
+ShapeValue = Union[Dims, list["ShapeValue"]]
+ShapeArg = Union[Dims, list["ShapeValue"], TensorView]
+ShapeRule = Callable[[Sequence[ShapeArg], Attrs, Type], Sequence[Sequence[Union[te.PrimExpr, int]]]]
+
+
+def broadcast_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
+    """numpy broadcasting of every input's dims: along each (right-aligned) axis, a dim of 1
+    gives way to the other operand's dim."""
+    shapes = [_dims_arg(x, "broadcast") for x in inputs]
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[te.PrimExpr] = []
+    for axis in range(rank):
+        dims = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
+        dim = dims[0]
+        for other in dims[1:]:
+            dim = te.select(te.eq(dim, 1), other, dim)
+        out.append(dim)
+    return [tuple(out)]
+
+
+def same_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
+    """The result has the first input's shape."""
+    return [_dims_arg(inputs[0], "same-shape")]
+
+
+def _dims_arg(value: ShapeArg, rule: str) -> Dims:
+    if not isinstance(value, tuple):
+        raise UnsupportedError(f"the {rule} shape rule expects tensor arguments")
+    return value
+
+
+# Ops whose result shape the generic rules describe. Names are checked against the registry
+# below, so a misspelt or renamed op fails at import instead of silently losing its rule.
+BROADCAST_SHAPE_OPS = (
+    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
+    "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "logical_xor", "where",
+)
+SAME_SHAPE_OPS = (
+    "abs", "cast", "ceil", "clip", "copy", "erf", "exp", "floor", "log", "logical_not",
+    "negative", "nn.leaky_relu", "nn.relu", "round", "rsqrt", "sigmoid", "sqrt", "tanh",
+    "ones_like", "zeros_like", "nn.bias_add", "nn.softmax", "nn.log_softmax", "nn.layer_norm",
+)
+
+_GENERIC_RULES: dict[str, ShapeRule] = {
+    **{name: broadcast_rule for name in BROADCAST_SHAPE_OPS},
+    **{name: same_shape_rule for name in SAME_SHAPE_OPS},
+}
+_unknown = [name for name in _GENERIC_RULES if ops.lookup(name) is None]
+if _unknown:
+    raise ImportError(f"shape rules name unregistered operators: {', '.join(_unknown)}")
+
+
+def shape_rule(op_name: str) -> ShapeRule | None:
+    """The shape rule of an operator: its own declaration first, then the generic tables."""
+    opdef = ops.get(op_name)
+    if opdef.shape_func is not None:
+        return opdef.shape_func  # type: ignore[return-value]  # OpDef stores rules untyped
+    return _GENERIC_RULES.get(op_name)
+
+
+def shape_func_label(func: Function) -> str:
+    """`shape_func_<op>_<op>...`: the operators the shape function follows (nested function
+    literals included), operands first, shortened like kernel names (compiler/passes/label_ops)."""
+    name = "shape_func" + "".join(
+        "_" + node.op.name for node in post_order(func.body) if isinstance(node, Call) and isinstance(node.op, Op)
+    )
+    if len(name) > MAX_NAME_LENGTH:
+        name = f"{name[:MAX_NAME_LENGTH]}_{std_string_hash(name):x}_"
+    return name.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class ShapeFunction:
+    prim_func: PrimFunc
+    param_states: tuple[int, ...]  # one per Relay parameter: DATA_DEPENDENT | SHAPE_DEPENDENT
+
+    @property
+    def num_inputs(self) -> int:
+        return self.prim_func.num_inputs
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.prim_func.outputs)
+
+
+def lower_shape_func(func: Function, name: str, target: str = "c") -> ShapeFunction:
+    """The shape function of the typed Relay function `func`, as a PrimFunc named `name`."""
+    return _ShapeFuncBuilder(func, name, target).build()
+
+
+@dataclass(frozen=True, eq=False)
+class _ParamRef:
+    """A parameter whose shape or data has not been asked for yet: asking creates the buffer,
+    so only what the rules actually read becomes an input."""
+
+    var: Var
+
+
+Value = Union[ShapeValue, _ParamRef, list["Value"]]
+
+
+class _ShapeFuncBuilder:
+    def __init__(self, func: Function, name: str, target: str):
+        self.func = func
+        self.name = name
+        self.target = target
+        self.states: dict[Var, int] = {p: 0 for p in func.params}
+        self.shape_buffers: dict[Var, list[te.Buffer]] = {}
+        self.shape_values: dict[Var, ShapeValue] = {}
+        self.data_buffers: dict[Var, te.Buffer] = {}
+        self.buffer_names: set[str] = set()
+
+    def build(self) -> ShapeFunction:
+        func = self.func
+        result = self.evaluate(func.body, {p: _ParamRef(p) for p in func.params})
+        result_shape = self.shape_of(result)
+        out_types = flatten_tensor_types(_ret_type(func))
+        out_dims = _flatten_shape(result_shape)
+        if len(out_dims) != len(out_types):
+            raise UnsupportedError(f"shape function {self.name}: {len(out_dims)} result shapes for {len(out_types)} results")
+
+        outputs: list[te.Buffer] = []
+        stores: list[Stmt] = []
+        for i, (dims, ty) in enumerate(zip(out_dims, out_types)):
+            if len(dims) != ty.ndim:
+                raise UnsupportedError(
+                    f"shape function {self.name}: result {i} has rank {ty.ndim} but its shape rule gave {len(dims)} dims")
+            out = te.Buffer(self._fresh("out_shape" if len(out_types) == 1 else f"out_shape{i}"), (ty.ndim,), "int64")
+            outputs.append(out)
+            stores.extend(Store(out, (te.const(k),), te.cast("int64", d)) for k, d in enumerate(dims))
+
+        inputs: list[te.Buffer] = []
+        for p in func.params:
+            if p in self.data_buffers:
+                inputs.append(self.data_buffers[p])
+            inputs.extend(self.shape_buffers.get(p, ()))
+        out_tensors = [TensorType(_static_dims(b), "int64") for b in outputs]
+        ret: Type = out_tensors[0] if len(out_tensors) == 1 else TupleType(tuple(out_tensors))
+        func_type = FuncType(tuple(TensorType(_static_dims(b), b.dtype) for b in inputs), ret)
+        prim_func = PrimFunc(
+            self.name,
+            tuple(inputs + outputs),
+            seq(*stores) if stores else seq(),
+            num_inputs=len(inputs),
+            attrs=Attrs(global_symbol=self.name, target=self.target, shape_func=1),
+            func_type=func_type,
+        )
+        return ShapeFunction(prim_func, tuple(self.states[p] for p in func.params))
+
+    # -- evaluation over the Relay body ------------------------------------------------------
+
+    def evaluate(self, body: Expr, env: dict[Var, Value]) -> Value:
+        """The shape value of `body`; nested function literals are evaluated in place (depth of
+        recursion = nesting of function literals, not of expressions)."""
+        let_values: dict[Var, Expr] = {}
+
+        def descend(node: Expr) -> bool:
+            if isinstance(node, Let):
+                let_values[node.var] = node.value
+            return not isinstance(node, Function)
+
+        values: dict[Expr, Value] = {}
+        for node in post_order(body, descend=descend):
+            if isinstance(node, Var):
+                if node in env:
+                    values[node] = env[node]
+                elif node in let_values:
+                    values[node] = values[let_values[node]]
+                else:
+                    raise UnsupportedError(f"shape function {self.name}: free variable %{node.name_hint}")
+            elif isinstance(node, Constant):
+                values[node] = tuple(te.const(int(d), "int64") for d in node.data.shape)
+            elif isinstance(node, Tuple):
+                values[node] = [values[f] for f in node.fields]
+            elif isinstance(node, TupleGetItem):
+                whole = values[node.tuple_value]
+                if isinstance(whole, _ParamRef):
+                    whole = self.shape_of(whole)
+                assert isinstance(whole, list)
+                values[node] = whole[node.index]
+            elif isinstance(node, Let):
+                values[node] = values[node.body]
+            elif isinstance(node, Call):
+                values[node] = self.call_value(node, values)
+            elif isinstance(node, If):
+                raise UnsupportedError(f"shape function {self.name}: control flow in a function with a dynamic result")
+        return values[body]
+
+    def call_value(self, call: Call, values: dict[Expr, Value]) -> Value:
+        args = [values[a] for a in call.args]
+        if isinstance(call.op, Function):
+            return self.evaluate(call.op.body, dict(zip(call.op.params, args)))
+        if not isinstance(call.op, Op):
+            raise UnsupportedError(f"shape function {self.name}: cannot follow a call of {call.op!r}")
+        name = call.op.name
+        rule = shape_rule(name)
+        if rule is None:
+            raise UnsupportedError(
+                f"operator {name} has no shape function, so a result shape computed from it "
+                "cannot be known at run time")
+        opdef = ops.get(name)
+        inputs: list[ShapeArg] = []
+        for arg, value in zip(call.args, args):
+            inputs.append(self.data_of(value, name) if opdef.shape_data_dependent else self.shape_of(value))
+        out_dims = [tuple(te.cast("int64", te.as_expr(d)) for d in dims) for dims in rule(inputs, call.attrs, call.checked_type)]
+        expected = len(flatten_tensor_types(call.checked_type))
+        if len(out_dims) != expected:
+            raise UnsupportedError(f"the shape rule of {name} gave {len(out_dims)} shapes for {expected} results")
+        if isinstance(call.checked_type, TupleType):
+            return _nest(out_dims, call.checked_type)
+        return out_dims[0]
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def shape_of(self, value: Value) -> ShapeValue:
+        if isinstance(value, _ParamRef):
+            return self.param_shape(value.var)
+        if isinstance(value, list):
+            return [self.shape_of(v) for v in value]
+        return value
+
+    def data_of(self, value: Value, op_name: str) -> TensorView:
+        if not isinstance(value, _ParamRef):
+            raise UnsupportedError(
+                f"operator {op_name} needs the values of its inputs to know its result shape; "
+                "only function parameters can be passed to its shape function")
+        var = value.var
+        ty = var.checked_type
+        if not isinstance(ty, TensorType) or ty.is_dynamic:
+            raise UnsupportedError(
+                f"operator {op_name} needs the values of %{var.name_hint} ({ty}) for its shape "
+                "function; only tensors of static shape can be passed")
+        buffer = self.data_buffers.get(var)
+        if buffer is None:
+            shape = static_shape(ty, f"%{var.name_hint}")
+            buffer = self.data_buffers[var] = te.Buffer(self._fresh(var.name_hint), shape, ty.dtype)
+            self.states[var] |= DATA_DEPENDENT
+        return TensorView.of_buffer(buffer)
+
+    def param_shape(self, var: Var) -> ShapeValue:
+        cached = self.shape_values.get(var)
+        if cached is not None:
+            return cached
+        buffers: list[te.Buffer] = []
+
+        def dims_of(ty: Type, base: str) -> ShapeValue:
+            if isinstance(ty, TupleType):
+                return [dims_of(f, f"{base}_{i}") for i, f in enumerate(ty.fields)]
+            if not isinstance(ty, TensorType):
+                raise UnsupportedError(f"shape function {self.name}: parameter %{var.name_hint} of type {ty}")
+            buffer = te.Buffer(self._fresh(f"{base}_shape"), (ty.ndim,), "int64")
+            buffers.append(buffer)
+            return tuple(buffer[k] for k in range(ty.ndim))
+
+        value = dims_of(var.checked_type, var.name_hint)
+        self.shape_buffers[var] = buffers
+        self.shape_values[var] = value
+        self.states[var] |= SHAPE_DEPENDENT
+        return value
+
+    def _fresh(self, base: str) -> str:
+        name, n = base, 0
+        while name in self.buffer_names:
+            n += 1
+            name = f"{base}_{n}"
+        self.buffer_names.add(name)
+        return name
+
+
+def _static_dims(buffer: te.Buffer) -> tuple[int, ...]:
+    dims = tuple(d for d in buffer.shape if isinstance(d, int))
+    assert len(dims) == len(buffer.shape), f"buffer {buffer.name} has a dynamic shape"
+    return dims
+
+
+def _ret_type(func: Function) -> Type:
+    if func.ret_type is not None:
+        return func.ret_type
+    ty = func.checked_type
+    assert isinstance(ty, FuncType)
+    return ty.ret_type
+
+
+def _flatten_shape(value: ShapeValue) -> list[Dims]:
+    if isinstance(value, tuple):
+        return [value]
+    out: list[Dims] = []
+    for v in value:
+        out.extend(_flatten_shape(v))
+    return out
+
+
+def _nest(flat: list[Dims], ty: TupleType) -> list[ShapeValue]:
+    """Regroup flattened result dims into the nesting of the tuple type `ty`."""
+    it = iter(flat)
+
+    def build(t: Type) -> ShapeValue:
+        if isinstance(t, TupleType):
+            return [build(f) for f in t.fields]
+        return next(it)
+
+    return [build(f) for f in ty.fields]

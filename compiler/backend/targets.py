@@ -1,0 +1,137 @@
+"""Target kinds: the host and the external codegens, with the hooks LowerTE calls.
+
+A function attribute `Compiler="x"` names the target kind `x`. A kind may carry two hooks,
+the two ways TVM lets an external compiler take over the functions partitioned for it:
+
+* `relay_to_tir` (IRModule at a time, TVM's `RelayToTIR` target hook): a pass run once on the
+  whole module before anything is lowered. It may replace Relay functions by PrimFuncs, mark
+  functions `Extern=1`, rewrite calls, and append external modules to
+  `mod.attrs["external_mods"]`.
+* `codegen` (function at a time, TVM's `relay.ext.<x>`): called by LowerTE with each distinct
+  `Primitive` function carrying `Compiler="x"` (its `global_symbol` names the symbol it must
+  define). It returns an external module object, which LowerTE collects into
+  `mod.attrs["external_mods"]`, or None when there is nothing to add (the symbol is provided
+  some other way, e.g. by a `relay_to_tir` hook or a library linked with the model).
+
+What an external module object is belongs to the code generators (the BYOC issue defines
+them); LowerTE only collects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from compiler.ir.expr import Function
+from compiler.ir.module import IRModule
+from compiler.ir.visitor import post_order
+
+HOST = "c"
+
+RelayToTIR = Callable[[IRModule], IRModule]
+# Returns an external module object, or None when the codegen adds no module.
+Codegen = Callable[[Function], object]
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    name: str
+    relay_to_tir: RelayToTIR | None = None
+    codegen: Codegen | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a target kind needs a non-empty name, got {self.name!r}")
+
+    @property
+    def codegen_name(self) -> str:
+        return codegen_name(self.name)
+
+
+def codegen_name(kind: str) -> str:
+    """The name TVM registers the function-at-a-time codegen of target kind `kind` under."""
+    return f"relay.ext.{kind}"
+
+
+class TargetRegistry:
+    """Target kinds by name. One process-wide instance, `TARGETS`, is what LowerTE consults."""
+
+    def __init__(self, kinds: tuple[TargetKind, ...] = ()):
+        self._kinds: dict[str, TargetKind] = {}
+        for kind in kinds:
+            self.register(kind)
+
+    def register(self, kind: TargetKind, replace: bool = False) -> TargetKind:
+        if kind.name in self._kinds and not replace:
+            raise ValueError(f"target kind {kind.name} is already registered")
+        self._kinds[kind.name] = kind
+        return kind
+
+    def unregister(self, name: str) -> None:
+        self._kinds.pop(name, None)
+
+    def lookup(self, name: str) -> TargetKind | None:
+        return self._kinds.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._kinds)
+
+    @contextmanager
+    def scoped(self, *kinds: TargetKind) -> Iterator[None]:
+        """Register `kinds` (replacing same-named ones) until the block ends, then restore."""
+        saved = {k.name: self._kinds.get(k.name) for k in kinds}
+        for kind in kinds:
+            self._kinds[kind.name] = kind
+        try:
+            yield
+        finally:
+            for name, previous in saved.items():
+                if previous is None:
+                    self._kinds.pop(name, None)
+                else:
+                    self._kinds[name] = previous
+
+
+TARGETS = TargetRegistry((TargetKind(HOST),))
+
+
+def register_target_kind(
+    name: str,
+    *,
+    relay_to_tir: RelayToTIR | None = None,
+    codegen: Codegen | None = None,
+    replace: bool = False,
+) -> TargetKind:
+    return TARGETS.register(TargetKind(name, relay_to_tir, codegen), replace=replace)
+
+
+def lookup_target_kind(name: str) -> TargetKind | None:
+    return TARGETS.lookup(name)
+
+
+def compiler_names(mod: IRModule) -> list[str]:
+    """The distinct `Compiler` values on the module's functions, global or literal, sorted."""
+    names: set[str] = set()
+    for _, func in mod.functions():
+        for node in post_order(func):
+            if isinstance(node, Function):
+                compiler = node.attrs.get("Compiler")
+                if isinstance(compiler, str):
+                    names.add(compiler)
+    return sorted(names)
+
+
+def run_relay_to_tir_hooks(mod: IRModule, registry: TargetRegistry | None = None) -> IRModule:
+    """Run, once each and in name order, the `relay_to_tir` hooks of the kinds the module's
+    `Compiler` attributes name. Kinds without a hook (or not registered) are left to LowerTE."""
+    registry = registry or TARGETS
+    for name in compiler_names(mod):
+        kind = registry.lookup(name)
+        if kind is None or kind.relay_to_tir is None:
+            continue
+        result = kind.relay_to_tir(mod)
+        if not isinstance(result, IRModule):
+            raise TypeError(f"the relay_to_tir hook of target {name} returned {type(result).__name__}, not an IRModule")
+        mod = result
+    return mod

@@ -1,0 +1,41 @@
+"""Relay text (`#[version = "0.0.5"]`) to IR.
+
+`parse` reads a whole module and, by default, type-checks it (as TVM's parser does), so a parse
+can also fail with a TypeCheckError. `parse_expr` reads a single expression.
+"""
+
+from __future__ import annotations
+
+from compiler.diagnostics import InputError, Source
+from compiler.ir.expr import Expr
+from compiler.ir.module import IRModule
+from compiler.parser.parser import MAX_NESTING, parse_expression, parse_module
+
+__all__ = ["MAX_NESTING", "parse", "parse_expr", "parse_file"]
+
+
+def parse(text: str, source_name: str = "<string>", infer_types: bool = True) -> IRModule:
+    """Parse a module; raises ParseError (or TypeCheckError when inferring types)."""
+    mod = parse_module(Source(source_name, text))
+    if infer_types:
+        from compiler.passes.infer_type import InferType  # the pass imports the IR, not the parser
+
+        mod = InferType()(mod)
+    return mod
+
+
+def parse_file(path: str, infer_types: bool = True) -> IRModule:
+    """Parse the module in the file at `path`; errors name the path as given."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse(text, source_name=path, infer_types=infer_types)
+
+
+def parse_expr(text: str, source_name: str = "<string>") -> Expr:
+    """Parse one expression; the version header is optional."""
+    return parse_expression(Source(source_name, text))

@@ -1,0 +1,295 @@
+"""The `#[metadata]` section: TVM's JSON node graph holding constants as base64 NDArray blobs.
+
+The section is a serialized `Map<String, Array<Object>>`. Nodes refer to each other by index
+into `nodes` (0 is null); a `relay.Constant` node's `data` attribute indexes `b64ndarrays`.
+Each blob is DLPack-style: a magic number, the device, ndim, dtype (code, bits, lanes), the
+shape, the byte count and the raw little-endian elements. See tvm-facts §1.4.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from compiler.diagnostics import ParseError, Span
+from compiler.ir.expr import Constant
+
+CONSTANT_KEY = "relay.Constant"
+NDARRAY_MAGIC = 0xDD5E40F096B4A13F
+TVM_VERSION = "0.13.0"
+
+_DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
+# (DLPack type code, bits) for every dtype we can store; bool is a 1-bit uint kept in a byte.
+_DL_TYPES: dict[str, tuple[int, int]] = {
+    "int8": (_DL_INT, 8),
+    "int16": (_DL_INT, 16),
+    "int32": (_DL_INT, 32),
+    "int64": (_DL_INT, 64),
+    "uint8": (_DL_UINT, 8),
+    "uint16": (_DL_UINT, 16),
+    "uint32": (_DL_UINT, 32),
+    "uint64": (_DL_UINT, 64),
+    "bool": (_DL_UINT, 1),
+    "float16": (_DL_FLOAT, 16),
+    "float32": (_DL_FLOAT, 32),
+    "float64": (_DL_FLOAT, 64),
+}
+_DTYPE_OF_DL = {code_bits: name for name, code_bits in _DL_TYPES.items()}
+_HEADER = struct.Struct("<QQiiiBBH")  # magic, reserved, device type, device id, ndim, code, bits, lanes
+
+
+class MetaTable:
+    """Resolves `meta[relay.Constant][i]` references against a text's metadata section.
+
+    The section is decoded on first use. Each index yields one shared Constant (as in TVM, two
+    references to the same entry are the same node), located at its first reference.
+    """
+
+    def __init__(self, json_text: str | None, section_span: Span | None):
+        self.json_text = json_text
+        self.section_span = section_span
+        self.table: dict[str, list[object]] | None = None
+        self.constants: dict[int, Constant] = {}
+
+    def entries(self) -> dict[str, list[object]]:
+        if self.table is None:
+            assert self.json_text is not None
+            self.table = decode_metadata(self.json_text, self.section_span)
+        return self.table
+
+    def validate(self) -> None:
+        """Decode a section that nothing referred to, so that a broken one is still reported."""
+        if self.json_text is not None:
+            self.entries()
+
+    def constant(self, reference: str, span: Span) -> Constant:
+        """The Constant for the text `meta[<key>][<index>]` found at `span`."""
+        key, _, rest = reference[len("meta[") :].partition("]")
+        index = int(rest.strip("[]"))
+        if key != CONSTANT_KEY:
+            raise ParseError(f"meta[{key}] references are not supported; only meta[{CONSTANT_KEY}]", span)
+        if self.json_text is None:
+            raise ParseError(
+                f"{reference} refers to the metadata section, but the text has none; print the module "
+                "with its metadata (a `#[metadata]` section at the end) to keep its constants",
+                span,
+            )
+        entries = self.entries().get(key)
+        if entries is None:
+            raise ParseError(f"the metadata section has no entry for meta[{key}]", span)
+        if index >= len(entries):
+            raise ParseError(f"{reference} is out of range: the metadata section holds {len(entries)}", span)
+        if index not in self.constants:
+            entry = entries[index]
+            if not isinstance(entry, Constant):
+                raise ParseError(f"{reference} is not a constant in the metadata section", span)
+            self.constants[index] = Constant(entry.data, span)
+        return self.constants[index]
+
+
+class _MetadataError(Exception):
+    """A malformed section; decode_metadata turns it into a located ParseError."""
+
+
+def decode_metadata(json_text: str, span: Span | None) -> dict[str, list[object]]:
+    """Decode a metadata section into type key -> objects.
+
+    `relay.Constant` entries become `Constant`s (with `span`); entries of other type keys are
+    kept as their raw JSON node dicts, which the parser refuses to use.
+    """
+    try:
+        graph = json.loads(json_text)
+    except json.JSONDecodeError as exc:
+        where = f"at its line {exc.lineno}, column {exc.colno}"
+        raise ParseError(f"the metadata section is not valid JSON: {exc.msg} {where}", span) from None
+    try:
+        return _decode_graph(graph, span)
+    except _MetadataError as exc:
+        raise ParseError(f"malformed metadata section: {exc}", span) from None
+
+
+def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
+    if not isinstance(graph, dict):
+        raise _MetadataError("expected a JSON object with `root` and `nodes`")
+    nodes = graph.get("nodes")
+    blobs = graph.get("b64ndarrays", [])
+    if not isinstance(nodes, list) or not isinstance(blobs, list):
+        raise _MetadataError("`nodes` and `b64ndarrays` must be lists")
+
+    def node(index: object) -> dict[str, object]:
+        position = _index(index, len(nodes), "node")
+        found = nodes[position]
+        if not isinstance(found, dict):
+            raise _MetadataError(f"node {position} is not an object")
+        return found
+
+    root = node(graph.get("root"))
+    if root.get("type_key") != "Map":
+        raise _MetadataError("the root node must be a Map")
+    entries = _map_entries(root, node)
+    decoded_blobs: dict[int, np.ndarray] = {}
+    table: dict[str, list[object]] = {}
+    for key, value_index in entries:
+        array_node = node(value_index)
+        if array_node.get("type_key") != "Array":
+            raise _MetadataError(f"the entry for {key} is not an Array")
+        items: list[object] = []
+        for element_index in _int_list(array_node.get("data", []), "Array data"):
+            element = node(element_index)
+            if element.get("type_key") == CONSTANT_KEY:
+                blob_index = _index(_attr(element, "data"), len(blobs), "b64ndarrays")
+                if blob_index not in decoded_blobs:
+                    decoded_blobs[blob_index] = decode_ndarray(_as_str(blobs[blob_index], "b64ndarrays entry"))
+                items.append(Constant(decoded_blobs[blob_index], span))
+            else:
+                items.append(element)
+        table[key] = items
+    return table
+
+
+def _map_entries(
+    root: Mapping[str, object], node: Callable[[object], dict[str, object]]
+) -> list[tuple[str, object]]:
+    data = root.get("data", [])
+    if not isinstance(data, list):
+        raise _MetadataError("Map data must be a list")
+    keys = root.get("keys")
+    if keys is not None:
+        if not isinstance(keys, list) or len(keys) != len(data):
+            raise _MetadataError("Map keys and data differ in length")
+        return [(_as_str(k, "Map key"), v) for k, v in zip(keys, data)]
+    # Maps with object keys alternate key node, value node.
+    pairs = []
+    for i in range(0, len(data) - 1, 2):
+        key_node = node(data[i])
+        pairs.append((_as_str(key_node.get("repr_str"), "Map key"), data[i + 1]))
+    return pairs
+
+
+def _attr(node: Mapping[str, object], name: str) -> object:
+    attrs = node.get("attrs")
+    if not isinstance(attrs, dict) or name not in attrs:
+        raise _MetadataError(f"{node.get('type_key')} node has no `{name}` attribute")
+    return attrs[name]
+
+
+def _index(value: object, size: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _MetadataError(f"bad {what} index {value!r}")
+    try:
+        index = int(value)
+    except ValueError:
+        raise _MetadataError(f"bad {what} index {value!r}") from None
+    if not 0 <= index < size:
+        raise _MetadataError(f"{what} index {index} is out of range (there are {size})")
+    return index
+
+
+def _int_list(value: object, what: str) -> list[object]:
+    if not isinstance(value, list):
+        raise _MetadataError(f"{what} must be a list")
+    return value
+
+
+def _as_str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise _MetadataError(f"{what} must be a string")
+    return value
+
+
+def decode_ndarray(b64: str) -> np.ndarray:
+    """One base64 NDArray blob -> a numpy array (raises _MetadataError)."""
+    try:
+        blob = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise _MetadataError("an NDArray blob is not valid base64") from None
+    if len(blob) < _HEADER.size:
+        raise _MetadataError("an NDArray blob is truncated")
+    magic, _reserved, _device_type, _device_id, ndim, code, bits, lanes = _HEADER.unpack_from(blob)
+    if magic != NDARRAY_MAGIC:
+        raise _MetadataError("an NDArray blob has the wrong magic number")
+    dtype = _DTYPE_OF_DL.get((code, bits))
+    if dtype is None or lanes != 1:
+        raise _MetadataError(f"unsupported NDArray dtype (code {code}, bits {bits}, lanes {lanes})")
+    offset = _HEADER.size
+    if ndim < 0 or len(blob) < offset + 8 * ndim + 8:
+        raise _MetadataError("an NDArray blob is truncated")
+    shape = struct.unpack_from(f"<{ndim}q", blob, offset)
+    offset += 8 * ndim
+    (nbytes,) = struct.unpack_from("<q", blob, offset)
+    offset += 8
+    count = int(np.prod(shape, dtype=np.int64))
+    if any(d < 0 for d in shape) or nbytes != count * ((bits + 7) // 8) or len(blob) != offset + nbytes:
+        raise _MetadataError(f"an NDArray blob of shape {list(shape)} has an inconsistent byte count")
+    raw = blob[offset:]
+    if dtype == "bool":
+        return np.frombuffer(raw, dtype=np.uint8).astype(np.bool_).reshape(shape)
+    return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+
+
+def encode_ndarray(array: np.ndarray) -> str:
+    """A numpy array -> TVM's base64 NDArray blob (CPU device, lanes 1)."""
+    array = np.asarray(array)
+    dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
+    if dtype not in _DL_TYPES:
+        raise ValueError(f"cannot store dtype {dtype} in the metadata section")
+    code, bits = _DL_TYPES[dtype]
+    if dtype == "bool":
+        raw = np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+    else:
+        raw = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    header = _HEADER.pack(NDARRAY_MAGIC, 0, 1, 0, array.ndim, code, bits, 1)
+    shape = struct.pack(f"<{array.ndim}q", *array.shape)
+    return base64.b64encode(header + shape + struct.pack("<q", len(raw)) + raw).decode("ascii")
+
+
+def encode_metadata(constants: Sequence[np.ndarray]) -> str:
+    """The JSON text of a metadata section holding `constants` as meta[relay.Constant][0..].
+
+    Node indices follow TVM's depth-first discovery order: the root Map, its Array, then each
+    Constant; the first Constant also discovers the shared unconstrained VirtualDevice and its
+    empty memory-scope string.
+    """
+    nodes: list[dict[str, object]] = [
+        {"type_key": ""},
+        {"type_key": "Map", "keys": [CONSTANT_KEY], "data": [2]},
+        {"type_key": "Array", "data": []},
+    ]
+    element_indices: list[int] = []
+    virtual_device = 0
+    for position in range(len(constants)):
+        element_indices.append(len(nodes))
+        nodes.append({"type_key": CONSTANT_KEY})  # attrs filled in once the device node exists
+        if virtual_device == 0:
+            virtual_device = len(nodes)
+            nodes.append(
+                {
+                    "type_key": "VirtualDevice",
+                    "attrs": {
+                        "device_type_int": "-1",
+                        "memory_scope": str(virtual_device + 1),
+                        "target": "0",
+                        "virtual_device_id": "-1",
+                    },
+                }
+            )
+            nodes.append({"type_key": "runtime.String"})
+        nodes[element_indices[-1]]["attrs"] = {
+            "_checked_type_": "0",
+            "data": str(position),
+            "span": "0",
+            "virtual_device_": str(virtual_device),
+        }
+    nodes[2]["data"] = element_indices
+    document = {
+        "root": 1,
+        "nodes": nodes,
+        "b64ndarrays": [encode_ndarray(np.asarray(c)) for c in constants],
+        "attrs": {"tvm_version": TVM_VERSION},
+    }
+    return json.dumps(document, indent=2)

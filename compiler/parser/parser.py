@@ -1,0 +1,631 @@
+"""Recursive-descent parser from Relay text tokens to an IRModule or an expression.
+
+Nesting (parentheses, calls, `fn`, `if`, types, attribute lists) recurses, bounded by
+MAX_NESTING so that deep input gives a located ParseError instead of a RecursionError.
+Sequences (`%N = ...;`, `let ...;`) and chains of infix operators are handled with loops, so
+50,000 bindings parse without recursing. Parser methods come in pairs where useful:
+`accept(kind)` returns None when the token is absent, `expect(kind)` raises a located error.
+
+Scoping: `%N` graph bindings are scoped per `def`/`fn` body (a later `%N` is the same Expr
+object); `let` variables and parameters are lexically scoped; globals may be used before the
+`def` that defines them and are checked once all definitions are read.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import numpy as np
+
+from compiler import ops
+from compiler.diagnostics import ParseError, Source, Span
+from compiler.ir.attrs import EMPTY_ATTRS, Attrs
+from compiler.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.module import IRModule
+from compiler.ir.types import ANY, Dim, FuncType, TensorType, TupleType, Type, is_valid_dtype
+from compiler.parser.metadata import MetaTable
+from compiler.parser.tokenizer import Lexed, Token, tokenize
+
+MAX_NESTING = 500
+# Python frames used per nesting level in the worst path (fn -> body -> ... -> fn), with margin.
+_FRAMES_PER_LEVEL = 8
+
+# Infix sugar: token -> (precedence, operator). All left-associative.
+BINARY_OPERATORS = {
+    "*": (12, "multiply"),
+    "/": (12, "divide"),
+    "+": (10, "add"),
+    "-": (10, "subtract"),
+    "<": (8, "less"),
+    "<=": (8, "less_equal"),
+    ">": (8, "greater"),
+    ">=": (8, "greater_equal"),
+    "==": (7, "equal"),
+    "!=": (7, "not_equal"),
+}
+_UNSUPPORTED_KEYWORDS = {
+    "match": "`match` (algebraic data types) is not supported",
+    "ref": "references (`ref`) are not supported",
+    "ref_read": "references (`ref_read`) are not supported",
+    "ref_write": "references (`ref_write`) are not supported",
+    "type": "type definitions (algebraic data types) are not supported",
+    "extern": "`extern type` definitions are not supported",
+}
+_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr")
+AttrValue = object
+_T = TypeVar("_T")
+
+
+def parse_module(source: Source) -> IRModule:
+    with _parsing():
+        return _Parser(tokenize(source)).module()
+
+
+def parse_expression(source: Source) -> Expr:
+    with _parsing():
+        return _Parser(tokenize(source)).expression()
+
+
+@contextmanager
+def _parsing() -> Iterator[None]:
+    """Room on the Python stack for MAX_NESTING levels, and no cyclic GC while parsing.
+
+    Tokens and IR nodes form no reference cycles, and a large model allocates hundreds of
+    thousands of them: pausing the collector makes parsing about a third faster.
+    """
+    old_limit = sys.getrecursionlimit()
+    wanted = old_limit + MAX_NESTING * _FRAMES_PER_LEVEL
+    sys.setrecursionlimit(wanted)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+        if sys.getrecursionlimit() == wanted:
+            sys.setrecursionlimit(old_limit)
+
+
+class _Parser:
+    def __init__(self, lexed: Lexed):
+        self.lexed = lexed
+        self.tokens = lexed.tokens
+        self.pos = 0
+        self.depth = 0
+        # Local names map to a stack of Vars (innermost last); each scope frame lists its names.
+        self.locals: dict[str, list[Var]] = {}
+        self.local_frames: list[list[str]] = []
+        # `%N` -> stack of bound expressions; each frame (a def/fn body) maps N -> its token.
+        self.graph: dict[int, list[Expr]] = {}
+        self.graph_frames: list[dict[int, Token]] = []
+        self.globals: dict[str, GlobalVar] = {}
+        self.global_uses: dict[str, Token] = {}
+        self.definitions: dict[str, Token] = {}
+        section = lexed.metadata_token
+        self.meta = MetaTable(lexed.metadata_text, self.span(section) if section else None)
+
+    # -- token helpers (the token list ends with several `eof`s, so look-ahead never overruns) --
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.tokens[self.pos + ahead]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.pos]
+        if token.kind != "eof":
+            self.pos += 1
+        return token
+
+    def at(self, kind: str) -> bool:
+        return self.tokens[self.pos].kind == kind
+
+    def at_keyword(self, word: str) -> bool:
+        token = self.tokens[self.pos]
+        return token.kind == "ident" and token.text == word
+
+    def accept(self, kind: str) -> Token | None:
+        token = self.tokens[self.pos]
+        if token.kind != kind:
+            return None
+        self.pos += 1
+        return token
+
+    def expect(self, kind: str, what: str | None = None) -> Token:
+        token = self.tokens[self.pos]
+        if token.kind == kind:
+            if kind != "eof":
+                self.pos += 1
+            return token
+        raise self.error(f"expected {what or '`' + kind + '`'}, found {token.describe()}", token)
+
+    def error(self, message: str, token: Token) -> ParseError:
+        return ParseError(message, self.span(token))
+
+    def span(self, token: Token) -> Span:
+        return self.lexed.span(token)
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"input nests deeper than {MAX_NESTING} levels", self.peek())
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+    def at_attribute(self) -> bool:
+        return self.at("ident") and self.peek(1).kind == "="
+
+    def separated(self, item: Callable[[], _T], closing: str, what: str) -> tuple[list[_T], bool]:
+        """Comma-separated items up to and including `closing`; also whether a comma came last."""
+        items: list[_T] = []
+        trailing_comma = False
+        while not self.at(closing):
+            items.append(item())
+            trailing_comma = self.accept(",") is not None
+            if not trailing_comma:
+                break
+        self.expect(closing, what)
+        return items, trailing_comma
+
+    # -- scopes --------------------------------------------------------------------------------
+
+    def push_locals(self) -> None:
+        self.local_frames.append([])
+
+    def bind_local(self, var: Var) -> None:
+        self.locals.setdefault(var.name_hint, []).append(var)
+        self.local_frames[-1].append(var.name_hint)
+
+    def pop_locals(self) -> None:
+        for name in self.local_frames.pop():
+            self.locals[name].pop()
+
+    def push_graph(self) -> None:
+        self.graph_frames.append({})
+
+    def pop_graph(self) -> None:
+        for number in self.graph_frames.pop():
+            self.graph[number].pop()
+
+    # -- module and definitions ----------------------------------------------------------------
+
+    def module(self) -> IRModule:
+        if not self.accept("version"):
+            message = 'missing version header: a Relay module starts with #[version = "0.0.5"]'
+            raise self.error(message, self.peek())
+        functions: dict[GlobalVar, Function] = {}
+        while not self.at("eof") and not self.at("metadata"):
+            token = self.peek()
+            if token.kind == "ident" and token.text in _UNSUPPORTED_KEYWORDS:
+                raise self.error(_UNSUPPORTED_KEYWORDS[token.text], token)
+            if not self.at_keyword("def"):
+                raise self.error(f"expected `def` or end of input, found {token.describe()}", token)
+            gv, func = self.definition()
+            functions[gv] = func
+        self.finish()
+        return IRModule(functions)
+
+    def expression(self) -> Expr:
+        self.accept("version")
+        self.push_graph()
+        expr = self.sequence()
+        self.pop_graph()
+        self.finish()
+        return expr
+
+    def finish(self) -> None:
+        self.accept("metadata")
+        self.expect("eof", "end of input")
+        undefined = [t for name, t in self.global_uses.items() if name not in self.definitions]
+        if undefined:
+            first = min(undefined, key=lambda t: t.offset)
+            raise self.error(f"undefined global {first.text}", first)
+        self.meta.validate()
+
+    def definition(self) -> tuple[GlobalVar, Function]:
+        def_token = self.advance()
+        name_token = self.expect("global", "a global name like @main after `def`")
+        name = name_token.text[1:]
+        if name in self.definitions:
+            first = self.definitions[name]
+            message = f"duplicate definition of @{name} (first defined on line {self.span(first).line})"
+            raise self.error(message, name_token)
+        self.definitions[name] = name_token
+        gv = self.globals.setdefault(name, GlobalVar(name, self.span(name_token)))
+        return gv, self.function_rest(def_token)
+
+    def function_rest(self, start: Token) -> Function:
+        """Parameters, attributes, optional return type and body after `def @f` or `fn`."""
+        if self.at("["):
+            raise self.error("type parameters are not supported", self.peek())
+        self.expect("(")
+        self.push_locals()
+        self.push_graph()
+        params: list[Var] = []
+        attrs: dict[str, AttrValue] = {}
+
+        def parameter_or_attribute() -> None:
+            token = self.peek()
+            if token.kind == "local":
+                if attrs:
+                    raise self.error("parameters must come before function attributes", token)
+                params.append(self.parameter(params))
+            elif self.at_attribute():
+                self.attribute(attrs, {})
+            else:
+                raise self.error(f"expected a parameter or an attribute, found {token.describe()}", token)
+
+        self.separated(parameter_or_attribute, ")", "`)` after the parameters")
+        ret_type = self.type() if self.accept("->") else None
+        self.expect("{", "`{` to start the function body")
+        body = self.sequence()
+        self.expect("}", "`}` to end the function body")
+        self.pop_graph()
+        self.pop_locals()
+        return Function(tuple(params), body, ret_type, Attrs(attrs), self.span(start))
+
+    def parameter(self, previous: list[Var]) -> Var:
+        token = self.advance()
+        name = token.text[1:]
+        if any(p.name_hint == name for p in previous):
+            raise self.error(f"duplicate parameter {token.text}", token)
+        if self.at("{"):
+            raise self.error("virtual device annotations on parameters are not supported", self.peek())
+        if not self.accept(":"):
+            raise self.error(f"parameter {token.text} needs a type annotation", token)
+        var = Var(name, self.type(), self.span(token))
+        self.bind_local(var)
+        return var
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def sequence(self) -> Expr:
+        """Bindings and `;`-separated expressions up to the final result, without recursion."""
+        self.enter()
+        self.push_locals()
+        lets: list[tuple[Var, Expr, Token]] = []
+        while True:
+            token = self.peek()
+            if self.at_keyword("let"):
+                self.advance()
+                var, value = self.let_binding()
+                lets.append((var, value, token))
+            elif token.kind == "graph" and self.peek(1).kind == "=":
+                self.graph_binding()
+            elif self.at_keyword("free_var"):
+                self.advance()
+                self.bind_local(self.free_var())
+            else:
+                value = self.binary()
+                if not self.accept(";"):
+                    result = value
+                    break
+                lets.append((Var("_", None, self.span(token)), value, token))
+        self.pop_locals()
+        for var, value, token in reversed(lets):
+            result = Let(var, value, result, self.span(token))
+        self.leave()
+        return result
+
+    def let_binding(self) -> tuple[Var, Expr]:
+        token = self.peek()
+        if token.kind != "local":
+            raise self.error(f"`let` binds a local variable like %x, found {token.describe()}", token)
+        self.advance()
+        annotation = self.type() if self.accept(":") else None
+        self.expect("=", "`=` in the let binding")
+        value = self.binary()
+        self.expect(";", "`;` after the let binding")
+        var = Var(token.text[1:], annotation, self.span(token))
+        self.bind_local(var)
+        return var, value
+
+    def graph_binding(self) -> None:
+        token = self.advance()
+        self.advance()
+        number = int(token.text[1:])
+        frame = self.graph_frames[-1]
+        if number in frame:
+            message = f"{token.text} is already bound in this function (line {self.span(frame[number]).line})"
+            raise self.error(message, token)
+        value = self.binary()
+        self.expect(";", f"`;` after the binding of {token.text}")
+        frame[number] = token
+        self.graph.setdefault(number, []).append(value)
+
+    def free_var(self) -> Var:
+        token = self.expect("local", "a variable like %x after `free_var`")
+        annotation = self.type() if self.accept(":") else None
+        self.accept(";")
+        return Var(token.text[1:], annotation, self.span(token))
+
+    def binary(self) -> Expr:
+        """Infix operators by precedence climbing with explicit stacks."""
+        operands = [self.postfix()]
+        pending: list[tuple[int, str, Token]] = []
+        while self.peek().kind in BINARY_OPERATORS:
+            token = self.advance()
+            precedence, name = BINARY_OPERATORS[token.kind]
+            while pending and pending[-1][0] >= precedence:
+                self.reduce(operands, pending)
+            pending.append((precedence, name, token))
+            operands.append(self.postfix())
+        while pending:
+            self.reduce(operands, pending)
+        return operands[0]
+
+    def reduce(self, operands: list[Expr], pending: list[tuple[int, str, Token]]) -> None:
+        _, name, token = pending.pop()
+        rhs, lhs = operands.pop(), operands.pop()
+        operands.append(self.call(self.operator(name, token), [lhs, rhs], {}, {}, token))
+
+    def postfix(self) -> Expr:
+        start = self.peek()
+        expr = self.atom()
+        while True:
+            if self.at("("):
+                args, attrs, keys = self.call_arguments()
+                expr = self.call(expr, args, attrs, keys, start)
+            elif self.accept("."):
+                index = self.peek()
+                if index.kind != "number" or not index.text.isdigit():
+                    raise self.error(f"expected a tuple index after `.`, found {index.describe()}", index)
+                self.advance()
+                expr = TupleGetItem(expr, int(index.text), self.span(start))
+            else:
+                return expr
+
+    def call_arguments(self) -> tuple[list[Expr], dict[str, AttrValue], dict[str, Token]]:
+        self.enter()
+        self.expect("(")
+        args: list[Expr] = []
+        attrs: dict[str, AttrValue] = {}
+        keys: dict[str, Token] = {}
+
+        def argument_or_attribute() -> None:
+            if self.at_attribute():
+                self.attribute(attrs, keys)
+            elif attrs:
+                raise self.error("positional arguments must come before attributes", self.peek())
+            else:
+                args.append(self.binary())
+
+        self.separated(argument_or_attribute, ")", "`,` or `)` in the argument list")
+        self.leave()
+        return args, attrs, keys
+
+    def call(
+        self, callee: Expr, args: list[Expr], attrs: dict[str, AttrValue], keys: dict[str, Token], start: Token
+    ) -> Call:
+        if not isinstance(callee, Op):
+            if attrs:
+                first = min(keys.values(), key=lambda t: t.offset)
+                raise self.error("only operator calls take attributes", first)
+            return Call(callee, tuple(args), EMPTY_ATTRS, self.span(start))
+        opdef = ops.get(callee.name)
+        if opdef.num_inputs is not None and len(args) != opdef.num_inputs:
+            raise self.error(f"{callee.name} takes {opdef.num_inputs} arguments, got {len(args)}", start)
+        try:
+            made = opdef.make_attrs(attrs)
+        except ops.AttrError as exc:
+            raise self.error(str(exc), keys.get(exc.key, start) if exc.key else start) from None
+        return Call(callee, tuple(args), made, self.span(start))
+
+    def operator(self, name: str, token: Token) -> Op:
+        if ops.lookup(name) is None:
+            raise self.error(f"unknown operator `{name}`", token)
+        return Op.get(name)
+
+    def atom(self) -> Expr:
+        token = self.peek()
+        kind = token.kind
+        if kind == "number":
+            return self.number_constant(self.advance())
+        if kind == "bool":
+            self.advance()
+            return Constant(np.array(token.text == "True"), self.span(token))
+        if kind == "local":
+            return self.local(self.advance())
+        if kind == "graph":
+            self.advance()
+            bound = self.graph.get(int(token.text[1:]))
+            if not bound:
+                raise self.error(f"{token.text} is not bound (bind it with `{token.text} = ...;` first)", token)
+            return bound[-1]
+        if kind == "global":
+            return self.global_ref(self.advance())
+        if kind == "meta":
+            self.advance()
+            return self.meta.constant(token.text, self.span(token))
+        if kind == "(":
+            return self.tuple_or_group()
+        if kind == "{":
+            self.advance()
+            body = self.sequence()
+            self.expect("}", "`}` to end the block")
+            return body
+        if kind == "ident":
+            return self.word(token)
+        if kind == "string":
+            raise self.error("a string is only allowed as an attribute value", token)
+        if kind == "-":
+            raise self.error("there is no unary minus; write negative(x), or a literal such as -1f", token)
+        raise self.error(f"expected an expression, found {token.describe()}", token)
+
+    def word(self, token: Token) -> Expr:
+        text = token.text
+        if text == "fn":
+            self.advance()
+            return self.function_rest(token)
+        if text == "if":
+            return self.conditional()
+        if text in _UNSUPPORTED_KEYWORDS:
+            raise self.error(_UNSUPPORTED_KEYWORDS[text], token)
+        if text in _NO_VALUE_KEYWORDS:
+            raise self.error(f"expected an expression, found `{text}`", token)
+        self.advance()
+        return self.operator(text, token)
+
+    def number_constant(self, token: Token) -> Constant:
+        literal = token.literal
+        assert literal is not None
+        if literal.bare_decimal:
+            hint = f"a floating-point literal needs a suffix, e.g. `{token.text}f`"
+            raise self.error(f"invalid number `{token.text}`: {hint}", token)
+        return Constant(np.array(literal.value, dtype=literal.dtype), self.span(token))
+
+    def local(self, token: Token) -> Var:
+        bound = self.locals.get(token.text[1:])
+        if not bound:
+            raise self.error(f"undefined variable {token.text}", token)
+        return bound[-1]
+
+    def global_ref(self, token: Token) -> GlobalVar:
+        name = token.text[1:]
+        self.global_uses.setdefault(name, token)
+        return self.globals.setdefault(name, GlobalVar(name, self.span(token)))
+
+    def tuple_or_group(self) -> Expr:
+        start = self.advance()
+        self.enter()
+        fields, trailing_comma = self.separated(self.binary, ")", "`,` or `)`")
+        self.leave()
+        if len(fields) == 1 and not trailing_comma:
+            return fields[0]
+        return Tuple(tuple(fields), self.span(start))
+
+    def conditional(self) -> If:
+        start = self.advance()
+        self.expect("(", "`(` after `if`")
+        # The branches are sequences, which count their own nesting; the condition is not.
+        self.enter()
+        cond = self.binary()
+        self.leave()
+        self.expect(")", "`)` after the condition")
+        self.expect("{", "`{` to start the then-branch")
+        then = self.sequence()
+        self.expect("}", "`}` to end the then-branch")
+        if not self.at_keyword("else"):
+            raise self.error(f"expected `else`, found {self.peek().describe()}", self.peek())
+        self.advance()
+        self.expect("{", "`{` to start the else-branch")
+        otherwise = self.sequence()
+        self.expect("}", "`}` to end the else-branch")
+        return If(cond, then, otherwise, self.span(start))
+
+    # -- attributes ----------------------------------------------------------------------------
+
+    def attribute(self, attrs: dict[str, AttrValue], keys: dict[str, Token]) -> None:
+        key = self.advance()
+        self.advance()  # `=`
+        if key.text in attrs:
+            raise self.error(f"attribute {key.text} is given twice", key)
+        attrs[key.text] = self.attribute_value()
+        keys[key.text] = key
+
+    def attribute_value(self) -> AttrValue:
+        token = self.peek()
+        kind = token.kind
+        if kind == "number":
+            self.advance()
+            assert token.literal is not None
+            return token.literal.value
+        if kind == "bool":
+            self.advance()
+            return token.text == "True"
+        if kind == "string":
+            self.advance()
+            return token.text[1:-1]
+        if kind == "ident" and token.text in ("None", "nullptr"):
+            self.advance()
+            return None
+        if kind == "global":
+            return self.global_ref(self.advance())
+        if kind in ("[", "("):
+            return self.attribute_list()
+        if kind == "{":
+            return self.attribute_map()
+        if kind == "meta":
+            raise self.error("meta[...] references are not supported as attribute values", token)
+        raise self.error(f"expected an attribute value, found {token.describe()}", token)
+
+    def attribute_list(self) -> AttrValue:
+        """`[a, b]` is a list; `(a)` is just `a`, `(a, b)` a list."""
+        closing = "]" if self.advance().kind == "[" else ")"
+        self.enter()
+        items, trailing_comma = self.separated(self.attribute_value, closing, f"`,` or `{closing}` in the list")
+        self.leave()
+        if closing == ")" and len(items) == 1 and not trailing_comma:
+            return items[0]
+        return tuple(items)
+
+    def attribute_map(self) -> Attrs:
+        self.advance()
+        self.enter()
+        attrs: dict[str, AttrValue] = {}
+
+        def entry() -> None:
+            if not self.at_attribute():
+                raise self.error(f"expected key=value, found {self.peek().describe()}", self.peek())
+            self.attribute(attrs, {})
+
+        self.separated(entry, "}", "`,` or `}` in the attribute map")
+        self.leave()
+        return Attrs(attrs)
+
+    # -- types ---------------------------------------------------------------------------------
+
+    def type(self) -> Type:
+        token = self.peek()
+        self.enter()
+        if self.at_keyword("Tensor"):
+            self.advance()
+            self.expect("[", "`[` after Tensor")
+            shape = self.shape()
+            self.expect(",", "`,` between the shape and the dtype")
+            dtype = self.dtype(self.expect("ident", "a dtype such as float32"))
+            self.expect("]", "`]` to close the tensor type")
+            result: Type = TensorType(shape, dtype)
+        elif self.at_keyword("fn"):
+            self.advance()
+            self.expect("(", "`(` after fn")
+            args, _ = self.separated(self.type, ")", "`,` or `)` in the argument types")
+            self.expect("->", "`->` and the result type")
+            result = FuncType(tuple(args), self.type())
+        elif self.at("("):
+            self.advance()
+            fields, trailing_comma = self.separated(self.type, ")", "`,` or `)` in the tuple type")
+            # `(T)` is just T; a one-field tuple type is written `(T,)`.
+            result = fields[0] if len(fields) == 1 and not trailing_comma else TupleType(tuple(fields))
+        elif token.kind == "ident" and token.text == "_":
+            raise self.error("incomplete types (`_`) are not supported; write the type", token)
+        elif token.kind == "ident":
+            result = TensorType((), self.dtype(self.advance()))
+        else:
+            raise self.error(f"expected a type, found {token.describe()}", token)
+        self.leave()
+        return result
+
+    def shape(self) -> tuple[Dim, ...]:
+        self.expect("(", "a shape such as (1, 3)")
+        dims, _ = self.separated(self.dimension, ")", "`,` or `)` in the shape")
+        return tuple(dims)
+
+    def dimension(self) -> Dim:
+        token = self.advance()
+        if token.kind == "?":
+            return ANY
+        if token.kind != "number" or token.literal is None or token.literal.is_float:
+            raise self.error(f"expected a dimension (an integer or ?), found {token.describe()}", token)
+        if int(token.literal.value) < 0:
+            raise self.error(f"dimension {token.text} is negative", token)
+        return int(token.literal.value)
+
+    def dtype(self, token: Token) -> str:
+        if not is_valid_dtype(token.text):
+            raise self.error(f"unknown type or dtype `{token.text}`", token)
+        return token.text

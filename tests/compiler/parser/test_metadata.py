@@ -1,0 +1,148 @@
+"""The #[metadata] section: TVM's node-graph JSON and base64 NDArray blobs, both directions."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from compiler.diagnostics import ParseError, Source, Span
+from compiler.ir.expr import Constant
+from compiler.ir.types import DTYPES
+from compiler.parser.metadata import decode_metadata, encode_metadata, encode_ndarray
+
+# TVM's own encoding of float32 [[1, 2], [3, 4]] (tvm-facts §1.4).
+FLOAT32_2X2_BLOB = "P6G0lvBAXt0AAAAAAAAAAAEAAAAAAAAAAgAAAAIgAQACAAAAAAAAAAIAAAAAAAAAEAAAAAAAAAAAAIA/AAAAQAAAQEAAAIBA"
+SPAN = Span(Source("model.relay", "#[metadata]\n{}"), 1, 1, 12)
+
+
+def sample(dtype: str, shape: tuple[int, ...] = (2, 3)) -> np.ndarray:
+    if dtype == "bool":
+        return (np.arange(int(np.prod(shape))) % 3 == 0).reshape(shape)
+    values = np.arange(int(np.prod(shape))) - (0 if dtype.startswith("uint") else 2)
+    return (values * (1.5 if dtype.startswith("float") else 1)).astype(dtype).reshape(shape)
+
+
+def constants_of(text: str) -> list[Constant]:
+    items = decode_metadata(text, SPAN)["relay.Constant"]
+    assert all(isinstance(c, Constant) for c in items)
+    return [c for c in items if isinstance(c, Constant)]
+
+
+def test_encode_ndarray_matches_tvms_blob_for_a_float32_matrix():
+    assert encode_ndarray(np.array([[1, 2], [3, 4]], dtype="float32")) == FLOAT32_2X2_BLOB
+
+
+def test_decode_metadata_reads_tvms_blob_for_a_float32_matrix():
+    graph = json.loads(encode_metadata([np.zeros(1, "float32")]))
+    graph["b64ndarrays"] = [FLOAT32_2X2_BLOB]
+    (const,) = constants_of(json.dumps(graph))
+    assert const.data.dtype == np.float32
+    np.testing.assert_array_equal(const.data, [[1, 2], [3, 4]])
+    assert const.span is SPAN
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3), (1, 2, 0)])
+def test_metadata_round_trips_every_dtype_and_shape(dtype, shape):
+    array = sample(dtype, shape)
+    (const,) = constants_of(encode_metadata([array]))
+    assert const.data.dtype == array.dtype
+    assert const.data.shape == shape
+    np.testing.assert_array_equal(const.data, array)
+
+
+def test_metadata_stores_bool_as_one_bit_unsigned_in_whole_bytes():
+    blob = base64.b64decode(encode_ndarray(np.array([True, False, True])))
+    code, bits, lanes = struct.unpack_from("<BBH", blob, 28)
+    assert (code, bits, lanes) == (1, 1, 1)
+    (nbytes,) = struct.unpack_from("<q", blob, 40)
+    assert nbytes == 3 and blob[48:] == b"\x01\x00\x01"
+
+
+def test_encode_metadata_lays_out_nodes_in_tvms_discovery_order():
+    graph = json.loads(encode_metadata([sample("float32"), sample("int8"), sample("bool")]))
+    nodes = graph["nodes"]
+    assert graph["root"] == 1
+    assert nodes[0] == {"type_key": ""}
+    assert nodes[1] == {"type_key": "Map", "keys": ["relay.Constant"], "data": [2]}
+    assert nodes[2] == {"type_key": "Array", "data": [3, 6, 7]}
+    assert nodes[3] == {
+        "type_key": "relay.Constant",
+        "attrs": {"_checked_type_": "0", "data": "0", "span": "0", "virtual_device_": "4"},
+    }
+    assert nodes[4]["type_key"] == "VirtualDevice"
+    assert nodes[4]["attrs"]["memory_scope"] == "5"
+    assert nodes[5] == {"type_key": "runtime.String"}
+    assert [nodes[i]["attrs"]["data"] for i in (3, 6, 7)] == ["0", "1", "2"]
+    assert all(blob.startswith("P6G0lvBAXt0") for blob in graph["b64ndarrays"])
+    assert graph["attrs"] == {"tvm_version": "0.13.0"}
+
+
+def test_decode_metadata_keeps_other_type_keys_as_raw_nodes():
+    graph = json.loads(encode_metadata([sample("int32")]))
+    graph["nodes"][1]["keys"].append("relay.attrs.Conv2DAttrs")
+    graph["nodes"][1]["data"].append(len(graph["nodes"]))
+    graph["nodes"].append({"type_key": "Array", "data": [len(graph["nodes"]) + 1]})
+    graph["nodes"].append({"type_key": "relay.attrs.Conv2DAttrs", "attrs": {"groups": "1"}})
+    table = decode_metadata(json.dumps(graph), SPAN)
+    (attrs_node,) = table["relay.attrs.Conv2DAttrs"]
+    assert attrs_node == {"type_key": "relay.attrs.Conv2DAttrs", "attrs": {"groups": "1"}}
+    assert isinstance(table["relay.Constant"][0], Constant)
+
+
+def test_decode_metadata_accepts_maps_with_key_nodes():
+    graph = json.loads(encode_metadata([sample("int16")]))
+    key_index = len(graph["nodes"])
+    graph["nodes"].append({"type_key": "runtime.String", "repr_str": "relay.Constant"})
+    graph["nodes"][1] = {"type_key": "Map", "data": [key_index, 2]}
+    (const,) = constants_of(json.dumps(graph))
+    assert const.data.dtype == np.int16
+
+
+def test_encode_metadata_refuses_dtypes_tvm_cannot_store():
+    with pytest.raises(ValueError, match="complex64"):
+        encode_metadata([np.zeros(2, "complex64")])
+
+
+def _corrupt(change: Callable[[dict[str, object]], object]) -> str:
+    graph = json.loads(encode_metadata([sample("float32")]))
+    change(graph)
+    return json.dumps(graph)
+
+
+def _with_blob(blob: str) -> str:
+    return _corrupt(lambda g: g.update(b64ndarrays=[blob]))
+
+
+def _blob_with(offset: int, packed: bytes) -> str:
+    blob = bytearray(base64.b64decode(encode_ndarray(sample("float32"))))
+    blob[offset : offset + len(packed)] = packed
+    return base64.b64encode(bytes(blob)).decode()
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("{ nope", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        (_corrupt(lambda g: g.update(root=2)), "root node must be a Map"),
+        (_corrupt(lambda g: g.update(root=99)), "node index 99 is out of range"),
+        (_corrupt(lambda g: g["nodes"][3]["attrs"].update(data="7")), "b64ndarrays index 7 is out of range"),
+        (_corrupt(lambda g: g["nodes"][3].pop("attrs")), "has no `data` attribute"),
+        (_corrupt(lambda g: g.update(b64ndarrays=["***"])), "not valid base64"),
+        (_corrupt(lambda g: g.update(b64ndarrays=["AAAA"])), "truncated"),
+        (_with_blob(_blob_with(0, b"\0" * 8)), "wrong magic number"),
+        (_with_blob(_blob_with(28, b"\x04\x10")), "unsupported NDArray dtype (code 4"),
+        (_with_blob(_blob_with(40, struct.pack("<q", 5))), "inconsistent byte count"),
+    ],
+)
+def test_decode_metadata_reports_malformed_sections_at_the_header(text, fragment):
+    with pytest.raises(ParseError) as info:
+        decode_metadata(text, SPAN)
+    assert fragment in info.value.message
+    assert info.value.span is SPAN

@@ -1,0 +1,252 @@
+"""Tokenizer: token kinds, literals, comments, headers, positions and lexical errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compiler.diagnostics import ParseError, Source
+from compiler.parser.tokenizer import Lexed, Token, tokenize
+
+
+def lex(text: str) -> Lexed:
+    return tokenize(Source("lex.relay", text))
+
+
+def kinds_and_texts(text: str) -> list[tuple[str, str]]:
+    return [(t.kind, t.text) for t in lex(text).tokens if t.kind != "eof"]
+
+
+def lex_error(text: str) -> ParseError:
+    with pytest.raises(ParseError) as info:
+        lex(text)
+    return info.value
+
+
+def test_tokenizer_splits_a_binding_line_into_kinds():
+    assert kinds_and_texts("%3 = nn.conv2d(%data, @weights, axis=-1);") == [
+        ("graph", "%3"),
+        ("=", "="),
+        ("ident", "nn.conv2d"),
+        ("(", "("),
+        ("local", "%data"),
+        (",", ","),
+        ("global", "@weights"),
+        (",", ","),
+        ("ident", "axis"),
+        ("=", "="),
+        ("number", "-1"),
+        (")", ")"),
+        (";", ";"),
+    ]
+
+
+def test_tokenizer_reads_two_character_operators_as_one_token():
+    assert [k for k, _ in kinds_and_texts("-> == != <= >= < > + * /")] == [
+        "->", "==", "!=", "<=", ">=", "<", ">", "+", "*", "/",
+    ]
+
+
+def test_tokenizer_pads_the_stream_with_end_of_input_tokens():
+    tokens = lex("%x").tokens
+    assert [t.kind for t in tokens] == ["local", "eof", "eof", "eof"]
+
+
+def test_tokenizer_keeps_dotted_operator_and_attribute_names_whole():
+    assert kinds_and_texts("qnn.requantize relay.reshape_only") == [
+        ("ident", "qnn.requantize"),
+        ("ident", "relay.reshape_only"),
+    ]
+
+
+def test_tokenizer_reads_pytorch_style_dotted_local_names():
+    assert kinds_and_texts("%encoder.dense.weight") == [("local", "%encoder.dense.weight")]
+
+
+def test_tokenizer_reads_slash_names_but_keeps_division_between_operands():
+    assert kinds_and_texts("%block1/conv %a/%b %a / 2") == [
+        ("local", "%block1/conv"),
+        ("local", "%a"),
+        ("/", "/"),
+        ("local", "%b"),
+        ("local", "%a"),
+        ("/", "/"),
+        ("number", "2"),
+    ]
+
+
+def test_tokenizer_reads_chained_projections_as_integer_indices():
+    assert kinds_and_texts("%pair.1.0") == [
+        ("local", "%pair"),
+        (".", "."),
+        ("number", "1"),
+        (".", "."),
+        ("number", "0"),
+    ]
+
+
+def test_tokenizer_treats_minus_after_an_operand_as_subtraction():
+    assert kinds_and_texts("%x -1") == [("local", "%x"), ("-", "-"), ("number", "1")]
+    assert kinds_and_texts("7-2") == [("number", "7"), ("-", "-"), ("number", "2")]
+
+
+def test_tokenizer_folds_minus_into_a_literal_where_an_operand_is_expected():
+    assert kinds_and_texts("(-3, [-2i64], - 4)") == [
+        ("(", "("),
+        ("number", "-3"),
+        (",", ","),
+        ("[", "["),
+        ("number", "-2i64"),
+        ("]", "]"),
+        (",", ","),
+        ("-", "-"),
+        ("number", "4"),
+        (")", ")"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, value, dtype",
+    [
+        ("1f", 1.0, "float32"),
+        ("0.25f", 0.25, "float32"),
+        ("1e-05f", 1e-05, "float32"),
+        ("2.5e3f32", 2500.0, "float32"),
+        ("3f16", 3.0, "float16"),
+        ("2.5f64", 2.5, "float64"),
+        ("12", 12, "int32"),
+        ("3000000000", 3000000000, "int64"),
+        ("5i", 5, "int32"),
+        ("1i64", 1, "int64"),
+        ("-7i64", -7, "int64"),
+        ("3i16", 3, "int16"),
+        ("-32768i16", -32768, "int16"),
+    ],
+)
+def test_tokenizer_gives_literals_their_value_and_dtype(text, value, dtype):
+    (token,) = [t for t in lex(text).tokens if t.kind == "number"]
+    assert token.literal is not None
+    assert token.literal.value == value
+    assert token.literal.dtype == dtype
+    assert not token.literal.bare_decimal
+
+
+def test_tokenizer_reads_infinities():
+    tokens = [t for t in lex("(inff, -inff)").tokens if t.kind == "number"]
+    assert [t.literal.value for t in tokens if t.literal] == [math.inf, -math.inf]
+    assert all(t.literal is not None and t.literal.dtype == "float32" for t in tokens)
+
+
+def test_tokenizer_marks_decimals_without_suffix_as_bare():
+    (token,) = [t for t in lex("0.75").tokens if t.kind == "number"]
+    assert token.literal is not None
+    assert token.literal.bare_decimal
+    assert token.literal.value == 0.75
+
+
+def test_tokenizer_reads_booleans_and_strings_without_escapes():
+    assert kinds_and_texts('True False "C:\\dir\\n"') == [
+        ("bool", "True"),
+        ("bool", "False"),
+        ("string", '"C:\\dir\\n"'),
+    ]
+
+
+def test_tokenizer_reads_meta_references_whole():
+    assert kinds_and_texts("meta[relay.Constant][12]") == [("meta", "meta[relay.Constant][12]")]
+
+
+def test_tokenizer_skips_line_and_type_annotation_comments():
+    text = "%1 /* ty=Tensor[(4, 8), float32] span=aten::linear_0:0:0 */ // trailing words\n%2"
+    assert kinds_and_texts(text) == [("graph", "%1"), ("graph", "%2")]
+
+
+def test_tokenizer_skips_nested_block_comments():
+    assert kinds_and_texts("%a /* outer /* inner */ still outer */ %b") == [("local", "%a"), ("local", "%b")]
+
+
+def test_tokenizer_skips_deeply_nested_block_comments_without_recursing():
+    assert kinds_and_texts("%a " + "/*" * 50_000 + "*/" * 50_000 + " %b") == [("local", "%a"), ("local", "%b")]
+
+
+def test_tokenizer_positions_count_lines_through_multiline_comments():
+    lexed = lex('#[version = "0.0.5"]\n/* one\n two /* three\n */ */  %late\n\t%tabbed')
+    late, tabbed = [t for t in lexed.tokens if t.kind == "local"]
+    assert lexed.location(late.offset) == (4, 9)
+    assert lexed.location(tabbed.offset) == (5, 2)
+    span = lexed.span(late)
+    assert (span.line, span.column, span.end_column) == (4, 9, 14)
+
+
+def test_tokenizer_accepts_windows_line_endings():
+    lexed = lex("%a\r\n%b")
+    second = lexed.tokens[1]
+    assert second.text == "%b"
+    assert lexed.location(second.offset) == (2, 1)
+
+
+def test_tokenizer_reads_the_version_header():
+    (header, *_rest) = lex('#[ version = "0.0.5" ]').tokens
+    assert header.kind == "version"
+
+
+def test_tokenizer_stops_at_metadata_and_keeps_the_rest_as_text():
+    lexed = lex('%x\n#[metadata]\n{"root": 1, "weird": %% not relay %%}')
+    assert [t.kind for t in lexed.tokens] == ["local", "metadata", "eof", "eof", "eof"]
+    assert lexed.metadata_text == '\n{"root": 1, "weird": %% not relay %%}'
+    assert lexed.metadata_token is lexed.tokens[1]
+
+
+def test_token_describes_itself_for_error_messages():
+    assert Token("ident", "nn.dense", 0).describe() == "`nn.dense`"
+    assert Token("eof", "", 0).describe() == "end of input"
+    assert Token("string", '"' + "x" * 40 + '"', 0).describe() == '`"' + "x" * 26 + "...`"
+
+
+@pytest.mark.parametrize(
+    "text, column, fragment",
+    [
+        ("%x = 1h;", 6, "use f, f16"),
+        ("(1.5i32)", 2, "invalid integer literal `1.5i32`"),
+        ("1i8", 1, "unknown literal suffix `i8`"),
+        ("  70000i16", 3, "out of range for int16"),
+        ("70000f16", 1, "out of range for float16"),
+        ("99999999999999999999", 1, "out of range for int64"),
+        ("%a $ %b", 4, "unexpected character '$'"),
+        ("%a # b", 4, "unexpected character '#'"),
+        ('%a "open', 4, "unterminated string literal"),
+        ("%a /* never closed", 4, "unterminated block comment"),
+        ("%a /* a /* b */", 4, "unterminated block comment"),
+        ("meta[relay.Constant]", 1, "malformed meta reference"),
+    ],
+)
+def test_tokenizer_reports_bad_input_at_its_column(text, column, fragment):
+    error = lex_error(text)
+    assert fragment in error.message
+    assert (error.line, error.column) == (1, column)
+
+
+def test_tokenizer_hints_at_f16_for_an_h_suffix():
+    assert "1f16" in lex_error("1h").message
+
+
+def test_tokenizer_reports_an_unterminated_string_on_a_later_line():
+    error = lex_error('%a\n  %b = "no end\n"')
+    assert (error.line, error.column) == (2, 8)
+
+
+@pytest.mark.parametrize(
+    "header, fragment",
+    [
+        ('#[version = "0.0.4"]', 'unsupported Relay text version "0.0.4"'),
+        ("#[version = 0.0.5]", "unsupported Relay text version 0.0.5"),
+        ('#[version "0.0.5"]', "malformed version header"),
+        ("#[experimental]", "unknown header `#[experimental]`"),
+        ('#[version = "0.0.5"', "unterminated `#[`"),
+    ],
+)
+def test_tokenizer_rejects_bad_headers(header, fragment):
+    error = lex_error("\n" + header)
+    assert fragment in error.message
+    assert (error.line, error.column) == (2, 1)

@@ -1,0 +1,63 @@
+import ast
+
+import numpy as np
+import pytest
+
+from compiler.backend.constants import ConstantPoolBuilder, c_string_lines, emit_pool
+from compiler.runtime.build import compile_check
+
+
+def test_constants_are_placed_at_aligned_offsets_in_first_use_order():
+    pool = ConstantPoolBuilder(alignment=16)
+    assert pool.add(np.ones(3, "float32")) == 0
+    assert pool.add(np.zeros(5, "int8")) == 1
+    assert pool.add(np.ones(1, "float64")) == 2
+    built = pool.build()
+    assert built.offsets == (0, 16, 32)
+    assert built.total_bytes == 40
+
+
+def test_identical_constants_share_a_slot_but_equal_bytes_of_other_types_do_not():
+    pool = ConstantPoolBuilder()
+    a = np.arange(4, dtype="int32")
+    assert pool.add(a) == pool.add(a.copy()) == 0
+    assert pool.add(a.view("float32")) == 1
+    assert pool.add(a.reshape(2, 2)) == 2
+    assert pool.index_of(a.copy()) == 0
+    assert pool.index_of(np.arange(5, dtype="int32")) is None
+
+
+def test_pool_bytes_hold_every_array_at_its_offset():
+    pool = ConstantPoolBuilder(alignment=8)
+    pool.add(np.array([1, 2, 3], "uint8"))
+    pool.add(np.array([1.5], "float32"))
+    data = pool.build().data()
+    assert data[:3] == b"\x01\x02\x03" and data[3:8] == bytes(5)
+    assert np.frombuffer(data[8:12], "float32")[0] == 1.5
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)), b'??=?"\\0123', b"", b"\x00" * 200])
+def test_string_literal_encodes_every_byte(data):
+    lines = list(c_string_lines(data, bytes_per_line=64))
+    assert len(lines) == (len(data) + 63) // 64
+    # C and Python agree on octal escapes and plain characters, so Python can decode it.
+    decoded = b"".join(ast.literal_eval("b" + line) for line in lines)
+    assert decoded == data
+    assert all("??" not in line for line in lines)
+
+
+def test_pool_definition_compiles_without_warnings():
+    pool = ConstantPoolBuilder()
+    pool.add(np.linspace(-1, 1, 100).astype("float32"))
+    lines = emit_pool("pool", pool.build())
+    source = "#include <stdint.h>\n" + "\n".join(lines) + "\nconst uint8_t* get(void) { return pool; }\n"
+    assert compile_check(source) == []
+
+
+def test_empty_pool_emits_nothing():
+    assert emit_pool("pool", ConstantPoolBuilder().build()) == []
+
+
+def test_alignment_must_be_positive():
+    with pytest.raises(ValueError):
+        ConstantPoolBuilder(alignment=0)

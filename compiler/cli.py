@@ -8,6 +8,7 @@ Usage errors are argparse's: exit status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import zipfile
@@ -54,6 +55,29 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     interpret.set_defaults(handler=_interpret)
 
+    for name, help_text in (
+        ("compile", "compile a model to C and build lib<name>.so with its artifacts"),
+        ("lower", "run the pipeline up to LowerTE: the metadata report and lowered IR, no C"),
+    ):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("model", type=Path, metavar="MODEL.relay")
+        sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
+        sub.add_argument("--target", default="c", help='external codegens first, the host last (default "c")')
+        sub.add_argument("--module-name", default="default", help="name used in C symbols (default: default)")
+        sub.add_argument("--params", type=Path, metavar="PARAMS.npz",
+                         help="arrays bound to @main's parameters as constants at compile time")
+        sub.add_argument("--config", type=Path, metavar="CONFIG.json",
+                         help="opt_level, pass_config, cflags, workspace_byte_alignment")
+        sub.set_defaults(handler=_compile, executor=(name == "compile"))
+
+    run = commands.add_parser("run", help="run a compiled model directory with numpy inputs")
+    run.add_argument("outdir", type=Path, metavar="OUTDIR")
+    run.add_argument("--inputs", type=Path, required=True, metavar="INPUTS.npz")
+    run.add_argument("-o", "--output", type=Path, required=True, metavar="OUTPUTS.npz")
+    run.add_argument("--repeat", type=int, metavar="N",
+                     help="run N times and print {\"median_us\": ..., \"min_us\": ...} as one JSON line")
+    run.set_defaults(handler=_run)
+
     serve = commands.add_parser("serve", help="run the HTTP compile service")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default 8000)")
@@ -77,6 +101,48 @@ def _interpret(args: argparse.Namespace) -> int:
     outputs = run_main(parse_file(model), inputs, params)
     save_outputs(args.output, outputs)
     return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    model = _existing_file(args.model)
+    params = load_arrays(args.params) if args.params is not None else None
+    config = load_json(args.config) if args.config is not None else {}
+
+    from compiler.driver import BuildOptions, build
+
+    options = BuildOptions.from_config(config, target=args.target, module_name=args.module_name)
+    try:
+        text = model.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{model}: cannot read: {err}") from err
+    build(text, args.output, options, params, source_name=str(model), executor=args.executor)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    inputs = load_arrays(args.inputs)
+
+    from compiler.runtime.module import CompiledModule
+
+    module = CompiledModule(args.outdir)
+    result = module.run(inputs, repeat=args.repeat or 1)
+    save_outputs(args.output, result.outputs)
+    if args.repeat is not None:
+        print(json.dumps({"median_us": round(result.median_us, 3), "min_us": round(result.min_us, 3)}))
+    return 0
+
+
+def load_json(path: Path) -> dict[str, object]:
+    _existing_file(path)
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read: {err}") from err
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from err
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:

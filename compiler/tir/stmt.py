@@ -142,6 +142,11 @@ class PrimFunc:
     def outputs(self) -> tuple[Buffer, ...]:
         return self.params[self.num_inputs :]
 
+    def __str__(self) -> str:
+        from compiler.tir.printer import tir_text
+
+        return tir_text(self)
+
     def with_name(self, name: str) -> PrimFunc:
         return PrimFunc(name, self.params, self.body, self.num_inputs, self.scalar_params,
                         self.attrs.with_attr("global_symbol", name), self.func_type, dict(self.extra))

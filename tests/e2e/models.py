@@ -134,18 +134,42 @@ def attention_numpy(x, ln_g, ln_b, wq, wk, wv, wo, w_ff, b_ff, w_out):
     return [r + gelu @ w_out.T]
 
 
-# --- tuples, lets, a helper function, if, several outputs --------------------------------
+# --- tuples, lets, a helper function called twice, several outputs ------------------------
 
 
-def tuples_lets_inputs(seed: int = 0, flag: bool = True) -> dict[str, np.ndarray]:
+def tuples_lets_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"a": _rand(rng, 4, 6), "b": _rand(rng, 4, 6)}
+
+
+def tuples_lets_numpy(a, b):
+    first, second = a * 2, a * 2 + 1
+    total = first + b
+    return [total, total[:, 3:], first.sum(axis=1), second - (b * 0.5 + 1)]
+
+
+# --- control flow (interpreter only) ------------------------------------------------------
+
+
+def control_flow_inputs(seed: int = 0, flag: bool = True) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"a": _rand(rng, 4, 6), "b": _rand(rng, 4, 6), "flag": np.array(flag)}
 
 
-def tuples_lets_numpy(a, b, flag):
-    first, second = a * 2, a * 2 + 1
-    chosen = first + b if bool(flag) else second - b
-    return [chosen, chosen[:, 3:], first.sum(axis=1)]
+def control_flow_numpy(a, b, flag):
+    return [a * 2 + b if bool(flag) else a * 2 - b]
+
+
+# --- two identical primitives -------------------------------------------------------------
+
+
+def shared_primitives_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": _rand(rng, 4, 16), "y": _rand(rng, 4, 16), "w": _rand(rng, 8, 16, scale=0.3)}
+
+
+def shared_primitives_numpy(x, y, w):
+    return [np.maximum(x @ w.T, 0), np.maximum(y @ w.T, 0)]
 
 
 CASES = {
@@ -153,4 +177,8 @@ CASES = {
     "cnn": (cnn_inputs, cnn_numpy),
     "attention": (attention_inputs, attention_numpy),
     "tuples_lets": (tuples_lets_inputs, tuples_lets_numpy),
+    "control_flow": (control_flow_inputs, control_flow_numpy),
+    "shared_primitives": (shared_primitives_inputs, shared_primitives_numpy),
 }
+# Models the AOT executor compiles (control flow needs the interpreter).
+COMPILED = ("mlp", "cnn", "attention", "tuples_lets", "shared_primitives")

@@ -24,9 +24,9 @@ def test_interpreter_matches_numpy(name):
 
 
 def test_interpreter_takes_the_else_branch_when_flag_is_false():
-    inputs = models.tuples_lets_inputs(flag=False)
-    outputs = run_main(parse_file(models.path("tuples_lets")), inputs)
-    np.testing.assert_allclose(outputs[0], models.tuples_lets_numpy(**inputs)[0], rtol=1e-6)
+    inputs = models.control_flow_inputs(flag=False)
+    outputs = run_main(parse_file(models.path("control_flow")), inputs)
+    np.testing.assert_allclose(outputs[0], models.control_flow_numpy(**inputs)[0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "attention"])

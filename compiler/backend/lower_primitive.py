@@ -1,0 +1,555 @@
+"""Lower one fused primitive Relay function to one loop-level PrimFunc.
+
+Each op contributes only its own loops (compiler/tir/compute.py); fusion falls out of how the
+pieces are connected:
+
+* an op with a `compute` becomes a *view*: a loader that computes an element on demand from its
+  inputs' loaders. Chains of elementwise/injective ops are therefore computed inline in whatever
+  loop finally stores them, with no temporary buffers. Loads are deferred and expanded with a
+  work stack (chains of any depth, no deep recursion), and a node read twice at one index is
+  one shared expression (the C emitter binds it to a local).
+* an op with a `reduction` or a `kernel` (an *anchor*) is materialized: it writes a buffer.
+  When the function's output is an elementwise/broadcast chain over an anchor whose shape equals
+  the output's, the anchor writes the output directly and the chain becomes its *epilogue*
+  (conv2d + bias_add + relu is one loop nest). An anchor that is itself an output writes it
+  directly. Otherwise it writes a workspace temporary that later loaders read.
+* outputs that are views (tuple-valued ops such as split contribute one per field) get one loop
+  nest each that stores the view.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from compiler import ops
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from compiler.ir.types import TensorType, TupleType, Type, flatten_tensor_types
+from compiler.ir.visitor import post_order
+from compiler.ops.registry import OpDef, OpPattern
+from compiler.tir import expr as te
+from compiler.tir.analysis import expr_children, rebuild_expr
+from compiler.tir.compute import Index, KernelContext, Reduction, TensorView
+from compiler.tir.dtypes import max_value, min_value
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
+
+View = TensorView | tuple  # a tensor view, or a tuple of views for tuple-typed nodes
+
+# Below this many output elements a loop nest is not worth an OpenMP fork/join.
+PARALLEL_MIN_ELEMENTS = 1 << 14
+
+
+def c_identifier(name: str) -> str:
+    ident = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"v{ident}"
+
+
+def static_shape(ty: TensorType, what: str) -> tuple[int, ...]:
+    if ty.is_dynamic:
+        raise UnsupportedError(f"{what} has dynamic shape {ty}; static shapes are required here")
+    return tuple(int(d) for d in ty.shape)  # type: ignore[arg-type]  # static: checked above
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One flattened output tensor: `node`'s value, or the field at `path` of its tuple value."""
+
+    node: Expr
+    path: tuple[int, ...] = ()
+
+
+@dataclass
+class _Plan:
+    """Which anchors write a function output directly, with which chain as epilogue."""
+
+    fused_into_output: dict[Call, int]  # anchor -> output index
+
+
+class PrimitiveLowering:
+    def __init__(self, func: Function, name: str, ctx: KernelContext | None = None):
+        self.func = func
+        self.name = name
+        self.ctx = ctx or KernelContext()
+        self.params: list[te.Buffer] = []
+        self.outputs: list[te.Buffer] = []
+        self.temps: list[te.Buffer] = []
+        self.stmts: list[Stmt] = []
+        self.materialized: dict[Expr, TensorView] = {}
+        # id -> (node, node with every _Deferred expanded); nodes kept alive for their ids.
+        self._resolved: dict[int, tuple[te.PrimExpr, te.PrimExpr]] = {}
+
+    # -- entry --------------------------------------------------------------------------
+
+    def lower(self) -> PrimFunc:
+        func = self.func
+        param_views: dict[Expr, View] = {}
+        for p in func.params:
+            ty = p.checked_type
+            if not isinstance(ty, TensorType):
+                raise UnsupportedError(f"primitive parameter %{p.name_hint} of type {ty} is not a tensor")
+            buf = te.Buffer(self.ctx.fresh(c_identifier(p.name_hint)), static_shape(ty, f"%{p.name_hint}"), ty.dtype)
+            self.params.append(buf)
+            param_views[p] = TensorView.of_buffer(buf)
+
+        ret_types = flatten_tensor_types(func.body.checked_type)
+        outputs = self._output_nodes(func.body)
+        for i, ty in enumerate(ret_types):
+            base = "T_" + _op_suffix(outputs[i].node) if len(ret_types) == 1 else f"output{i}"
+            self.outputs.append(te.Buffer(self.ctx.fresh(base), static_shape(ty, "result"), ty.dtype))
+
+        nodes = [n for n in post_order(func.body, descend=lambda n: not isinstance(n, Function))]
+        plan = self._plan(nodes, outputs)
+        # Outputs already written by an anchor's loop nest; the others get a loop nest storing
+        # their view at the end.
+        written: set[int] = set()
+
+        # Materialize anchors in topological order; each sees views built from the current
+        # materializations, so a later anchor reads an earlier anchor's buffer.
+        for node in nodes:
+            if not self._is_anchor(node) or node in self.materialized:
+                continue
+            assert isinstance(node, Call)
+            direct = next(
+                (i for i, o in enumerate(outputs) if o.node is node and not o.path and i not in written), None
+            )
+            if node in plan.fused_into_output:
+                index = plan.fused_into_output[node]
+                out_node = outputs[index].node
+                self._emit_anchor(node, self.outputs[index], param_views, out_node)
+                # The output buffer holds the chain's result, not the anchor's: only the chain's
+                # last node may be read from it (the plan checked nobody else reads the rest).
+                self.materialized[out_node] = TensorView.of_buffer(self.outputs[index])
+                written.add(index)
+            elif direct is not None:
+                # An anchor that is itself an output is stored there; later readers read it back.
+                self._emit_anchor(node, self.outputs[direct], param_views, None)
+                self.materialized[node] = TensorView.of_buffer(self.outputs[direct])
+                written.add(direct)
+            else:
+                ty = node.checked_type
+                assert isinstance(ty, TensorType)
+                temp = te.Buffer(self.ctx.fresh(f"T_{_op_suffix(node)}"), static_shape(ty, "intermediate"), ty.dtype)
+                self.temps.append(temp)
+                self._emit_anchor(node, temp, param_views, None)
+                self.materialized[node] = TensorView.of_buffer(temp)
+
+        views = self._views(param_views, {})
+        for i, (out, buf) in enumerate(zip(outputs, self.outputs)):
+            if i in written:
+                continue
+            view = views[out.node]
+            for field_index in out.path:
+                assert isinstance(view, tuple)
+                view = view[field_index]
+            assert isinstance(view, TensorView)
+            self.stmts.append(self._store_loop(buf, view.load))
+
+        body = seq(*self.stmts) if self.stmts else seq()
+        for temp in reversed(self.temps):
+            body = Allocate(temp, body)
+        return PrimFunc(
+            self.name,
+            tuple(self.params + self.outputs),
+            body,
+            num_inputs=len(self.params),
+            attrs=func.attrs.without("Primitive").with_attr("global_symbol", self.name),
+            func_type=func.checked_type,
+        )
+
+    # -- planning -----------------------------------------------------------------------
+
+    @staticmethod
+    def _output_nodes(body: Expr) -> list[_Output]:
+        """Where each flattened output tensor comes from, in the order of the result type."""
+        out: list[_Output] = []
+        stack = [body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Tuple):
+                stack.extend(reversed(node.fields))
+            else:
+                # A tuple-valued op (split) contributes each of its fields.
+                out.extend(_Output(node, path) for path in _tensor_paths(node.checked_type))
+        return out
+
+    @staticmethod
+    def _opdef(node: Expr) -> OpDef | None:
+        if isinstance(node, Call) and isinstance(node.op, Op):
+            return ops.get(node.op.name)
+        return None
+
+    def _is_anchor(self, node: Expr) -> bool:
+        opdef = self._opdef(node)
+        return opdef is not None and opdef.compute is None
+
+    def _plan(self, nodes: Sequence[Expr], outputs: Sequence[_Output]) -> _Plan:
+        users: dict[Expr, list[Expr]] = {}
+        for node in nodes:
+            for child in _value_children(node):
+                users.setdefault(child, []).append(node)
+        out_nodes = {o.node for o in outputs}
+        fused: dict[Call, int] = {}
+        for index, out in enumerate(outputs):
+            if out.path:
+                continue
+            anchor = self._epilogue_anchor(out.node, users, out_nodes)
+            if anchor is not None and anchor is not out.node and anchor not in fused:
+                fused[anchor] = index
+        return _Plan(fused)
+
+    def _epilogue_anchor(self, out: Expr, users: dict[Expr, list[Expr]], out_nodes: set[Expr]) -> Call | None:
+        """The anchor whose kernel can store `out` directly with the chain as its epilogue.
+
+        Only the shapes must agree: the chain may change the dtype (sum then cast), since the
+        anchor computes in its own type and the epilogue converts.
+        """
+        out_ty = out.checked_type
+        chain: set[Expr] = set()
+        anchor: Call | None = None
+        stack = [out]
+        while stack:
+            node = stack.pop()
+            if node in chain:
+                continue
+            opdef = self._opdef(node)
+            if opdef is None:
+                if isinstance(node, (Var, Constant)):
+                    continue
+                return None
+            if opdef.compute is None:
+                if anchor is not None and anchor is not node:
+                    return None  # two anchors in one chain: keep them apart
+                if not _same_shape(node.checked_type, out_ty):
+                    return None
+                anchor = node  # type: ignore[assignment]  # opdef is not None: a Call
+                continue
+            if opdef.pattern > OpPattern.BROADCAST:
+                return None
+            chain.add(node)
+            stack.extend(_value_children(node))
+        if anchor is None or (anchor is not out and not chain):
+            return None
+        # Every use of the anchor must stay inside the chain, where it is read at the output
+        # index: the epilogue replaces those reads by the kernel's value.
+        for user in users.get(anchor, []):
+            if user not in chain:
+                return None
+            if not _reads_at_output_index(user, anchor, out_ty):
+                return None
+        # Values inside the chain exist only in registers; nothing outside may need them.
+        for node in chain:
+            if node is not out and (node in out_nodes or any(u not in chain for u in users.get(node, []))):
+                return None
+        if anchor is not out and anchor in out_nodes:
+            return None
+        return anchor
+
+    # -- views --------------------------------------------------------------------------
+
+    def _views(self, param_views: dict[Expr, View], overrides: dict[Expr, View]) -> dict[Expr, View]:
+        views: dict[Expr, View] = dict(param_views)
+        views.update(self.materialized)
+        views.update(overrides)
+        for node in post_order(self.func.body, descend=lambda n: not isinstance(n, Function)):
+            if node in views:
+                continue
+            if isinstance(node, Constant):
+                views[node] = _constant_view(node)
+            elif any(c not in views for c in _value_children(node)):
+                # Reads an anchor that is not materialized yet (or one fused away): no view now.
+                continue
+            elif isinstance(node, Tuple):
+                views[node] = tuple(views[f] for f in node.fields)
+            elif isinstance(node, TupleGetItem):
+                value = views[node.tuple_value]
+                assert isinstance(value, tuple)
+                views[node] = value[node.index]
+            elif isinstance(node, Call) and isinstance(node.op, Op):
+                opdef = ops.get(node.op.name)
+                if opdef.compute is None:
+                    continue  # an anchor not materialized yet: nothing may read it before
+                views[node] = _compute_view(opdef, node, [views[a] for a in node.args])
+            elif isinstance(node, Op):
+                continue
+            elif isinstance(node, Var):
+                raise UnsupportedError(f"free variable %{node.name_hint} inside a primitive function")
+            else:
+                raise UnsupportedError(f"{type(node).__name__} inside a primitive function cannot be lowered")
+        return views
+
+    def _resolve(self, root: te.PrimExpr) -> te.PrimExpr:
+        """`root` with every deferred element replaced by its expansion, walking iteratively."""
+        memo = self._resolved
+
+        def kids_of(node: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
+            return (node.expansion(),) if isinstance(node, _Deferred) else expr_children(node)
+
+        stack: list[tuple[te.PrimExpr, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in memo:
+                continue
+            kids = kids_of(node)
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((k, False) for k in reversed(kids) if id(k) not in memo)
+                continue
+            new_kids = tuple(memo[id(k)][1] for k in kids)
+            if isinstance(node, _Deferred):
+                memo[id(node)] = (node, new_kids[0])
+            elif any(a is not b for a, b in zip(kids, new_kids)):
+                memo[id(node)] = (node, rebuild_expr(node, new_kids))
+            else:
+                memo[id(node)] = (node, node)
+        return memo[id(root)][1]
+
+    # -- emission -----------------------------------------------------------------------
+
+    def _emit_anchor(
+        self, node: Call, out: te.Buffer, param_views: dict[Expr, View], out_node: Expr | None
+    ) -> None:
+        opdef = ops.get(node.op.name)  # type: ignore[union-attr]  # anchors are op calls
+        views = self._views(param_views, {})
+        inputs = [views[a] for a in node.args]
+        epilogue = self._epilogue(node, out_node, param_views)
+        out_type = node.checked_type
+        if opdef.kernel is not None:
+            kernel_inputs = [self._materialize_input(v) for v in inputs]
+            stmt = opdef.kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)
+        elif opdef.reduction is not None:
+            reduction = opdef.reduction(inputs, node.attrs, out_type)
+            stmt = self._reduction_loop(reduction, out, epilogue)
+        else:
+            raise UnsupportedError(f"operator {opdef.name} has no loop lowering yet")
+        assert isinstance(stmt, Stmt)
+        self.stmts.append(stmt)
+
+    def _epilogue(
+        self, anchor: Call, out_node: Expr | None, param_views: dict[Expr, View]
+    ) -> Callable[[te.PrimExpr, Index], te.PrimExpr]:
+        if out_node is None or out_node is anchor:
+            return lambda value, idx: value
+        anchor_ty = anchor.checked_type
+        assert isinstance(anchor_ty, TensorType)
+
+        def epilogue(value: te.PrimExpr, idx: Index) -> te.PrimExpr:
+            # The chain reads the anchor only at the output index (the plan checked), so the
+            # anchor's view may answer every read with the value being stored. Fresh views per
+            # call: their memoized loads must not carry one call's value into the next.
+            scalar = TensorView(anchor_ty.shape, anchor_ty.dtype, lambda _: value)  # type: ignore[arg-type]  # static shape
+            out_view = self._views(param_views, {anchor: scalar})[out_node]
+            assert isinstance(out_view, TensorView)
+            return self._resolve(out_view.load(tuple(idx)))
+
+        return epilogue
+
+    def _materialize_input(self, view: View) -> TensorView:
+        """Kernels read real buffers; a computed input is stored into a temporary first."""
+        if not isinstance(view, TensorView):
+            raise UnsupportedError("a kernel input is a tuple")
+        if view.buffer is not None:
+            return view
+        shape = tuple(int(d) for d in view.shape)  # type: ignore[arg-type]  # static shapes here
+        temp = te.Buffer(self.ctx.fresh("T_input"), shape, view.dtype)
+        self.temps.append(temp)
+        self.stmts.append(self._store_loop(temp, view.load))
+        return TensorView.of_buffer(temp)
+
+    def _store_loop(self, out: te.Buffer, load: Callable[[Index], te.PrimExpr]) -> Stmt:
+        shape = out.shape
+        if not shape:
+            return Store(out, (), te.cast(out.dtype, self._resolve(load(()))))
+        names = [self.ctx.fresh(f"ax{i}") for i in range(len(shape))]
+        idx_vars = [te.Var(n, "int32") for n in names]
+        body: Stmt = Store(out, tuple(idx_vars), te.cast(out.dtype, self._resolve(load(tuple(idx_vars)))))
+        total = out.num_elements
+        for k in reversed(range(len(shape))):
+            kind = ForKind.SERIAL
+            if k == 0 and self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_ELEMENTS and len(shape) > 1:
+                kind = ForKind.PARALLEL
+            body = For(idx_vars[k], te.const(0), te.as_expr(shape[k]), body, kind)
+        return body
+
+    def _reduction_loop(
+        self, red: Reduction, out: te.Buffer, epilogue: Callable[[te.PrimExpr, Index], te.PrimExpr]
+    ) -> Stmt:
+        out_vars = [self.ctx.var(f"ax{i}") for i in range(len(out.shape))]
+        red_vars = [self.ctx.var(f"k{i}") for i in range(len(red.extents))]
+        acc = te.Buffer(self.ctx.fresh("acc"), (1,), red.dtype, scope="local")
+        value = self._resolve(red.body(tuple(out_vars), tuple(red_vars)))
+        arg_reduce = red.combiner in ("argmax", "argmin")
+        if arg_reduce:
+            best = te.Buffer(self.ctx.fresh("best"), (1,), value.dtype, scope="local")
+            flat = te.const(0)
+            for v, e in zip(red_vars, red.extents):
+                flat = flat * e + v
+            better = _arg_better(red.combiner, value, best[0], red.select_last)
+            # The index first: both stores test `better` against the best value seen so far.
+            update: Stmt = seq(
+                Store(acc, (te.const(0),), te.select(better, te.cast(red.dtype, flat), acc[0])),
+                Store(best, (te.const(0),), te.select(better, value, best[0])),
+            )
+            init = seq(
+                Store(best, (te.const(0),), te.const(_init_value(red.combiner, value.dtype), value.dtype)),
+                Store(acc, (te.const(0),), te.const(0, red.dtype)),
+            )
+        else:
+            update = Store(acc, (te.const(0),), _combine(red.combiner, acc[0], te.cast(red.dtype, value)))
+            init = Store(acc, (te.const(0),), te.const(_init_value(red.combiner, red.dtype), red.dtype))
+        for v, e in reversed(list(zip(red_vars, red.extents))):
+            update = For(v, te.const(0), te.as_expr(e), update)
+        result: te.PrimExpr = acc[0]
+        if red.finalize is not None:
+            result = red.finalize(result, tuple(out_vars))
+        store = Store(out, tuple(out_vars), te.cast(out.dtype, self._resolve(epilogue(result, tuple(out_vars)))))
+        body: Stmt = seq(init, update, store)
+        if arg_reduce:
+            body = Allocate(best, body)
+        body = Allocate(acc, body)
+        total = out.num_elements
+        for k in reversed(range(len(out_vars))):
+            kind = ForKind.SERIAL
+            if k == 0 and self.ctx.parallel and isinstance(total, int) and total >= 64:
+                kind = ForKind.PARALLEL
+            body = For(out_vars[k], te.const(0), te.as_expr(out.shape[k]), body, kind)
+        return body
+
+
+def _value_children(node: Expr) -> tuple[Expr, ...]:
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, Tuple):
+        return node.fields
+    if isinstance(node, TupleGetItem):
+        return (node.tuple_value,)
+    return ()
+
+
+def _same_shape(a: Type, b: Type) -> bool:
+    return isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape == b.shape
+
+
+def _reads_at_output_index(user: Expr, anchor: Expr, out_ty: Type) -> bool:
+    """True when `user` (an elementwise/broadcast op) reads `anchor` at its own output index."""
+    return isinstance(user, Call) and _same_shape(user.checked_type, out_ty) and _same_shape(anchor.checked_type, out_ty)
+
+
+def _tensor_paths(ty: Type) -> list[tuple[int, ...]]:
+    """The field paths of every tensor in `ty`, flattened in order; [()] for a tensor."""
+    if not isinstance(ty, TupleType):
+        return [()]
+    return [(i, *rest) for i, field in enumerate(ty.fields) for rest in _tensor_paths(field)]
+
+
+def _op_suffix(node: Expr) -> str:
+    if isinstance(node, Call) and isinstance(node.op, Op):
+        return node.op.name.split(".")[-1]
+    return "out"
+
+
+def _constant_view(node: Constant) -> TensorView:
+    ty = node.tensor_type
+    if ty.ndim != 0:
+        raise UnsupportedError(
+            "a non-scalar constant inside a primitive function; FuseOps passes those as parameters"
+        )
+    value = node.data.item()
+    return TensorView((), ty.dtype, lambda idx: te.Const(value, ty.dtype))
+
+
+class _Deferred(te.PrimExpr):
+    """An element of a computed view, expanded later by `PrimitiveLowering._resolve`.
+
+    A computed view's load returns one of these instead of calling the op's compute at once, so
+    a consumer's compute never calls into its producers' computes: expanding a fused chain is a
+    loop over a work stack, not Python recursion as deep as the chain. Never leaves this module.
+    """
+
+    def __init__(self, expand: Callable[[], te.PrimExpr], dtype: str):
+        self.dtype = dtype
+        self._expand: Callable[[], te.PrimExpr] | None = expand
+        self._value: te.PrimExpr | None = None
+
+    def expansion(self) -> te.PrimExpr:
+        if self._value is None:
+            assert self._expand is not None
+            self._value = self._expand()
+            self._expand = None
+        return self._value
+
+
+def _deferred_loader(dtype: str, compute: Callable[[Index], te.PrimExpr]) -> Callable[[Index], te.PrimExpr]:
+    """Loads of a computed view: deferred, and the same object for repeated reads of one index.
+
+    A node read twice at one index (a diamond, x * x) then appears once in the expression DAG
+    instead of being rebuilt per path, which would grow exponentially along chains of diamonds
+    (the C emitter binds shared nodes to locals). Index expressions are compared by identity
+    (loop variables), constants by value.
+    """
+    memo: dict[tuple[object, ...], tuple[Index, _Deferred]] = {}
+
+    def load(idx: Index) -> te.PrimExpr:
+        key = tuple((e.value, e.dtype) if isinstance(e, te.Const) else id(e) for e in idx)
+        hit = memo.get(key)
+        if hit is None:
+            index = tuple(idx)
+            # The index is kept alive with the entry, so the ids in the key stay unique.
+            hit = memo[key] = (index, _Deferred(lambda: compute(index), dtype))
+        return hit[1]
+
+    return load
+
+
+def _compute_view(opdef: OpDef, node: Call, inputs: list[View]) -> View:
+    out_type = node.checked_type
+    compute = opdef.compute
+    assert compute is not None
+    if isinstance(out_type, TupleType):
+        views = []
+        for i, field in enumerate(out_type.fields):
+            assert isinstance(field, TensorType)
+            load = _deferred_loader(
+                field.dtype, lambda idx, i=i: compute(idx, inputs, node.attrs, out_type, out_index=i)
+            )
+            views.append(TensorView(field.shape, field.dtype, load))  # type: ignore[arg-type]  # static shapes
+        return tuple(views)
+    assert isinstance(out_type, TensorType)
+    load = _deferred_loader(out_type.dtype, lambda idx: compute(idx, inputs, node.attrs, out_type))
+    return TensorView(out_type.shape, out_type.dtype, load)  # type: ignore[arg-type]  # static shapes
+
+
+def _init_value(combiner: str, dtype: str) -> float | int:
+    if combiner in ("sum",):
+        return 0.0 if dtype.startswith("float") else 0
+    if combiner == "prod":
+        return 1.0 if dtype.startswith("float") else 1
+    if combiner in ("max", "argmax"):
+        return min_value(dtype)
+    if combiner in ("min", "argmin"):
+        return max_value(dtype)
+    raise UnsupportedError(f"unknown reduction combiner {combiner}")
+
+
+def _combine(combiner: str, acc: te.PrimExpr, value: te.PrimExpr) -> te.PrimExpr:
+    if combiner == "sum":
+        return acc + value
+    if combiner == "prod":
+        return acc * value
+    if combiner == "max":
+        return te.maximum(acc, value)
+    if combiner == "min":
+        return te.minimum(acc, value)
+    raise UnsupportedError(f"unknown reduction combiner {combiner}")
+
+
+def _arg_better(combiner: str, value: te.PrimExpr, best: te.PrimExpr, select_last: bool) -> te.PrimExpr:
+    if combiner == "argmax":
+        return value >= best if select_last else value > best
+    return value <= best if select_last else value < best
+
+
+def lower_primitive(func: Function, name: str, ctx: KernelContext | None = None) -> PrimFunc:
+    """The PrimFunc named `name` computing the typed primitive function `func`."""
+    return PrimitiveLowering(func, name, ctx).lower()

@@ -1,0 +1,292 @@
+"""build(): the whole pipeline, one function, read top to bottom.
+
+    Relay text ─parse─▶ IRModule ─InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+        ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (call_lowered, PrimFuncs, Extern=1 signatures)
+        ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
+
+`export()` writes the artifacts of DESIGN.md's OUTDIR and builds `lib<name>.so` with the system
+C compiler. Nothing here knows how a pass works; it only knows the order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from compiler import __version__
+from compiler.backend.aot_executor import AOTExecutorCodegen, AOTResult
+from compiler.backend.codegen_c import emit_c_module
+from compiler.backend.function_metadata import UpdateFunctionMetadata
+from compiler.backend.interface_c import TensorInfo
+from compiler.backend.metadata_report import build_report
+from compiler.backend.mlf import mlf_metadata, write_mlf
+from compiler.backend.te_compiler import LowerTE
+from compiler.diagnostics import InputError
+from compiler.ir.module import IRModule
+from compiler.ir.printer import astext
+from compiler.passes.bind_params import BindParams
+from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.fold_constant import FoldConstant
+from compiler.passes.fuse_ops import FuseOps
+from compiler.passes.infer_type import InferType
+from compiler.passes.inline_globals import InlineGlobals
+from compiler.passes.label_ops import LabelOps
+from compiler.passes.pass_infra import PassContext, PassTimer, Sequential
+from compiler.passes.simplify_inference import SimplifyInference
+from compiler.runtime.build import build_shared_library
+from compiler.tir.stmt import PrimFunc
+
+HOST_TARGETS = ("c",)
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target string: external codegens first, the host last (`"acme_npu, c"`)."""
+
+    host: str
+    external: tuple[str, ...] = ()
+
+    @staticmethod
+    def parse(text: str) -> Target:
+        kinds = [k.strip() for k in text.split(",") if k.strip()]
+        if not kinds:
+            raise InputError("empty target string; expected e.g. \"c\"")
+        host, external = kinds[-1], tuple(kinds[:-1])
+        if host not in HOST_TARGETS:
+            raise InputError(f"unknown host target {host!r}; the host (last in the list) must be one of: "
+                             + ", ".join(HOST_TARGETS))
+        if external:
+            raise InputError(f"unknown external codegen {external[0]!r} in target {text!r}")
+        return Target(host, external)
+
+    def __str__(self) -> str:
+        return ", ".join((*self.external, self.host))
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    target: str = "c"
+    module_name: str = "default"
+    opt_level: int = 3
+    config: Mapping[str, object] = field(default_factory=dict)
+    workspace_byte_alignment: int = 16
+    cflags: tuple[str, ...] | None = None
+
+    @staticmethod
+    def from_config(
+        config: Mapping[str, object], target: str = "c", module_name: str = "default"
+    ) -> BuildOptions:
+        """Options from a `--config` JSON object: `opt_level`, `pass_config` (PassContext config),
+        `cflags` (a list replacing the default C flags), `workspace_byte_alignment`."""
+        known = {"opt_level", "pass_config", "cflags", "workspace_byte_alignment"}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise InputError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+        opt_level = config.get("opt_level", 3)
+        pass_config = config.get("pass_config", {})
+        cflags = config.get("cflags")
+        alignment = config.get("workspace_byte_alignment", 16)
+        if not isinstance(opt_level, int) or isinstance(opt_level, bool):
+            raise InputError(f"config opt_level must be an integer, got {opt_level!r}")
+        if not isinstance(pass_config, dict):
+            raise InputError("config pass_config must be an object")
+        if cflags is not None and not (isinstance(cflags, list) and all(isinstance(f, str) for f in cflags)):
+            raise InputError("config cflags must be a list of strings")
+        if not isinstance(alignment, int) or isinstance(alignment, bool):
+            raise InputError(f"config workspace_byte_alignment must be an integer, got {alignment!r}")
+        return BuildOptions(
+            opt_level=opt_level,
+            config=pass_config,
+            cflags=tuple(cflags) if cflags is not None else None,
+            workspace_byte_alignment=alignment,
+            target=target,
+            module_name=module_name,
+        )
+
+    def validated(self) -> BuildOptions:
+        if not _MODULE_NAME.match(self.module_name):
+            raise InputError(f"module name {self.module_name!r} must be a C identifier")
+        if not 0 <= self.opt_level <= 4:
+            raise InputError(f"opt level must be between 0 and 4, got {self.opt_level}")
+        alignment = self.workspace_byte_alignment
+        if alignment < 1 or alignment & (alignment - 1):
+            raise InputError(f"workspace_byte_alignment must be a power of two, got {alignment}")
+        Target.parse(self.target)
+        return self
+
+
+@dataclass
+class CompiledModel:
+    """Everything a build produced, before it is written to disk."""
+
+    options: BuildOptions
+    target: Target
+    source: IRModule
+    lowered: IRModule
+    aot: AOTResult | None
+    prim_funcs: list[PrimFunc]
+    report: dict[str, object]
+    params: dict[str, np.ndarray]
+    functions: dict[str, dict[str, object]]
+
+    @property
+    def prefix(self) -> str:
+        return f"tvmgen_{self.options.module_name}"
+
+    def c_sources(self) -> dict[str, str]:
+        """File name → C text: the executor (lib0) and the kernels (lib1)."""
+        assert self.aot is not None, "lower-only builds have no C"
+        name = self.options.module_name
+        kernels = emit_c_module(self.prim_funcs, workspace_alignment=self.options.workspace_byte_alignment)
+        return {f"{name}_lib0.c": self.aot.main_source, f"{name}_lib1.c": kernels}
+
+
+def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
+    mod = InferType()(mod)
+    if params:
+        mod = BindParams(dict(params))(mod)
+    # Helpers are inlined first so the later passes (and fusion) see one straight-line @main.
+    return Sequential(
+        [InlineGlobals(), SimplifyInference(), FoldConstant(), DeadCodeElimination(), InferType()]
+    )(mod)
+
+
+def lower(
+    mod: IRModule,
+    options: BuildOptions = BuildOptions(),
+    params: Mapping[str, np.ndarray] | None = None,
+    *,
+    executor: bool = True,
+) -> CompiledModel:
+    """Run the pipeline up to the executor codegen (`executor=False` stops after LowerTE)."""
+    options = options.validated()
+    target = Target.parse(options.target)
+    timer = PassTimer()
+    ctx = PassContext(opt_level=options.opt_level, config=dict(options.config), instruments=(timer,))
+    functions = UpdateFunctionMetadata(options.workspace_byte_alignment)
+    prefix = f"tvmgen_{options.module_name}"
+    with ctx.scope():
+        mod = optimize(mod, params or {})
+        # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
+        mod = FuseOps()(mod)
+        mod = LabelOps()(mod)
+        lowered = LowerTE(prefix, {"host": target.host, **options.config}, functions)(mod)
+        aot = None
+        if executor:
+            aot = AOTExecutorCodegen(options.module_name, options.workspace_byte_alignment).codegen(lowered)
+    prim_funcs = [f for _, f in lowered.items() if isinstance(f, PrimFunc)]
+    memory = aot.memory_report() if aot is not None else {}
+    report = build_report(
+        module_name=options.module_name,
+        host=target.host,
+        external=target.external,
+        lowered=lowered,
+        functions=functions.functions,
+        memory=memory,
+        passes=timer.records,
+    )
+    report["compiler_version"] = __version__
+    if aot is not None:
+        report["interface"] = interface_section(aot, options)
+    return CompiledModel(
+        options, target, mod, lowered, aot, prim_funcs, report, dict(params or {}), dict(functions.functions)
+    )
+
+
+def interface_section(aot: AOTResult, options: BuildOptions) -> dict[str, object]:
+    """How to call the library: what `relaycc run` and other tools need besides the header."""
+
+    def tensors(infos: Sequence[TensorInfo]) -> list[dict[str, object]]:
+        return [
+            {"name": t.name, "c_name": t.c_name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes}
+            for t in infos
+        ]
+
+    return {
+        "entry": aot.entry,
+        "header": f"include/{aot.header_name}",
+        "library": f"lib{options.module_name}.so",
+        "inputs": tensors(aot.inputs),
+        "outputs": tensors(aot.outputs),
+        "workspace_byte_alignment": options.workspace_byte_alignment,
+    }
+
+
+def export(model: CompiledModel, outdir: Path, relay_text: str, *, build_library: bool = True) -> Path:
+    """Write the OUTDIR artifacts (DESIGN.md) and, unless told otherwise, build the library."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    name = model.options.module_name
+    _write(outdir / "lowered.relay", astext(model.lowered))
+    if model.aot is not None:
+        sources = model.c_sources()
+        for file_name, text in sources.items():
+            _write(outdir / "src" / file_name, text)
+        _write(outdir / "include" / model.aot.header_name, model.aot.header)
+        if build_library:
+            build_shared_library(
+                [outdir / "src" / f for f in sources],
+                outdir / f"lib{name}.so",
+                cflags=model.options.cflags,
+                include_dirs=[outdir / "include"],
+            )
+        aot = model.aot
+        operator_workspaces = {
+            fname: int(str(info.get("workspace_bytes", 0)))
+            for fname, info in model.functions.items()
+            if info.get("kind") == "prim_func"
+        }
+        write_mlf(
+            outdir / f"{name}.tar",
+            module_name=name,
+            metadata=mlf_metadata(
+                module_name=name,
+                target=model.target.host,
+                inputs=aot.inputs,
+                outputs=aot.outputs,
+                workspace_bytes=aot.workspace_bytes,
+                constant_bytes=aot.constant_bytes,
+                io_bytes=aot.io_bytes,
+                operator_workspaces=operator_workspaces,
+            ),
+            c_sources=list(sources.values()),
+            header_name=aot.header_name,
+            header=aot.header,
+            relay_text=relay_text,
+            params=model.params,
+        )
+    _write(outdir / "metadata.json", json.dumps(model.report, indent=2) + "\n")
+    return outdir
+
+
+def _write(path: Path, text: str) -> None:
+    """Write atomically: a reader never sees a half-written artifact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def build(
+    relay_text: str,
+    outdir: Path,
+    options: BuildOptions = BuildOptions(),
+    params: Mapping[str, np.ndarray] | None = None,
+    *,
+    source_name: str = "<string>",
+    executor: bool = True,
+    build_library: bool = True,
+) -> CompiledModel:
+    """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
+    from compiler.parser import parse
+
+    mod = parse(relay_text, source_name)
+    model = lower(mod, options, params, executor=executor)
+    export(model, outdir, relay_text, build_library=build_library and executor)
+    return model

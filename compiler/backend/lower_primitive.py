@@ -86,12 +86,7 @@ class PrimitiveLowering:
         func = self.func
         param_views: dict[Expr, View] = {}
         for p in func.params:
-            ty = p.checked_type
-            if not isinstance(ty, TensorType):
-                raise UnsupportedError(f"primitive parameter %{p.name_hint} of type {ty} is not a tensor")
-            buf = te.Buffer(self.ctx.fresh(c_identifier(p.name_hint)), static_shape(ty, f"%{p.name_hint}"), ty.dtype)
-            self.params.append(buf)
-            param_views[p] = TensorView.of_buffer(buf)
+            param_views[p] = self._param_view(c_identifier(p.name_hint), p.checked_type)
 
         ret_types = flatten_tensor_types(func.body.checked_type)
         outputs = self._output_nodes(func.body)
@@ -157,6 +152,17 @@ class PrimitiveLowering:
             attrs=func.attrs.without("Primitive").with_attr("global_symbol", self.name),
             func_type=func.checked_type,
         )
+
+    def _param_view(self, name: str, ty: Type) -> View:
+        """Buffers for a parameter; a tuple parameter is one buffer per field, in order (the
+        executor passes a tuple argument's fields flattened the same way)."""
+        if isinstance(ty, TupleType):
+            return tuple(self._param_view(f"{name}_{i}", f) for i, f in enumerate(ty.fields))
+        if not isinstance(ty, TensorType):
+            raise UnsupportedError(f"primitive parameter %{name} of type {ty} is not a tensor or tuple")
+        buf = te.Buffer(self.ctx.fresh(name), static_shape(ty, f"%{name}"), ty.dtype)
+        self.params.append(buf)
+        return TensorView.of_buffer(buf)
 
     # -- planning -----------------------------------------------------------------------
 

@@ -491,6 +491,11 @@ class _Parser:
 
     def tuple_or_group(self) -> Expr:
         start = self.advance()
+        if self.at_keyword("let") or (self.peek().kind == "graph" and self.peek(1).kind == "="):
+            # A whole binding sequence in parentheses, as TVM prints a let used as an operand.
+            result = self.sequence()
+            self.expect(")", "`)` after the parenthesized sequence")
+            return result
         self.enter()
         fields, trailing_comma = self.separated(self.binary, ")", "`,` or `)`")
         self.leave()

@@ -623,7 +623,6 @@ def test_round_trip_of_a_closed_expression():
     assert structural_equal(parse_expr(astext(func)), func)
 
 
-@pytest.mark.xfail(reason="compiler.parser does not read `( let ...; body )` groups yet", strict=True)
 def test_round_trip_of_a_let_that_is_an_operand():
     x, a = Var("x", F8), Var("a")
     body = call("add", Let(a, call("negative", x), call("exp", a)), x)

@@ -492,3 +492,15 @@ def test_parser_reads_blocks_curried_calls_and_infinite_literals():
     curried = as_call(parse_expr("free_var %f: fn (float32) -> fn (float32) -> float32; %f(1f)(2f)"))
     inner = as_call(curried.op)
     assert isinstance(inner.op, Var) and inner.op.name_hint == "f"
+
+
+def test_parenthesized_let_sequence_is_an_operand():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) {
+  %0 = (let %w = exp(%x); %w);
+  add(%0, (%1 = negative(%x); %1))
+}""")
+    body = mod.main.body
+    assert body.op.name == "add"
+    assert isinstance(body.args[0], Let) and body.args[0].var.name_hint == "w"
+    assert body.args[1].op.name == "negative"

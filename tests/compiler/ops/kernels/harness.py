@@ -1,0 +1,95 @@
+"""Compiling primitive functions to C and running them on numpy arrays, for the kernel tests.
+
+A test module lowers all its cases first and builds them into one shared library (one C
+compiler run per module instead of one per case), then calls each function through cffi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from compiler import ops
+from compiler.backend.codegen_c import emit_c_module
+from compiler.backend.lower_primitive import lower_primitive
+from compiler.ir.expr import Function
+from compiler.parser import parse_expr
+from compiler.passes.infer_type import infer_expr
+from compiler.runtime.build import build_shared_library
+from compiler.runtime.ffi import aligned_empty, load_library, prim_func_cdef
+from compiler.tir.analysis import workspace_bytes
+from compiler.tir.compute import KernelContext
+from compiler.tir.stmt import PrimFunc
+
+ALIGNMENT = 64
+
+
+def lower_text(text: str, name: str, *, parallel: bool = True) -> PrimFunc:
+    """The PrimFunc of a primitive function written in Relay text."""
+    func = parse_expr(text)
+    assert isinstance(func, Function)
+    infer_expr(func)
+    return lower_primitive(func, name, KernelContext(parallel=parallel))
+
+
+def relay_attr(value: object) -> str:
+    """An attribute value in Relay text."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(relay_attr(v) for v in value) + "]"
+    return str(value)
+
+
+def op_call(op: str, num_inputs: int, attrs: Mapping[str, object]) -> str:
+    """`op(%p0, ..., key=value, ...)` in Relay text."""
+    args = [f"%p{i}" for i in range(num_inputs)] + [f"{k}={relay_attr(v)}" for k, v in attrs.items()]
+    return f"{op}({', '.join(args)})"
+
+
+def reference(op: str, inputs: Sequence[np.ndarray], attrs: Mapping[str, object]) -> np.ndarray:
+    """The op's numpy reference result."""
+    opdef = ops.get(op)
+    result = opdef.reference(list(inputs), opdef.make_attrs(attrs))
+    assert isinstance(result, np.ndarray)
+    return result
+
+
+def relay_type(array: np.ndarray) -> str:
+    return f"Tensor[({', '.join(str(d) for d in array.shape)}{',' if array.ndim == 1 else ''}), {array.dtype}]"
+
+
+def primitive(call: str, inputs: Sequence[np.ndarray], tail: str = "") -> str:
+    """`fn (%p0, %p1, ...) { <call>; <tail> }` with each parameter typed after its array.
+
+    `call` uses %p0, %p1...; `tail` (optional) consumes the call's value as %0."""
+    params = ", ".join(f"%p{i}: {relay_type(a)}" for i, a in enumerate(inputs))
+    body = f"%0 = {call};\n  {tail}" if tail else call
+    return f"fn ({params}, Primitive=1) {{\n  {body}\n}}"
+
+
+class Library:
+    """Built PrimFuncs, callable with numpy arrays (inputs in parameter order)."""
+
+    def __init__(self, funcs: Sequence[PrimFunc], directory: Path):
+        self.funcs = {f.name: f for f in funcs}
+        source = directory / "kernels.c"
+        source.write_text(emit_c_module(list(funcs), workspace_alignment=ALIGNMENT))
+        path = build_shared_library([source], directory / "libkernels.so")
+        self.lib = load_library(path, "\n".join(prim_func_cdef(f) for f in funcs))
+
+    def run(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        func = self.funcs[name]
+        assert len(inputs) == func.num_inputs
+        args: list[object] = [np.ascontiguousarray(a, dtype=b.dtype) for a, b in zip(inputs, func.inputs)]
+        # Outputs start as garbage-looking values, so an element the kernel skips is noticed.
+        outputs = [np.full(tuple(b.shape), np.nan if b.dtype.startswith("float") else 123, b.dtype)
+                   for b in func.outputs]
+        args.extend(outputs)
+        size = workspace_bytes(func, ALIGNMENT)
+        if size:
+            args.append(aligned_empty(size, ALIGNMENT))
+        assert self.lib.call(name, *args) == 0
+        return outputs

@@ -1,0 +1,90 @@
+"""The register-blocked product (compiler/ops/kernels/gemm.py): tile choice, loop structure,
+and results of products whose reduction is a loop nest, built to C and run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, tile_shape
+from compiler.tir import expr as te
+from compiler.tir.analysis import post_order, walk_stmts
+from compiler.tir.compute import KernelContext
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store
+from tests.compiler.ops.kernels.harness import Library
+
+RNG = np.random.default_rng(1)
+
+
+def nested_product(name: str, batch: int, m: int, n: int, k: tuple[int, int], shared_b: bool) -> PrimFunc:
+    """out[b, m, n] = sum_{k0, k1} x[b, m, k0, k1] * y[b or 0, k0, k1, n]."""
+    x = te.Buffer("x", (batch, m, *k))
+    y = te.Buffer("y", (1 if shared_b else batch, *k, n))
+    out = te.Buffer("out", (batch, m, n))
+
+    def a_row(b: te.PrimExpr, row: te.PrimExpr) -> RowReader:
+        return RowReader((), lambda ks: x[b, row, ks[0], ks[1]])
+
+    def b_load(bb: te.PrimExpr, ks: Sequence[te.PrimExpr], col: te.PrimExpr) -> te.PrimExpr:
+        return y[bb, ks[0], ks[1], col]
+
+    def store(b: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        return Store(out, (b, row, col), value)
+
+    spec = GemmSpec(batch, m, n, k, "float32", a_row, b_load, store, b_batches=1 if shared_b else batch)
+    return PrimFunc(name, (x, y, out), gemm(KernelContext(), spec), num_inputs=2)
+
+
+PRODUCTS = {
+    "nested_reduction": (2, 9, 19, (3, 4), False),
+    "nested_reduction_shared_b": (3, 14, 33, (2, 5), True),
+    "empty_reduction": (1, 4, 5, (0, 3), False),
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    funcs = [nested_product(name, *shape) for name, shape in PRODUCTS.items()]
+    return Library(funcs, Path(tmp_path_factory.mktemp("gemm")))
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+def test_product_with_a_nested_reduction_matches_numpy(library: Library, name: str) -> None:
+    batch, m, n, k, shared = PRODUCTS[name]
+    x = RNG.uniform(-1, 1, (batch, m, *k)).astype("float32")
+    y = RNG.uniform(-1, 1, (1 if shared else batch, *k, n)).astype("float32")
+    (result,) = library.run(name, [x, y])
+    expected = np.einsum("bmij,bijn->bmn", x, np.broadcast_to(y, (batch, *k, n)))
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_tile_is_six_rows_by_two_vectors_of_float32() -> None:
+    assert tile_shape(KernelContext(vector_lanes=8), "float32", 500) == (6, 16)
+
+
+def test_tile_is_one_vector_wide_when_the_columns_fit_in_one() -> None:
+    assert tile_shape(KernelContext(vector_lanes=8), "float32", 8) == (6, 8)
+
+
+def test_tile_width_counts_lanes_of_the_accumulation_dtype() -> None:
+    assert tile_shape(KernelContext(vector_lanes=8), "float64", 100) == (6, 8)
+
+
+def test_inner_loops_are_vectorized_over_contiguous_packed_columns() -> None:
+    func = nested_product("f", 1, 12, 32, (4, 4), False)
+    packed = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.scope == "global"]
+    assert [b.shape for b in packed] == [(1, 2, 16, 16)]
+    accumulators = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.scope == "local"]
+    assert accumulators and all(b.shape == (96,) for b in accumulators)
+    fma_loops = [s for s in walk_stmts(func.body) if isinstance(s, For) and isinstance(s.body, Store)
+                 and s.body.buffer in accumulators and s.kind is ForKind.VECTORIZED
+                 and any(isinstance(e, te.Load) and e.buffer is packed[0] for e in post_order(s.body.value))]
+    assert len(fma_loops) == 6  # one per tile row
+
+
+def test_empty_reduction_needs_no_workspace() -> None:
+    func = nested_product("f", 1, 4, 5, (0, 3), False)
+    assert not any(isinstance(s, Allocate) and s.buffer.scope == "global" for s in walk_stmts(func.body))

@@ -1,0 +1,88 @@
+"""Pool kernels (compiler/ops/kernels/pool.py) built to C and run against the ops' numpy
+references: windows, padding, ceil mode, dilation, layouts, integer dtypes and epilogues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.tir.analysis import walk_stmts
+from compiler.tir.stmt import For, ForKind
+from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
+
+RNG = np.random.default_rng(11)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.uniform(-2, 2, shape).astype("float32")
+
+
+def i32(*shape: int) -> np.ndarray:
+    return RNG.integers(-50, 50, shape).astype("int32")
+
+
+# name -> (op, data, attrs)
+CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
+    "max_2x2_stride_2": ("nn.max_pool2d", f32(1, 2, 6, 6), {"pool_size": [2, 2], "strides": [2, 2]}),
+    "max_3x3_padded": ("nn.max_pool2d", f32(2, 3, 7, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}),
+    "max_ceil_mode": ("nn.max_pool2d", f32(1, 2, 5, 5), {"pool_size": [2, 3], "strides": [2, 2], "padding": [0, 1, 1, 0], "ceil_mode": True}),
+    "max_dilated_nhwc": ("nn.max_pool2d", f32(1, 6, 6, 2), {"pool_size": [2, 2], "dilation": [2, 1], "layout": "NHWC"}),
+    "max_int_windows_in_padding": ("nn.max_pool2d", i32(1, 1, 2, 2), {"pool_size": [2, 2], "padding": [3]}),
+    "max_nhwc_to_nchw": ("nn.max_pool2d", f32(2, 5, 4, 3), {"pool_size": [2, 2], "layout": "NHWC", "out_layout": "NCHW"}),
+    "max_parallel": ("nn.max_pool2d", f32(1, 16, 64, 64), {"pool_size": [2, 2], "strides": [2, 2]}),
+    "avg_padded": ("nn.avg_pool2d", f32(2, 3, 7, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1]}),
+    "avg_count_include_pad_ceil": ("nn.avg_pool2d", f32(1, 2, 5, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "count_include_pad": True, "ceil_mode": True}),
+    "avg_ceil_excluding_pad": ("nn.avg_pool2d", f32(1, 2, 6, 7), {"pool_size": [3, 2], "strides": [2, 3], "padding": [0, 1], "ceil_mode": True}),
+    "avg_int_truncates": ("nn.avg_pool2d", i32(1, 2, 5, 5), {"pool_size": [2, 2], "strides": [2, 2], "padding": [1]}),
+    "avg_nhwc_dilated": ("nn.avg_pool2d", f32(1, 7, 6, 3), {"pool_size": [2, 2], "dilation": [2, 2], "padding": [1, 0], "layout": "NHWC"}),
+    "global_avg": ("nn.global_avg_pool2d", f32(2, 3, 4, 5), {}),
+    "global_avg_nhwc": ("nn.global_avg_pool2d", f32(1, 4, 3, 6), {"layout": "NHWC"}),
+    "global_avg_int": ("nn.global_avg_pool2d", i32(2, 3, 3, 3), {}),
+    "global_max": ("nn.global_max_pool2d", f32(2, 3, 4, 5), {}),
+    "global_max_nhwc_to_nchw": ("nn.global_max_pool2d", f32(2, 3, 3, 4), {"layout": "NHWC", "out_layout": "NCHW"}),
+}
+
+
+def pool_text(op: str, data: np.ndarray, attrs: dict[str, object], tail: str = "") -> str:
+    return primitive(op_call(op, 1, attrs), [data], tail)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    funcs = [lower_text(pool_text(*case), name) for name, case in CASES.items()]
+    op, data, attrs = CASES["avg_padded"]
+    funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "avg_then_negative_relu"))
+    op, data, attrs = CASES["global_max"]
+    funcs.append(lower_text(pool_text(op, data, attrs, "exp(%0)"), "global_max_then_exp"))
+    return Library(funcs, Path(tmp_path_factory.mktemp("pool")))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pool_kernel_matches_reference(library: Library, name: str) -> None:
+    op, data, attrs = CASES[name]
+    (result,) = library.run(name, [data])
+    expected = reference(op, [data], attrs)
+    assert result.dtype == expected.dtype
+    np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_pool_applies_the_fused_epilogue(library: Library) -> None:
+    op, data, attrs = CASES["avg_padded"]
+    (result,) = library.run("avg_then_negative_relu", [data])
+    np.testing.assert_allclose(result, np.maximum(-reference(op, [data], attrs), 0), rtol=1e-6, atol=1e-6)
+
+
+def test_global_pool_applies_the_fused_epilogue(library: Library) -> None:
+    op, data, attrs = CASES["global_max"]
+    (result,) = library.run("global_max_then_exp", [data])
+    np.testing.assert_allclose(result, np.exp(reference(op, [data], attrs)), rtol=1e-6)
+
+
+def test_only_large_pools_run_in_parallel(library: Library) -> None:
+    def parallel(name: str) -> bool:
+        return any(isinstance(s, For) and s.kind is ForKind.PARALLEL for s in walk_stmts(library.funcs[name].body))
+
+    assert parallel("max_parallel")
+    assert not parallel("max_2x2_stride_2")

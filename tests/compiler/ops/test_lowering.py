@@ -1,0 +1,149 @@
+"""Every operator's loop lowering, compiled to C and checked against its numpy reference.
+
+For each sample of each op, the call `op(%p0, ...)` is wrapped in a primitive function, lowered
+to a PrimFunc and emitted as C; all of them are built into one shared library (one compiler run
+for the whole registry) and called with the sample's inputs, drawn exactly as the registry test
+draws them. An op without a compute, reduction or kernel yet is skipped, so the test grows by
+itself as op families gain their loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler import ops
+from compiler.backend.lower_primitive import lower_primitive
+from compiler.ir.attrs import Attrs
+from compiler.ir.expr import Call, Expr, Function, Op, Tuple, Var
+from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ops.registry import OpDef, OpPattern
+from compiler.passes.infer_type import infer_expr
+from compiler.tir.stmt import PrimFunc
+from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
+from tests.compiler.ops.samples import sample_inputs
+
+ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
+# Families whose every op must already have its loops.
+LOWERED_FAMILIES = ("compiler.ops.elemwise", "compiler.ops.broadcast", "compiler.ops.reduce")
+
+
+def has_loops(op: OpDef) -> bool:
+    return op.compute is not None or op.reduction is not None or op.kernel is not None
+
+
+def func_name(op: OpDef, index: int) -> str:
+    return f"test_{op.name.replace('.', '_')}_{index}"
+
+
+def primitive_call(op: OpDef, types: list[Type], attrs: Attrs) -> Function:
+    """`fn (%p0: T0, ..., Primitive=1) { op(%p0, ...) }`, typed. A tuple-typed argument is
+    passed as a tuple of parameters, as FuseOps leaves it (concatenate((%p0, %p1)))."""
+    params: list[Var] = []
+    args: list[Expr] = []
+    for ty in types:
+        if isinstance(ty, TupleType):
+            fields = []
+            for field_ty in ty.fields:
+                fields.append(Var(f"p{len(params)}", field_ty))
+                params.append(fields[-1])
+            args.append(Tuple(tuple(fields)))
+        else:
+            params.append(Var(f"p{len(params)}", ty))
+            args.append(params[-1])
+    func = Function(tuple(params), Call(Op.get(op.name), tuple(args), attrs), attrs=Attrs({"Primitive": 1}))
+    infer_expr(func)
+    return func
+
+
+def flatten(value: object) -> Iterator[np.ndarray]:
+    if isinstance(value, tuple):
+        for part in value:
+            yield from flatten(part)
+    else:
+        yield np.asarray(value)
+
+
+def _sample_params() -> list[object]:
+    return [
+        pytest.param(op, index, id=f"{op.name}-{index}")
+        for op in ALL_OPS
+        for index in range(len(op.samples))
+    ]
+
+
+@dataclass(repr=False)
+class CompiledSamples:
+    """The library built from every sample that lowered, and the errors of those that did not
+    (each reported by its own test, so one op's bug does not hide the others' results)."""
+
+    library: PrimLibrary
+    errors: dict[str, Exception]
+
+    def __repr__(self) -> str:
+        # Shown in failure reports; PrimFunc reprs are far too long for that.
+        return f"CompiledSamples({self.library!r}, {len(self.errors)} lowering errors)"
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompiledSamples:
+    funcs: list[PrimFunc] = []
+    errors: dict[str, Exception] = {}
+    for op in ALL_OPS:
+        if not has_loops(op):
+            continue
+        for index, sample in enumerate(op.samples):
+            name = func_name(op, index)
+            try:
+                _, types = sample_inputs(op, index)
+                funcs.append(lower_primitive(primitive_call(op, types, op.make_attrs(sample.attrs)), name))
+            except Exception as err:  # noqa: BLE001  reported by the sample's own test
+                errors[name] = err
+    library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_lowering")), "ops")
+    return CompiledSamples(library, errors)
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray, accumulates: bool, where: str) -> None:
+    assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype}, reference {expected.dtype}"
+    assert actual.shape == expected.shape, f"{where}: shape {actual.shape}, reference {expected.shape}"
+    if actual.dtype.kind != "f":
+        np.testing.assert_array_equal(actual, expected, err_msg=where)
+        return
+    if actual.dtype == np.float16:
+        rtol, atol = 1e-3, 1e-3  # float16 keeps 11 significant bits
+    else:
+        rtol, atol = 1e-5, 1e-6
+    if accumulates and expected.size:
+        # A float32 sum of many terms is off by about eps times the terms' magnitude, which an
+        # element that cancels to near zero cannot meet relatively: measure against the scale.
+        atol = max(atol, rtol * float(np.max(np.abs(expected))))
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
+
+
+@pytest.mark.parametrize(("op", "index"), _sample_params())
+def test_compiled_op_matches_the_reference(op: OpDef, index: int, compiled: CompiledSamples) -> None:
+    if not has_loops(op):
+        pytest.skip("no loop lowering yet")
+    name = func_name(op, index)
+    if name in compiled.errors:
+        raise compiled.errors[name]
+    values, _ = sample_inputs(op, index)
+    expected = list(flatten(op.reference(values, op.make_attrs(op.samples[index].attrs))))  # type: ignore[arg-type]  # tuple inputs too
+    actual = compiled.library.run(name, list(flatten(tuple(values))))
+    assert len(actual) == len(expected), f"{name}: {len(actual)} outputs, reference has {len(expected)}"
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        assert_matches(a, e, op.pattern >= OpPattern.COMM_REDUCE, f"{name} output {k}")
+
+
+def test_generated_c_compiles_without_warnings(compiled: CompiledSamples) -> None:
+    assert compiled.library.broken == {}
+    assert compiled.library.warnings == []
+
+
+def test_elementwise_broadcast_and_reduce_ops_all_have_loops() -> None:
+    missing = [op.name for op in ALL_OPS if op.reference.__module__ in LOWERED_FAMILIES and not has_loops(op)]
+    assert missing == []

@@ -172,6 +172,24 @@ def shared_primitives_numpy(x, y, w):
     return [np.maximum(x @ w.T, 0), np.maximum(y @ w.T, 0)]
 
 
+# --- the seed-001 MLP (64 x 800 -> 500 -> 10) ----------------------------------------------
+
+
+def mlp_seed001_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "x": _rand(rng, 64, 800),
+        "w1": _rand(rng, 500, 800, scale=0.05),
+        "b1": _rand(rng, 500),
+        "w2": _rand(rng, 10, 500, scale=0.05),
+        "b2": _rand(rng, 10),
+    }
+
+
+def mlp_seed001_numpy(x, w1, b1, w2, b2):
+    return [np.maximum(x @ w1.T + b1, 0) @ w2.T + b2]
+
+
 CASES = {
     "mlp": (mlp_inputs, mlp_numpy),
     "cnn": (cnn_inputs, cnn_numpy),
@@ -179,6 +197,7 @@ CASES = {
     "tuples_lets": (tuples_lets_inputs, tuples_lets_numpy),
     "control_flow": (control_flow_inputs, control_flow_numpy),
     "shared_primitives": (shared_primitives_inputs, shared_primitives_numpy),
+    "mlp_seed001": (mlp_seed001_inputs, mlp_seed001_numpy),
 }
 # Models the AOT executor compiles (control flow needs the interpreter).
-COMPILED = ("mlp", "cnn", "attention", "tuples_lets", "shared_primitives")
+COMPILED = ("mlp", "cnn", "attention", "tuples_lets", "shared_primitives", "mlp_seed001")

@@ -161,3 +161,15 @@ def test_unknown_target_and_bad_config_are_reported(tmp_path):
     config.write_text('{"opt_levle": 2}')
     result = relaycc("compile", str(models.path("mlp")), "-o", str(tmp_path / "m"), "--config", str(config))
     assert result.returncode == 1 and "unknown config key 'opt_levle'" in result.stderr
+
+
+def test_seed001_mlp_workspace_is_at_most_the_two_largest_live_buffers(tmp_path):
+    assert relaycc("compile", str(models.path("mlp_seed001")), "-o", str(tmp_path)).returncode == 0
+    memory = json.loads((tmp_path / "metadata.json").read_text())["memory"]
+    buffers = memory["buffers"]
+    steps = range(max(b["last_use"] for b in buffers) + 1)
+    two_largest_live = max(
+        sum(sorted((b["bytes"] for b in buffers if b["first_use"] <= s <= b["last_use"]), reverse=True)[:2])
+        for s in steps
+    )
+    assert memory["workspace_bytes"] <= two_largest_live

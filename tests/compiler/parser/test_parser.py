@@ -504,3 +504,19 @@ def @main(%x: Tensor[(2), float32]) {
     assert body.op.name == "add"
     assert isinstance(body.args[0], Let) and body.args[0].var.name_hint == "w"
     assert body.args[1].op.name == "negative"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [PRIMITIVE_MODULE, EXTERNAL_COMPILER_MODULE, EXTERN_DEFINITION_MODULE, DYNAMIC_EXTERN_MODULE, PARTITIONED_MODULE],
+    ids=["primitive", "external_compiler", "extern_definition", "dynamic_extern", "partitioned"],
+)
+def test_seed_shaped_modules_parse_print_and_parse_back_equal(text):
+    from compiler.ir.printer import astext
+    from compiler.ir.structural import structural_equal
+
+    first = parse(HEADER + text)
+    printed = astext(first)
+    second = parse(printed)
+    assert structural_equal(first, second)
+    assert astext(second) == printed

@@ -208,8 +208,8 @@ class PrimitiveLowering:
     def _epilogue_anchor(self, out: Expr, users: dict[Expr, list[Expr]], out_nodes: set[Expr]) -> Call | None:
         """The anchor whose kernel can store `out` directly with the chain as its epilogue.
 
-        Only the shapes must agree: the chain may change the dtype (sum then cast), since the
-        anchor computes in its own type and the epilogue converts.
+        For a reduction anchor only the shapes must agree: the chain may change the dtype (mean
+        then cast), since the reduction accumulates in its own dtype and the epilogue converts.
         """
         out_ty = out.checked_type
         chain: set[Expr] = set()
@@ -228,6 +228,10 @@ class PrimitiveLowering:
                 if anchor is not None and anchor is not node:
                     return None  # two anchors in one chain: keep them apart
                 if not _same_shape(node.checked_type, out_ty):
+                    return None
+                # Kernels compute in their output buffer's dtype, so only a reduction (which
+                # accumulates in its own dtype) may have a dtype-changing epilogue.
+                if opdef.kernel is not None and node.checked_type != out_ty:
                     return None
                 anchor = node  # type: ignore[assignment]  # opdef is not None: a Call
                 continue

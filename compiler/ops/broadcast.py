@@ -30,10 +30,8 @@ from compiler.tir.expr import (
     binary as binary_expr,
     cast,
     intrin,
-    logical_and,
     maximum,
     minimum,
-    ne,
     select,
 )
 
@@ -98,15 +96,6 @@ def _floor_divide_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
 
 def _mod_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     return intrin("fmod", a, b) if is_float(a.dtype) else binary_expr("tmod", a, b)
-
-
-def _floor_mod_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
-    if not is_float(a.dtype):
-        return a % b
-    # numpy's float mod: the exact C remainder, moved into the divisor's sign when they differ.
-    rem = intrin("fmod", a, b)
-    moves = logical_and(ne(rem, Const(0.0, a.dtype)), ne(rem < 0, b < 0))
-    return select(moves, rem + b, rem)
 
 
 def _power_compute(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -199,7 +188,8 @@ binary("multiply", np.multiply, compute=_operator("*"))
 binary("divide", _divide, samples=_SIGNED_DIVISION, compute=_trunc_or_true_divide)
 binary("floor_divide", _floor_divide, samples=_SIGNED_DIVISION, compute=_floor_divide_compute)
 binary("mod", np.fmod, samples=_SIGNED_DIVISION, compute=_mod_compute)
-binary("floor_mod", np.mod, samples=_SIGNED_DIVISION, compute=_floor_mod_compute)
+# The loop IR's `%` is numpy's floor modulo for every dtype, floats included.
+binary("floor_mod", np.mod, samples=_SIGNED_DIVISION, compute=_operator("%"))
 binary(
     "power",
     _power,

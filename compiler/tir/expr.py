@@ -33,6 +33,11 @@ class PrimExpr:
 
     dtype: str
 
+    def __repr__(self) -> str:
+        # Expressions are DAGs with heavy sharing: a full tree repr can be exponential in size.
+        # compiler.tir.printer.expr_text prints one readably.
+        return f"<{type(self).__name__} {self.dtype}>"
+
     def __add__(self, other: ExprLike) -> PrimExpr:
         return binary("+", self, other)
 
@@ -79,13 +84,13 @@ class PrimExpr:
 ExprLike = Union[PrimExpr, int, float, bool]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Const(PrimExpr):
     value: int | float | bool
     dtype: str = "int32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Var(PrimExpr):
     """A scalar variable: a loop index, a let-bound value, or a symbolic dimension."""
 
@@ -94,7 +99,7 @@ class Var(PrimExpr):
     uid: int = field(default_factory=lambda: next(_ids), repr=False)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Binary(PrimExpr):
     op: str
     a: PrimExpr
@@ -102,14 +107,14 @@ class Binary(PrimExpr):
     dtype: str = "int32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Unary(PrimExpr):
     op: str
     a: PrimExpr
     dtype: str = "int32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Select(PrimExpr):
     """`cond ? t : f`. Only the chosen side is evaluated (codegen keeps both inside C's `?:`),
     so a side may load out of bounds when it is not chosen (padding, concatenate rely on it)."""
@@ -120,13 +125,13 @@ class Select(PrimExpr):
     dtype: str = "float32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Cast(PrimExpr):
     value: PrimExpr
     dtype: str = "float32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Intrin(PrimExpr):
     """A math intrinsic from INTRINSICS, computed in `dtype`."""
 
@@ -135,7 +140,7 @@ class Intrin(PrimExpr):
     dtype: str = "float32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Load(PrimExpr):
     """`buffer[indices]`, one index per buffer dimension (row-major)."""
 
@@ -144,7 +149,7 @@ class Load(PrimExpr):
     dtype: str = "float32"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class CallExtern(PrimExpr):
     """A call of an external C function by name; `args` may include buffers (pointers)."""
 

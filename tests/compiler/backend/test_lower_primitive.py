@@ -395,3 +395,16 @@ def test_fused_int8_arithmetic_wraps_between_ops(library: PrimLibrary) -> None:
 def test_lowered_primitives_compile_without_warnings(library: PrimLibrary) -> None:
     assert library.broken == {}
     assert library.warnings == []
+
+
+def test_kernel_keeps_its_dtype_changing_consumer_out_of_its_epilogue() -> None:
+    # The kernel would compute in the output buffer's dtype; the cast must read its result.
+    func = lower("""
+fn (%p0: Tensor[(2, 4), float32], %p1: Tensor[(3, 4), float32], Primitive=1) {
+  %0 = nn.dense(%p0, %p1, units=None);
+  cast(%0, dtype="int32")
+}""")
+    (result,) = [t for t in temporaries(func) if t.name.startswith("T_dense")]
+    assert result.dtype == "float32" and result.shape == (2, 3)
+    last = stores(func)[-1]
+    assert last.buffer is func.outputs[0] and loads_of(last, result)

@@ -20,7 +20,7 @@ from compiler import ops
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Expr, Function, Op, Tuple, Var
-from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ir.types import TupleType, Type
 from compiler.ops.registry import OpDef, OpPattern
 from compiler.passes.infer_type import infer_expr
 from compiler.tir.stmt import PrimFunc

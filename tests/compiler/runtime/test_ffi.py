@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import cffi
@@ -155,3 +157,29 @@ def test_aligned_empty_is_aligned_and_sized() -> None:
     for nbytes in (0, 1, 100):
         arr = aligned_empty(nbytes, 64)
         assert arr.nbytes == nbytes and arr.dtype == np.uint8 and arr.ctypes.data % 64 == 0
+
+
+def test_dropping_a_library_with_parallel_loops_does_not_crash_the_process(tmp_path: Path) -> None:
+    # libgomp's worker threads outlive the call; unmapping libgomp under them crashed the process.
+    src = tmp_path / "par.c"
+    src.write_text("#include <stdint.h>\n"
+                   "int32_t fill(int32_t* out, int64_t n) {\n"
+                   "  #pragma omp parallel for\n"
+                   "  for (int64_t i = 0; i < n; ++i) out[i] = (int32_t)i;\n"
+                   "  return 0;\n}\n")
+    so = build_shared_library([src], tmp_path / "libpar.so")
+    script = (
+        "import gc, time\n"
+        "import numpy as np\n"
+        "from compiler.runtime.ffi import load_library\n"
+        "def run():\n"
+        f"    lib = load_library({str(so)!r}, 'int32_t fill(int32_t* out, int64_t n);')\n"
+        "    out = np.zeros(1 << 20, np.int32)\n"
+        "    assert lib.call('fill', out, out.size) == 0 and out[-1] == out.size - 1\n"
+        "run()\n"
+        "gc.collect()\n"
+        "time.sleep(0.2)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[3], check=False)
+    assert result.returncode == 0, result.stderr

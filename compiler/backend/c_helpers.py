@@ -1,0 +1,120 @@
+"""The static inline C helpers generated code may call, and which of them a text uses.
+
+Helpers exist where one C operator does not have the IR's (numpy's) semantics: integer
+division and modulo that must not trap and may have to round toward minus infinity, floor
+division and modulo of floats as numpy's `divmod` computes them, NaN-propagating float
+min/max, and integer abs. Each comes in a few widths named by suffix (`_i32`, `_i64`, `_u32`,
+`_u64`, `_f32`, `_f64`); narrower integer types use the `_i32` variant, since C promotes them
+to int anyway. A module includes only the helpers its functions call.
+"""
+
+from __future__ import annotations
+
+import re
+
+HELPER_PREFIX = "relaycc_"
+
+
+def helper_suffix(dtype: str) -> str:
+    """The helper variant for operands of `dtype` (narrow ints promote to int32 in C anyway)."""
+    if dtype in ("float32", "float16"):
+        return "f32"
+    if dtype == "float64":
+        return "f64"
+    if dtype in ("int64", "uint64", "uint32"):
+        return {"int64": "i64", "uint64": "u64", "uint32": "u32"}[dtype]
+    return "i32"
+
+
+_INT_TYPES = {"i32": "int32_t", "i64": "int64_t"}
+_MINMAX_TYPES = {"i32": "int32_t", "i64": "int64_t", "u32": "uint32_t", "u64": "uint64_t"}
+_FLOAT_TYPES = {"f32": ("float", "f"), "f64": ("double", "")}
+
+
+def _signed_division_helpers(sfx: str, t: str) -> dict[str, str]:
+    # Division by 0 gives 0 and MIN / -1 wraps, as in numpy; C would trap on both.
+    return {
+        f"truncdiv_{sfx}": (
+            f"static inline {t} relaycc_truncdiv_{sfx}({t} a, {t} b) {{\n"
+            f"  if (b == 0) return 0;\n"
+            f"  if (b == -1) return ({t})(0 - (u{t})a);\n"
+            f"  return a / b;\n}}\n"),
+        f"truncmod_{sfx}": (
+            f"static inline {t} relaycc_truncmod_{sfx}({t} a, {t} b) {{\n"
+            f"  return (b == 0 || b == -1) ? 0 : a % b;\n}}\n"),
+        f"floordiv_{sfx}": (
+            f"static inline {t} relaycc_floordiv_{sfx}({t} a, {t} b) {{\n"
+            f"  if (b == 0) return 0;\n"
+            f"  if (b == -1) return ({t})(0 - (u{t})a);\n"
+            f"  {t} q = a / b;\n"
+            f"  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}}\n"),
+        f"floormod_{sfx}": (
+            f"static inline {t} relaycc_floormod_{sfx}({t} a, {t} b) {{\n"
+            f"  if (b == 0 || b == -1) return 0;\n"
+            f"  {t} r = a % b;\n"
+            f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}\n"),
+    }
+
+
+def _unsigned_division_helpers(sfx: str, t: str) -> dict[str, str]:
+    return {
+        f"truncdiv_{sfx}": (f"static inline {t} relaycc_truncdiv_{sfx}({t} a, {t} b) "
+                            f"{{ return b == 0 ? 0 : a / b; }}\n"),
+        f"truncmod_{sfx}": (f"static inline {t} relaycc_truncmod_{sfx}({t} a, {t} b) "
+                            f"{{ return b == 0 ? 0 : a % b; }}\n"),
+    }
+
+
+def _float_division_helpers(sfx: str, t: str, f: str) -> dict[str, str]:
+    zero, half, one = f"0.0{f}", f"0.5{f}", f"1.0{f}"
+    return {
+        f"floormod_{sfx}": (
+            f"static inline {t} relaycc_floormod_{sfx}({t} a, {t} b) {{\n"
+            f"  {t} mod = fmod{f}(a, b);\n"
+            f"  if (b == {zero}) return mod;\n"
+            f"  if (mod != {zero}) {{\n"
+            f"    if ((b < {zero}) != (mod < {zero})) mod += b;\n"
+            f"  }} else {{\n"
+            f"    mod = copysign{f}({zero}, b);\n"
+            f"  }}\n"
+            f"  return mod;\n}}\n"),
+        f"floordiv_{sfx}": (
+            f"static inline {t} relaycc_floordiv_{sfx}({t} a, {t} b) {{\n"
+            f"  if (b == {zero}) return a / b;\n"
+            f"  {t} mod = fmod{f}(a, b);\n"
+            f"  {t} div = (a - mod) / b;\n"
+            f"  if (mod != {zero} && ((b < {zero}) != (mod < {zero}))) div -= {one};\n"
+            f"  if (div == {zero}) return copysign{f}({zero}, a / b);\n"
+            f"  {t} whole = floor{f}(div);\n"
+            f"  return (div - whole > {half}) ? whole + {one} : whole;\n}}\n"),
+    }
+
+
+def _build_helpers() -> dict[str, str]:
+    helpers: dict[str, str] = {}
+    for sfx, t in _INT_TYPES.items():
+        helpers.update(_signed_division_helpers(sfx, t))
+        helpers[f"abs_{sfx}"] = f"static inline {t} relaycc_abs_{sfx}({t} a) {{ return a < 0 ? -a : a; }}\n"
+    for sfx, t in (("u32", "uint32_t"), ("u64", "uint64_t")):
+        helpers.update(_unsigned_division_helpers(sfx, t))
+    for sfx, t in _MINMAX_TYPES.items():
+        helpers[f"min_{sfx}"] = f"static inline {t} relaycc_min_{sfx}({t} a, {t} b) {{ return a < b ? a : b; }}\n"
+        helpers[f"max_{sfx}"] = f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) {{ return a > b ? a : b; }}\n"
+    for sfx, (t, f) in _FLOAT_TYPES.items():
+        helpers.update(_float_division_helpers(sfx, t, f))
+        # NaN wins, as in numpy's minimum/maximum.
+        helpers[f"min_{sfx}"] = (f"static inline {t} relaycc_min_{sfx}({t} a, {t} b) "
+                                 f"{{ return (a < b || isnan(a)) ? a : b; }}\n")
+        helpers[f"max_{sfx}"] = (f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) "
+                                 f"{{ return (a > b || isnan(a)) ? a : b; }}\n")
+    return {HELPER_PREFIX + k: v for k, v in helpers.items()}
+
+
+HELPERS: dict[str, str] = _build_helpers()
+_HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
+
+
+def helpers_used(code: str) -> list[str]:
+    """Definitions of the helpers `code` calls, in a stable order."""
+    used = set(_HELPER_USE.findall(code))
+    return [text for name, text in HELPERS.items() if name in used]

@@ -1,0 +1,407 @@
+"""C code generation from loop-level IR.
+
+The output is plain C (gnu11 dialect) that includes only `<stdint.h>`, `<stddef.h>`,
+`<string.h>` and `<math.h>`: no Python headers, so one build serves Python (through cffi) and
+C users alike. The code compiles without warnings under `-Wall -Wextra`.
+
+Conventions other parts of the compiler rely on:
+
+* A PrimFunc becomes an externally visible function
+  `int32_t <name>(const T* restrict <input>..., T* restrict <output>...,
+  int64_t <scalar>..., uint8_t* restrict workspace)` returning 0 on success and -1 when an
+  external call it checks fails. Buffer parameters come in `func.params` order (inputs, which
+  are `const`, then outputs); then the scalar parameters (dynamic dimensions, always
+  `int64_t`); the `workspace` parameter exists only when the function has global-scope
+  Allocates. `restrict` means the caller must not pass overlapping buffers.
+* Global-scope Allocates live inside `workspace` at the offsets of
+  `compiler.tir.analysis.workspace_layout(func, alignment)`; the caller provides at least
+  `workspace_bytes(func, alignment)` bytes, aligned to `alignment`. Local-scope Allocates are
+  stack arrays aligned to 64 bytes and need a static size.
+* Buffers are row-major and addressed with a flattened, simplified index (`A[(i * 8) + j]`);
+  dynamic dimensions appear in the index as the scalar parameters they are.
+* Loops: SERIAL is a plain `for`, PARALLEL adds `#pragma omp parallel for` (the build adds
+  `-fopenmp` when it sees one), VECTORIZED `#pragma omp simd` (honoured with `-fopenmp-simd`),
+  UNROLLED `#pragma GCC unroll`. A parallel loop inside another parallel or a simd loop, and a
+  simd loop inside a simd loop, lose their pragma: nesting them is useless or invalid OpenMP.
+* `Evaluate(CallExtern)` of dtype int32 checks the result: a non-zero value makes the function
+  return -1 (inside an OpenMP loop, where `return` is not allowed, a flag is set and checked at
+  the end). Buffers passed to external calls are passed as their data pointers. External
+  functions are declared from the argument types of their calls unless `declare_externs=False`
+  (then `header_includes` or `preamble` must declare them).
+* Generated helper functions and locals start with `relaycc_`; user names that would collide
+  with them, with C keywords or with math.h names are renamed, as are duplicates.
+
+Operators, intrinsics and literals are in `compiler.backend.c_expr` (`code_for_op`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compiler.backend.c_expr import ExprEmitter, strip_parens
+from compiler.backend.c_helpers import HELPER_PREFIX, helpers_used
+from compiler.backend.c_signature import (
+    CNames,
+    check_func_name,
+    has_workspace,
+    pointer_type,
+    prim_func_signature,
+    signature,
+    signature_params,
+)
+from compiler.diagnostics import UnsupportedError
+from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_layout
+from compiler.tir.dtypes import c_type
+from compiler.tir.expr import Buffer, CallExtern, Const, PrimExpr, Var, cast
+from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify
+from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
+
+STANDARD_INCLUDES = ("stdint.h", "stddef.h", "string.h", "math.h")
+LOCAL_ALIGNMENT = 64
+_INT32_MAX = 2**31 - 1
+_FAILED = HELPER_PREFIX + "failed"
+# Operators that must stay parenthesized on the right of `<` (comparisons, logic, `?:`).
+_BINDS_LOOSER_THAN_LESS = "<>=!&|?"
+
+
+@dataclass
+class _Extern:
+    ret: str
+    args: list[str]
+
+
+def _merge_arg_types(name: str, old: list[str], new: list[str]) -> list[str]:
+    if len(old) != len(new):
+        raise ValueError(f"external function {name} is called with {len(old)} and with {len(new)} arguments")
+    merged = []
+    for a, b in zip(old, new):
+        if a == b or a == f"const {b}":
+            merged.append(a)
+        elif b == f"const {a}":
+            merged.append(b)
+        else:
+            raise ValueError(f"external function {name} is called with arguments of types {a} and {b}")
+    return merged
+
+
+class _FunctionEmitter:
+    """Emits one PrimFunc; also implements the `CScope` the expression emitter asks."""
+
+    def __init__(self, func: PrimFunc, alignment: int, reserved: frozenset[str]):
+        check_func_name(func.name)
+        self.func = func
+        self.layout = workspace_layout(func, alignment)
+        self.has_workspace = has_workspace(func)
+        self.names = CNames(set(reserved) | ({"workspace"} if self.has_workspace else set()))
+        self.var_names: dict[int, str] = {}
+        self.buf_names: dict[int, str] = {}
+        self.keep: list[object] = []  # keeps keyed objects alive, so ids stay unique
+        self.used: set[int] = set()
+        self.readonly = {id(b) for b in func.inputs}
+        self.ranges: dict[Var, IntBound] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.in_parallel = False
+        self.in_simd = False
+        self.needs_flag = False
+        self.workspace_used = False
+        self.externs: dict[str, _Extern] = {}
+
+    # -- CScope -----------------------------------------------------------------------------------
+
+    def var_name(self, var: Var) -> str:
+        name = self.var_names.get(id(var))
+        if name is None:
+            raise ValueError(f"function {self.func.name}: variable {var.name} is used but not bound "
+                             f"(not a loop, let or scalar parameter)")
+        self.used.add(id(var))
+        return name
+
+    def buffer_name(self, buffer: Buffer) -> str:
+        name = self.buf_names.get(id(buffer))
+        if name is None:
+            raise ValueError(f"function {self.func.name}: buffer {buffer.name} is neither a parameter "
+                             f"nor allocated here")
+        self.used.add(id(buffer))
+        return name
+
+    def flat_index(self, buffer: Buffer, indices: Sequence[PrimExpr], simplifier: ExprSimplifier) -> PrimExpr:
+        if len(indices) != len(buffer.shape):
+            raise ValueError(f"buffer {buffer.name} has {len(buffer.shape)} dims, indexed with {len(indices)}")
+        if not indices:
+            return Const(0, "int32")
+        size = buffer.num_elements
+        wide = isinstance(size, int) and size > _INT32_MAX
+        dims: list[PrimExpr | int] = [Const(d, "int64") if wide and isinstance(d, int) else d for d in buffer.shape]
+        idx = [cast("int64", i) if wide else i for i in indices]
+        flat = idx[0]
+        for dim, i in zip(dims[1:], idx[1:]):
+            flat = flat * dim + i
+        return simplifier(flat)
+
+    def fresh(self, base: str) -> str:
+        return self.names.take(base)
+
+    def note_call(self, call: CallExtern) -> None:
+        args = []
+        for a in call.args:
+            if isinstance(a, Buffer):
+                args.append(pointer_type(a.dtype, id(a) in self.readonly, None))
+            elif isinstance(a, PrimExpr):
+                args.append(c_type(a.dtype))
+            elif isinstance(a, bool):
+                args.append("uint8_t")
+            else:
+                args.append("int32_t" if isinstance(a, int) else "float")
+        ret = "void" if call.dtype == "void" else c_type(call.dtype)
+        known = self.externs.get(call.name)
+        if known is None:
+            self.externs[call.name] = _Extern(ret, args)
+        else:
+            known.args = _merge_arg_types(call.name, known.args, args)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def declare_var(self, var: Var) -> str:
+        name = self.names.take(var.name)
+        self.var_names[id(var)] = name
+        self.keep.append(var)
+        return name
+
+    def declare_buffer(self, buffer: Buffer) -> str:
+        name = self.names.take(buffer.name)
+        self.buf_names[id(buffer)] = name
+        self.keep.append(buffer)
+        return name
+
+    def void_if_unused(self, obj: object, name: str, at: int) -> None:
+        """Inserts `(void)name;` after line `at` when `obj` was never used (keeps -Wunused quiet)."""
+        if id(obj) not in self.used:
+            indent = self.lines[at][: len(self.lines[at]) - len(self.lines[at].lstrip())]
+            self.lines.insert(at + 1, f"{indent}(void){name};")
+
+    def exprs(self, roots: Sequence[PrimExpr]) -> tuple[list[str], ExprSimplifier]:
+        """C code for `roots`; hoisted sub-expressions are emitted right away."""
+        simp = ExprSimplifier(self.ranges)
+        decls, codes = ExprEmitter(self, simp).emit(roots)
+        for d in decls:
+            self.line(d)
+        return codes, simp
+
+    # -- statements -------------------------------------------------------------------------------
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for item in s.stmts:
+                self.stmt(item)
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        elif isinstance(s, LetStmt):
+            (value,), simp = self.exprs([s.value])
+            name = self.declare_var(s.var)
+            self.line(f"const {c_type(s.var.dtype)} {name} = {strip_parens(value)};")
+            at = len(self.lines) - 1
+            self.ranges[s.var] = simp.bound(s.value)
+            self.stmt(s.body)
+            del self.ranges[s.var]
+            self.void_if_unused(s.var, name, at)
+        elif isinstance(s, IfThenElse):
+            (cond,), _ = self.exprs([s.cond])
+            self.line(f"if ({strip_parens(cond)}) {{")
+            self.block(s.then_case)
+            if s.else_case is not None:
+                self.line("} else {")
+                self.block(s.else_case)
+            self.line("}")
+        elif isinstance(s, Evaluate):
+            self.evaluate(s)
+        else:
+            raise TypeError(f"unknown loop-level statement {type(s).__name__}")
+
+    def block(self, s: Stmt) -> None:
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def loop(self, s: For) -> None:
+        end_expr = s.begin + s.extent
+        (begin, end), simp = self.exprs([s.begin, end_expr])
+        lo, hi = simp.bound(s.begin)[0], simp.bound(end_expr)[1]
+        wide = s.var.dtype == "int64" or (hi is not None and hi > _INT32_MAX) or (lo is not None and lo < -_INT32_MAX)
+        var_range = loop_range(s.begin, s.extent, simp.bound)
+        for pragma in self.pragmas(s, simp):
+            self.line(pragma)
+        name = self.declare_var(s.var)
+        ctype = "int64_t" if wide else c_type(s.var.dtype)
+        bound = strip_parens(end, keep_if=_BINDS_LOOSER_THAN_LESS)
+        self.line(f"for ({ctype} {name} = {strip_parens(begin)}; {name} < {bound}; ++{name}) {{")
+        saved = (self.in_parallel, self.in_simd)
+        self.in_parallel = self.in_parallel or (s.kind is ForKind.PARALLEL and not self.in_simd)
+        self.in_simd = self.in_simd or s.kind is ForKind.VECTORIZED
+        self.ranges[s.var] = var_range
+        self.block(s.body)
+        del self.ranges[s.var]
+        self.in_parallel, self.in_simd = saved
+        self.line("}")
+
+    def pragmas(self, s: For, simp: ExprSimplifier) -> list[str]:
+        if s.kind is ForKind.UNROLLED:
+            extent = const_int_bound(simp(s.extent))
+            n = extent[1] if extent[0] == extent[1] and extent[1] is not None and extent[1] <= 16 else 8
+            return [f"#pragma GCC unroll {n}"]
+        if s.kind is ForKind.PARALLEL and not (self.in_parallel or self.in_simd):
+            return ["#pragma omp parallel for"]
+        if s.kind is ForKind.VECTORIZED and not self.in_simd:
+            return ["#pragma omp simd"]
+        return []
+
+    def store(self, s: Store) -> None:
+        if id(s.buffer) in self.readonly:
+            raise ValueError(f"function {self.func.name} stores into its input buffer {s.buffer.name}")
+        simp = ExprSimplifier(self.ranges)
+        flat = self.flat_index(s.buffer, s.indices, simp)
+        decls, (index, value) = ExprEmitter(self, simp).emit([flat, s.value])
+        for d in decls:
+            self.line(d)
+        self.line(f"{self.buffer_name(s.buffer)}[{strip_parens(index)}] = {strip_parens(value)};")
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        ctype = c_type(buf.dtype)
+        name = self.declare_buffer(buf)
+        if buf.scope == "global":
+            offset = self.layout[buf]
+            self.workspace_used = True
+            self.line(f"{ctype}* restrict {name} = ({ctype}*)(workspace + {offset});")
+        elif buf.scope == "local":
+            size = buf.num_elements
+            if not isinstance(size, int):
+                raise UnsupportedError(
+                    f"function {self.func.name}: local buffer {buf.name} needs a static size")
+            self.line(f"{ctype} {name}[{max(size, 1)}] __attribute__((aligned({LOCAL_ALIGNMENT})));")
+        else:
+            raise ValueError(f"function {self.func.name}: buffer {buf.name} has unknown scope {buf.scope!r}")
+        at = len(self.lines) - 1
+        self.stmt(s.body)
+        self.void_if_unused(buf, name, at)
+
+    def evaluate(self, s: Evaluate) -> None:
+        value = s.value
+        if isinstance(value, Const):
+            return
+        (code,), _ = self.exprs([value])
+        if not (isinstance(value, CallExtern) and value.dtype == "int32"):
+            self.line(f"{code};" if isinstance(value, CallExtern) else f"(void){code};")
+            return
+        if self.in_parallel or self.in_simd:
+            # `return` may not leave an OpenMP region; every failing iteration stores the same 1.
+            self.needs_flag = True
+            self.line(f"if ({code} != 0) __atomic_store_n(&{_FAILED}, 1, __ATOMIC_RELAXED);")
+        else:
+            self.line(f"if ({code} != 0) return -1;")
+
+    # -- the function -----------------------------------------------------------------------------
+
+    def emit(self) -> str:
+        func = self.func
+        params = signature_params(func, self.names, True, None)
+        param_objects: list[Buffer | Var] = [*func.params, *func.scalar_params]
+        for obj, (_, name) in zip(param_objects, params):
+            table = self.buf_names if isinstance(obj, Buffer) else self.var_names
+            table[id(obj)] = name
+        for var in func.scalar_params:
+            self.ranges[var] = (0, None)  # dynamic dimensions are never negative
+        self.stmt(simplify(func.body, self.ranges))
+        prologue = [f"  (void){name};" for obj, (_, name) in zip(param_objects, params) if id(obj) not in self.used]
+        if self.has_workspace and not self.workspace_used:
+            prologue.append("  (void)workspace;")
+        if self.needs_flag:
+            prologue.append(f"  int32_t {_FAILED} = 0;")
+        result = f"{_FAILED} ? -1 : 0" if self.needs_flag else "0"
+        return "\n".join([f"{signature(func.name, params)} {{", *prologue, *self.lines,
+                          f"  return {result};", "}"]) + "\n"
+
+
+def _emit(func: PrimFunc, alignment: int, reserved: frozenset[str]) -> tuple[str, dict[str, _Extern]]:
+    emitter = _FunctionEmitter(func, alignment, reserved)
+    return emitter.emit(), emitter.externs
+
+
+def _extern_names(func: PrimFunc) -> set[str]:
+    """Names `func` calls; no local name may shadow them."""
+    names: set[str] = set()
+    done: set[int] = set()
+    for s in walk_stmts(func.body):
+        for root in stmt_exprs(s):
+            names.update(e.name for e in post_order(root, done) if isinstance(e, CallExtern))
+    return names
+
+
+def emit_prim_func(func: PrimFunc, *, workspace_alignment: int = 16) -> str:
+    """The C definition of `func`. It calls `relaycc_` helpers and external functions that
+    `emit_c_module` defines or declares; use that to get a compilable file."""
+    return _emit(func, workspace_alignment, frozenset(_extern_names(func)))[0]
+
+
+def _include_line(header: str) -> str:
+    return f"#include {header}" if header.startswith(("<", '"')) else f'#include "{header}"'
+
+
+def emit_c_module(
+    funcs: Sequence[PrimFunc],
+    *,
+    header_includes: Sequence[str] = (),
+    preamble: str = "",
+    declare_externs: bool = True,
+    workspace_alignment: int = 16,
+) -> str:
+    """One C source file defining every function of `funcs`.
+
+    `header_includes` are extra headers (`"x.h"` or `<x.h>`; bare names are quoted);
+    `preamble` is C text placed before the functions (e.g. declarations of external functions,
+    then pass `declare_externs=False`).
+    """
+    names = [f.name for f in funcs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"functions defined twice: {', '.join(duplicates)}")
+    defined = set(names)
+    bodies: list[str] = []
+    externs: dict[str, _Extern] = {}
+    for func in funcs:
+        reserved = frozenset(defined | _extern_names(func))
+        body, called = _emit(func, workspace_alignment, reserved)
+        bodies.append(body)
+        for name, ext in called.items():
+            if name in defined:
+                continue
+            if name in externs:
+                externs[name].args = _merge_arg_types(name, externs[name].args, ext.args)
+            else:
+                externs[name] = ext
+    parts = ["/* Generated by relaycc. Conventions: compiler/backend/codegen_c.py. */"]
+    parts.append("\n".join(_include_line(f"<{h}>") for h in STANDARD_INCLUDES))
+    if header_includes:
+        parts.append("\n".join(_include_line(h) for h in header_includes))
+    helpers = helpers_used("".join(bodies))
+    if helpers:
+        parts.append("".join(helpers).rstrip("\n"))
+    if preamble:
+        parts.append(preamble.rstrip("\n"))
+    if declare_externs and externs:
+        parts.append("\n".join(f"{e.ret} {n}({', '.join(e.args) or 'void'});" for n, e in sorted(externs.items())))
+    if funcs:
+        parts.append("\n".join(prim_func_signature(f) + ";" for f in funcs))
+    parts.extend(b.rstrip("\n") for b in bodies)
+    return "\n\n".join(parts) + "\n"
+
+
+__all__ = ["STANDARD_INCLUDES", "emit_c_module", "emit_prim_func", "prim_func_signature"]

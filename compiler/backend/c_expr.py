@@ -12,7 +12,7 @@ Semantics follow numpy, which the reference interpreter uses:
   -1 (and, for the floor forms, both operands are provably non-negative) C's `/` and `%` are
   used directly, which keeps index arithmetic cheap and vectorizable.
 * `min`/`max` on floats propagate NaN like `np.minimum`/`np.maximum` (C's fminf/fmaxf do not).
-* `round` is `nearbyint`, which rounds half to even in the default rounding mode, like numpy.
+* `round` is C's `round`, which rounds halves away from zero, like TVM (and unlike numpy).
 * Float constants are printed so that the C compiler reads back exactly the value numpy holds.
 """
 
@@ -226,7 +226,7 @@ code_for_op: dict[str, OpCode] = {
     "fabs": _float_math("fabs", _int_abs),
     "floor": _float_math("floor", _identity),
     "ceil": _float_math("ceil", _identity),
-    "round": _float_math("nearbyint", _identity),
+    "round": _float_math("round", _identity),
     "pow": _math("pow"),
     "fmod": _float_or_int(_math("fmod"), _helper_call("truncmod")),
     "isnan": _float_or_int(lambda a, dtype: f"isnan({strip_parens(a[0])})", _never),
@@ -370,10 +370,10 @@ class ExprEmitter:
         if isinstance(e, Binary):
             operands = [text[id(e.a)], text[id(e.b)]]
             if e.op in _INT_DIVISIONS and is_int_dtype(e.a.dtype):
-                return self._int_division(e, operands)
-            return code_for_op[e.op](operands, e.a.dtype)
+                return _wrap_narrow(self._int_division(e, operands), e.dtype)
+            return _wrap_narrow(code_for_op[e.op](operands, e.a.dtype), e.dtype)
         if isinstance(e, Unary):
-            return code_for_op[e.op]([text[id(e.a)]], e.a.dtype)
+            return _wrap_narrow(code_for_op[e.op]([text[id(e.a)]], e.a.dtype), e.dtype)
         if isinstance(e, Select):
             return f"({text[id(e.cond)]} ? {text[id(e.t)]} : {text[id(e.f)]})"
         if isinstance(e, Cast):
@@ -402,3 +402,11 @@ class ExprEmitter:
         if isinstance(a, (bool, int, float)):
             return c_literal(a, as_expr(a).dtype)
         raise TypeError(f"call_extern argument {a!r} is neither an expression nor a buffer")
+
+
+_NARROW_INTS = ("int8", "int16", "uint8", "uint16")
+
+
+def _wrap_narrow(code: str, dtype: str) -> str:
+    """C computes narrow integers in `int`; cast each result back so it wraps like the dtype."""
+    return f"(({c_type(dtype)}){code})" if dtype in _NARROW_INTS else code

@@ -69,6 +69,6 @@ def test_math_functions_follow_the_dtype() -> None:
     assert code_for_op["exp"](["x"], "float32") == "expf(x)"
     assert code_for_op["exp"](["x"], "float64") == "exp(x)"
     assert code_for_op["exp"](["x"], "int32") == "((int32_t)exp((double)x))"
-    assert code_for_op["round"](["x"], "float32") == "nearbyintf(x)"
+    assert code_for_op["round"](["x"], "float32") == "roundf(x)"
     assert code_for_op["sigmoid"](["x"], "float32") == "(1.0f / (1.0f + expf(-x)))"
     assert code_for_op["floor"](["i"], "int32") == "i"

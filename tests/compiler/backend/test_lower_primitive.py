@@ -380,14 +380,10 @@ def test_lowered_primitive_computes_what_numpy_does(library: PrimLibrary, name: 
     check_case(library, name)
 
 
-@pytest.mark.xfail(strict=True, reason="codegen_c maps round to nearbyint (half to even); "
-                   "the reference, like TVM, rounds half away from zero")
 def test_round_rounds_half_away_from_zero(library: PrimLibrary) -> None:
     check_case(library, "round_half_away")
 
 
-@pytest.mark.xfail(strict=True, reason="codegen_c computes int8 intermediates in int and does not "
-                   "wrap them to the node's dtype before the next operation")
 def test_fused_int8_arithmetic_wraps_between_ops(library: PrimLibrary) -> None:
     check_case(library, "int8_add_divide")
 

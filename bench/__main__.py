@@ -1,6 +1,7 @@
-"""Times the reference interpreter on a small MLP against the same computation in numpy.
+"""Times relaycc against numpy: the reference interpreter on a small MLP, then the generated C
+kernels (bench/kernels.py: the MLP of seed 001, conv2d, batch_matmul, pool, softmax).
 
-Each case runs once to warm up, then `--repeat` times; the table shows the median.
+Each case runs once to warm up, then `--repeat` times; the tables show the median.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import kernels
 from compiler.parser import parse_file
 from compiler.runtime.interpreter import run_main
 
@@ -54,9 +56,21 @@ def median_ms(run: Callable[[], object], repeat: int) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--repeat", type=int, default=50, help="timed runs per case")
+    parser.add_argument("--suite", choices=("all", "interpreter", "kernels"), default="all",
+                        help="which tables to print (kernels: generated C kernels vs numpy)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.suite in ("all", "interpreter"):
+        interpreter_table(args.repeat)
+    if args.suite in ("all", "kernels"):
+        if args.suite == "all":
+            print()
+        kernels.run(args.repeat)
+    return 0
+
+
+def interpreter_table(repeat: int) -> None:
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(MLP_BATCH, MLP_LAYERS[0][1])).astype(np.float32)
@@ -71,15 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "numpy": lambda: mlp_numpy(x, params),
         "relaycc interpret": lambda: run_main(module, {"x": x}, params),
     }
-    timings = {name: median_ms(run, args.repeat) for name, run in cases.items()}
+    timings = {name: median_ms(run, repeat) for name, run in cases.items()}
 
     baseline = timings["numpy"]
     shape = f"{MLP_BATCH}x{MLP_LAYERS[0][1]} -> {MLP_LAYERS[-1][0]}"
-    print(f"MLP {shape}, median of {args.repeat} runs")
+    print(f"MLP {shape}, median of {repeat} runs")
     print(f"{'case':<20} {'ms':>10} {'vs numpy':>10}")
     for name, ms in timings.items():
         print(f"{name:<20} {ms:>10.3f} {ms / baseline:>9.2f}x")
-    return 0
 
 
 if __name__ == "__main__":

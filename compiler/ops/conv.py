@@ -16,10 +16,15 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.common import check_arity, dims_equal, same_dtype, tensor_arg
+from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_loops
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
+from compiler.tir.compute import Epilogue, KernelContext, TensorView
+from compiler.tir.expr import Buffer
+from compiler.tir.stmt import Stmt
 
 OP = "nn.conv2d"
 F32 = "float32"
@@ -118,6 +123,15 @@ def _conv2d(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return result.astype(attrs["out_dtype"] or data.dtype)
 
 
+def _conv2d_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    data, weight = input_buffers(inputs, OP)
+    g = conv2d_geometry(TensorType(data.shape, data.dtype), TensorType(weight.shape, weight.dtype), attrs)
+    layout = Conv2DLayout(g.data_pos, g.kernel_pos, g.out_pos, g.strides, g.dilation, g.padding, g.groups)
+    return conv2d_loops(ctx, data, weight, out, epilogue, layout)
+
+
 register(
     OpDef(
         name=OP,
@@ -125,6 +139,7 @@ register(
         type_rel=_conv2d_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_conv2d,
+        kernel=_conv2d_kernel,
         attrs=(
             AttrSpec("strides", "ints", (1, 1)),
             AttrSpec("padding", "ints", (0, 0)),

@@ -7,7 +7,7 @@ unless `out_dtype` says otherwise, and `?` dims propagate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -19,8 +19,10 @@ from compiler.ops.common import (
     normalize_axis,
     product,
     same_dtype,
+    static_dims,
     tensor_arg,
 )
+from compiler.ops.elemwise import elementwise_compute
 from compiler.ops.registry import (
     REQUIRED,
     AttrSpec,
@@ -31,6 +33,17 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.transform import reshape_compute
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.expr import Const, PrimExpr, cast, logical_and, maximum, minimum, select
+
+# The loop nests of the heavy ops (dense, matmul, batch_matmul, softmax).
+from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.matmul import batch_matmul_loops, matmul_loops
+from compiler.ops.kernels.softmax import softmax_loops
+from compiler.tir.compute import Epilogue, KernelContext
+from compiler.tir.expr import Buffer
+from compiler.tir.stmt import Stmt
 
 F32 = "float32"
 
@@ -81,6 +94,7 @@ register(
         type_rel=_same_type_rel("nn.relu"),
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.maximum(a[0], np.zeros((), a[0].dtype)),
+        compute=elementwise_compute(lambda x: maximum(x, 0)),
         samples=(
             Sample((TensorType((2, 5), F32),)),
             Sample((np.array([-3, 0, 4], dtype="int32"),)),
@@ -96,6 +110,12 @@ def _leaky_relu(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.where(x > 0, x, x * alpha).astype(x.dtype)
 
 
+def _leaky_relu_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    x = inputs[0][tuple(idx)]
+    alpha = Const(np.asarray(attrs["alpha"]).astype(x.dtype).item(), x.dtype)
+    return select(x > 0, x, x * alpha)
+
+
 register(
     OpDef(
         name="nn.leaky_relu",
@@ -103,6 +123,7 @@ register(
         type_rel=_same_type_rel("nn.leaky_relu"),
         pattern=OpPattern.ELEMWISE,
         reference=_leaky_relu,
+        compute=_leaky_relu_compute,
         attrs=(AttrSpec("alpha", "float", 0.25),),
         samples=(
             Sample((TensorType((3, 4), F32),)),
@@ -136,6 +157,12 @@ def _bias_add(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return (data + bias.reshape(shape)).astype(data.dtype)
 
 
+def _bias_add_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    data, bias = inputs
+    axis = normalize_axis(attrs["axis"], data.ndim, "nn.bias_add")
+    return data[tuple(idx)] + bias[idx[axis]]
+
+
 register(
     OpDef(
         name="nn.bias_add",
@@ -143,6 +170,7 @@ register(
         type_rel=_bias_add_rel,
         pattern=OpPattern.BROADCAST,
         reference=_bias_add,
+        compute=_bias_add_compute,
         attrs=(AttrSpec("axis", "int", 1),),
         samples=(
             Sample((TensorType((2, 3, 4, 4), F32), TensorType((3,), F32))),
@@ -213,6 +241,27 @@ def _out(a: Sequence[np.ndarray], attrs: Attrs) -> str:
     return attrs["out_dtype"] or str(a[0].dtype)
 
 
+def _dense_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    data, weight = input_buffers(inputs, "nn.dense")
+    return matmul_loops(ctx, data, weight, out, epilogue, transpose_a=False, transpose_b=True)
+
+
+def _matmul_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    data, weight = input_buffers(inputs, "nn.matmul")
+    return matmul_loops(ctx, data, weight, out, epilogue, attrs["transpose_a"], attrs["transpose_b"])
+
+
+def _batch_matmul_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    x, y = input_buffers(inputs, "nn.batch_matmul")
+    return batch_matmul_loops(ctx, x, y, out, epilogue, attrs["transpose_a"], attrs["transpose_b"])
+
+
 register(
     OpDef(
         name="nn.dense",
@@ -220,6 +269,7 @@ register(
         type_rel=_dense_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _matmul(a[0], a[1], False, True, _out(a, attrs)),
+        kernel=_dense_kernel,
         attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
         samples=(
             Sample((TensorType((4, 8), F32), TensorType((3, 8), F32)), {"units": None}),
@@ -239,6 +289,7 @@ register(
         num_inputs=2,
         type_rel=_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        kernel=_matmul_kernel,
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -289,6 +340,7 @@ register(
         num_inputs=2,
         type_rel=_batch_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        kernel=_batch_matmul_kernel,
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -324,12 +376,25 @@ def _log_softmax(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return (shifted - np.log(np.sum(np.exp(shifted), axis=attrs["axis"], keepdims=True))).astype(a[0].dtype)
 
 
+def _softmax_kernel(op: str, log: bool) -> Callable[..., Stmt]:
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt:
+        (data,) = input_buffers(inputs, op)
+        axis = normalize_axis(attrs["axis"], len(data.shape), op)
+        return softmax_loops(ctx, data, out, epilogue, axis, log)
+
+    return kernel
+
+
 register(
     OpDef(
         name="nn.softmax",
         num_inputs=1,
         type_rel=_softmax_rel("nn.softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        kernel=_softmax_kernel("nn.softmax", log=False),
         reference=lambda a, attrs: np.exp(_log_softmax(a, attrs).astype("float64")).astype(a[0].dtype),
         attrs=(AttrSpec("axis", "int", -1),),
         samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 1})),
@@ -342,6 +407,7 @@ register(
         num_inputs=1,
         type_rel=_softmax_rel("nn.log_softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        kernel=_softmax_kernel("nn.log_softmax", log=True),
         reference=_log_softmax,
         attrs=(AttrSpec("axis", "int", -1),),
         samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 0})),
@@ -369,6 +435,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: a[0].reshape(a[0].shape[0], -1),
         reshape_only=True,
+        compute=reshape_compute("nn.batch_flatten"),
         samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
     )
 )
@@ -414,6 +481,36 @@ def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.pad(data, width, mode=mode)
 
 
+def _pad_source(i: PrimExpr, before: int, extent: int, mode: str) -> PrimExpr:
+    """The input coordinate that output coordinate `i` copies in edge or reflect mode."""
+    inner = i - before
+    if mode == "edge":
+        return maximum(minimum(inner, extent - 1), 0)
+    # Reflect mirrors about the first and last element without repeating them; the type
+    # relation keeps the padding shorter than the dim, so one mirroring suffices.
+    mirrored = select(inner < 0, -inner, inner)
+    return select(mirrored >= extent, 2 * (extent - 1) - mirrored, mirrored)
+
+
+def _pad_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    data, fill = inputs
+    shape = static_dims(data.shape, "nn.pad")
+    width = attrs["pad_width"]
+    mode = attrs["pad_mode"]
+    if mode != "constant":
+        return data[tuple(
+            i if before == after == 0 else _pad_source(i, before, extent, mode)
+            for i, extent, (before, after) in zip(idx, shape, width)
+        )]
+    inside: PrimExpr | None = None
+    for i, extent, (before, after) in zip(idx, shape, width):
+        for bound in ([i >= before] if before else []) + ([i < before + extent] if after else []):
+            inside = bound if inside is None else logical_and(inside, bound)
+    value = data[tuple(i - before for i, (before, _) in zip(idx, width))]
+    # The load sits in a select branch, so it is only evaluated inside the data's bounds.
+    return value if inside is None else select(inside, value, cast(data.dtype, fill[()]))
+
+
 register(
     OpDef(
         name="nn.pad",
@@ -421,6 +518,7 @@ register(
         type_rel=_pad_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_pad,
+        compute=_pad_compute,
         attrs=(AttrSpec("pad_width", "nested_ints"), AttrSpec("pad_mode", "str", "constant")),
         samples=(
             Sample(

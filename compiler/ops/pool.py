@@ -12,7 +12,7 @@ Window semantics follow TVM's pooling kernels:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +20,8 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.pool import PoolWindow, global_pool2d_loops, pool2d_loops
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype
 from compiler.ops.registry import (
@@ -33,6 +35,9 @@ from compiler.ops.registry import (
     register,
 )
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
+from compiler.tir.compute import Epilogue, KernelContext, TensorView
+from compiler.tir.expr import Buffer
+from compiler.tir.stmt import Stmt
 
 F32 = "float32"
 
@@ -133,6 +138,26 @@ def _pool2d(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.nda
     return np.transpose(out, np.argsort(g.out_pos))
 
 
+def _lowest_scalar(dtype: str) -> float | int:
+    value = lowest_value(np.dtype(dtype))
+    return value.item() if isinstance(value, np.generic) else int(value)  # type: ignore[arg-type]  # int or bool
+
+
+def _pool2d_kernel(op: str, kind: str) -> Callable[..., Stmt]:
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt:
+        (data,) = input_buffers(inputs, op)
+        g = pool2d_geometry(TensorType(data.shape, data.dtype), attrs, op)
+        window = PoolWindow(g.in_pos, g.out_pos, g.pool_size, g.strides, g.dilation, g.padding)
+        lowest = _lowest_scalar(data.dtype)
+        include_pad = kind == "avg" and attrs["count_include_pad"]
+        return pool2d_loops(ctx, data, out, epilogue, window, kind, lowest, include_pad)
+
+    return kernel
+
+
 _WINDOW_ATTRS = (
     AttrSpec("pool_size", "ints", REQUIRED),
     AttrSpec("strides", "ints", (1, 1)),
@@ -163,6 +188,7 @@ register(
         type_rel=_pool2d_rel("nn.max_pool2d"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
+        kernel=_pool2d_kernel("nn.max_pool2d", "max"),
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
         + (Sample((TensorType((1, 1, 4, 4), "int32"),), {"pool_size": [3, 3], "padding": [1]}),),
@@ -176,6 +202,7 @@ register(
         type_rel=_pool2d_rel("nn.avg_pool2d"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
+        kernel=_pool2d_kernel("nn.avg_pool2d", "avg"),
         attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
         samples=_POOL_SAMPLES
         + (
@@ -217,6 +244,19 @@ def _global_pool(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> n
     return np.transpose(out, np.argsort(out_pos))
 
 
+def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt:
+        (data,) = input_buffers(inputs, op)
+        in_pos, out_pos = _layouts(TensorType(data.shape, data.dtype), attrs, op)
+        lowest = _lowest_scalar(data.dtype)
+        return global_pool2d_loops(ctx, data, out, epilogue, in_pos, out_pos, kind, lowest)
+
+    return kernel
+
+
 _GLOBAL_ATTRS = (AttrSpec("layout", "str", "NCHW"), AttrSpec("out_layout", "str", ""))
 _GLOBAL_SAMPLES = (
     Sample((TensorType((2, 3, 4, 5), F32),)),
@@ -230,6 +270,7 @@ register(
         type_rel=_global_rel("nn.global_avg_pool2d"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
+        kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
     )
@@ -242,6 +283,7 @@ register(
         type_rel=_global_rel("nn.global_max_pool2d"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
+        kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
     )

@@ -1,4 +1,4 @@
-"""Compiling primitive functions to C and running them on numpy arrays, for the kernel tests.
+"""Writing primitive functions for the kernel tests, and running their C on numpy arrays.
 
 A test module lowers all its cases first and builds them into one shared library (one C
 compiler run per module instead of one per case), then calls each function through cffi.
@@ -12,18 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from compiler import ops
-from compiler.backend.codegen_c import emit_c_module
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
-from compiler.runtime.build import build_shared_library
-from compiler.runtime.ffi import aligned_empty, load_library, prim_func_cdef
+from compiler.runtime.ffi import aligned_empty
 from compiler.tir.analysis import workspace_bytes
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import PrimFunc
-
-ALIGNMENT = 64
+from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT, build_prim_library
 
 
 def lower_text(text: str, name: str, *, parallel: bool = True) -> PrimFunc:
@@ -71,25 +68,27 @@ def primitive(call: str, inputs: Sequence[np.ndarray], tail: str = "") -> str:
 
 
 class Library:
-    """Built PrimFuncs, callable with numpy arrays (inputs in parameter order)."""
+    """PrimFuncs built together (by the backend tests' `build_prim_library`, with warnings on),
+    callable with numpy arrays (inputs in parameter order)."""
 
     def __init__(self, funcs: Sequence[PrimFunc], directory: Path):
-        self.funcs = {f.name: f for f in funcs}
-        source = directory / "kernels.c"
-        source.write_text(emit_c_module(list(funcs), workspace_alignment=ALIGNMENT))
-        path = build_shared_library([source], directory / "libkernels.so")
-        self.lib = load_library(path, "\n".join(prim_func_cdef(f) for f in funcs))
+        self.built = build_prim_library(funcs, directory, "kernels")
+        assert not self.built.broken, self.built.broken
+        assert self.built.library is not None
+        self.library = self.built.library
+        self.funcs = self.built.funcs
+        self.warnings = self.built.warnings
 
     def run(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         func = self.funcs[name]
         assert len(inputs) == func.num_inputs
         args: list[object] = [np.ascontiguousarray(a, dtype=b.dtype) for a, b in zip(inputs, func.inputs)]
-        # Outputs start as garbage-looking values, so an element the kernel skips is noticed.
+        # Outputs start as values no kernel computes here, so an element it skips is noticed.
         outputs = [np.full(tuple(b.shape), np.nan if b.dtype.startswith("float") else 123, b.dtype)
                    for b in func.outputs]
         args.extend(outputs)
-        size = workspace_bytes(func, ALIGNMENT)
+        size = workspace_bytes(func, WORKSPACE_ALIGNMENT)
         if size:
-            args.append(aligned_empty(size, ALIGNMENT))
-        assert self.lib.call(name, *args) == 0
+            args.append(aligned_empty(size, WORKSPACE_ALIGNMENT))
+        assert self.library.call(name, *args) == 0
         return outputs

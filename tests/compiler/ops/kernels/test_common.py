@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.ops.kernels.common import canonical_dims, input_buffers, place, static_dims, unflatten
+from compiler.ops.kernels.common import buffer_dims, canonical_dims, input_buffers, place, unflatten
 from compiler.tir import expr as te
 from compiler.tir.compute import TensorView
 from compiler.tir.simplify import simplify_expr
@@ -34,9 +34,9 @@ def test_place_puts_canonical_coordinates_where_the_layout_keeps_them() -> None:
     assert canonical_dims((1, 5, 6, 3), (0, 3, 1, 2)) == (1, 3, 5, 6)
 
 
-def test_static_dims_rejects_a_dynamic_buffer() -> None:
+def test_buffer_dims_rejects_a_dynamic_buffer() -> None:
     with pytest.raises(ValueError, match="dynamic"):
-        static_dims(te.Buffer("x", (te.Var("n"), 3)))
+        buffer_dims(te.Buffer("x", (te.Var("n"), 3)))
 
 
 def test_input_buffers_rejects_a_computed_input() -> None:

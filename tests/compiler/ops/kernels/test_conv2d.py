@@ -30,17 +30,32 @@ def i8(*shape: int) -> np.ndarray:
 # name -> (data, weight, attrs)
 CASES: dict[str, tuple[np.ndarray, np.ndarray, dict[str, object]]] = {
     "gemm_3x3_same_padding": (f32(1, 8, 10, 10), f32(16, 8, 3, 3), {"padding": [1, 1]}),
-    "gemm_column_and_row_edges": (f32(2, 5, 9, 7), f32(12, 5, 3, 2), {"strides": [2, 1], "padding": [1, 0, 2, 1], "dilation": [2, 1]}),
+    "gemm_column_and_row_edges": (
+        f32(2, 5, 9, 7), f32(12, 5, 3, 2),
+        {"strides": [2, 1], "padding": [1, 0, 2, 1], "dilation": [2, 1]},
+    ),
     "gemm_groups": (f32(1, 6, 7, 7), f32(16, 3, 3, 3), {"groups": 2, "padding": [1]}),
     "gemm_1x1_stride_2": (f32(2, 4, 9, 9), f32(24, 4, 1, 1), {"strides": [2, 2]}),
     "gemm_bottom_right_padding_only": (f32(1, 3, 6, 6), f32(9, 3, 3, 3), {"padding": [0, 0, 2, 1]}),
-    "gemm_nhwc_hwio": (f32(1, 7, 7, 5), f32(3, 3, 5, 9), {"padding": [1, 1], "data_layout": "NHWC", "kernel_layout": "HWIO"}),
-    "gemm_nhwc_ohwi_to_nchw": (f32(2, 6, 5, 3), f32(10, 2, 2, 3), {"strides": [2, 1], "data_layout": "NHWC", "kernel_layout": "OHWI", "out_layout": "NCHW"}),
+    "gemm_nhwc_hwio": (
+        f32(1, 7, 7, 5), f32(3, 3, 5, 9),
+        {"padding": [1, 1], "data_layout": "NHWC", "kernel_layout": "HWIO"},
+    ),
+    "gemm_nhwc_ohwi_to_nchw": (
+        f32(2, 6, 5, 3), f32(10, 2, 2, 3),
+        {"strides": [2, 1], "data_layout": "NHWC", "kernel_layout": "OHWI", "out_layout": "NCHW"},
+    ),
     "gemm_int8_to_int32": (i8(1, 4, 6, 6), i8(8, 4, 3, 3), {"padding": [1], "out_dtype": "int32"}),
     "gemm_parallel": (f32(1, 16, 20, 20), f32(32, 16, 3, 3), {"padding": [1]}),
     "direct_depthwise": (f32(1, 8, 9, 9), f32(8, 1, 3, 3), {"groups": 8, "padding": [1]}),
-    "direct_depthwise_multiplier": (f32(2, 4, 8, 7), f32(8, 1, 3, 3), {"groups": 4, "strides": [2, 2], "padding": [1, 2]}),
-    "direct_depthwise_nhwc_hwoi": (f32(1, 6, 5, 3), f32(3, 3, 3, 1), {"padding": [1], "groups": 3, "data_layout": "NHWC", "kernel_layout": "HWOI"}),
+    "direct_depthwise_multiplier": (
+        f32(2, 4, 8, 7), f32(8, 1, 3, 3),
+        {"groups": 4, "strides": [2, 2], "padding": [1, 2]},
+    ),
+    "direct_depthwise_nhwc_hwoi": (
+        f32(1, 6, 5, 3), f32(3, 3, 3, 1),
+        {"padding": [1], "groups": 3, "data_layout": "NHWC", "kernel_layout": "HWOI"},
+    ),
     "direct_few_outputs": (f32(1, 3, 8, 8), f32(4, 3, 3, 3), {"padding": [1, 1, 1, 1], "dilation": [2, 2]}),
     "direct_long_rows_in_chunks": (f32(1, 2, 3, 300), f32(2, 1, 1, 3), {"groups": 2}),
     "direct_int8_to_int32": (i8(1, 2, 4, 4), i8(2, 2, 2, 2), {"kernel_layout": "OHWI", "out_dtype": "int32"}),
@@ -96,3 +111,7 @@ def test_padding_is_materialized_once_in_the_workspace(library: Library) -> None
     assert [b.shape for b in padded] == [(1, 8, 12, 12)]
     assert not any(isinstance(s, Allocate) and s.buffer.name.startswith("padded")
                    for s in walk_stmts(library.funcs["gemm_1x1_stride_2"].body))
+
+
+def test_generated_c_compiles_without_warnings(library: Library) -> None:
+    assert library.warnings == []

@@ -27,16 +27,31 @@ def i32(*shape: int) -> np.ndarray:
 CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
     "max_2x2_stride_2": ("nn.max_pool2d", f32(1, 2, 6, 6), {"pool_size": [2, 2], "strides": [2, 2]}),
     "max_3x3_padded": ("nn.max_pool2d", f32(2, 3, 7, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}),
-    "max_ceil_mode": ("nn.max_pool2d", f32(1, 2, 5, 5), {"pool_size": [2, 3], "strides": [2, 2], "padding": [0, 1, 1, 0], "ceil_mode": True}),
+    "max_ceil_mode": (
+        "nn.max_pool2d", f32(1, 2, 5, 5),
+        {"pool_size": [2, 3], "strides": [2, 2], "padding": [0, 1, 1, 0], "ceil_mode": True},
+    ),
     "max_dilated_nhwc": ("nn.max_pool2d", f32(1, 6, 6, 2), {"pool_size": [2, 2], "dilation": [2, 1], "layout": "NHWC"}),
     "max_int_windows_in_padding": ("nn.max_pool2d", i32(1, 1, 2, 2), {"pool_size": [2, 2], "padding": [3]}),
-    "max_nhwc_to_nchw": ("nn.max_pool2d", f32(2, 5, 4, 3), {"pool_size": [2, 2], "layout": "NHWC", "out_layout": "NCHW"}),
+    "max_nhwc_to_nchw": (
+        "nn.max_pool2d", f32(2, 5, 4, 3),
+        {"pool_size": [2, 2], "layout": "NHWC", "out_layout": "NCHW"},
+    ),
     "max_parallel": ("nn.max_pool2d", f32(1, 16, 64, 64), {"pool_size": [2, 2], "strides": [2, 2]}),
     "avg_padded": ("nn.avg_pool2d", f32(2, 3, 7, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1]}),
-    "avg_count_include_pad_ceil": ("nn.avg_pool2d", f32(1, 2, 5, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "count_include_pad": True, "ceil_mode": True}),
-    "avg_ceil_excluding_pad": ("nn.avg_pool2d", f32(1, 2, 6, 7), {"pool_size": [3, 2], "strides": [2, 3], "padding": [0, 1], "ceil_mode": True}),
+    "avg_count_include_pad_ceil": (
+        "nn.avg_pool2d", f32(1, 2, 5, 5),
+        {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "count_include_pad": True, "ceil_mode": True},
+    ),
+    "avg_ceil_excluding_pad": (
+        "nn.avg_pool2d", f32(1, 2, 6, 7),
+        {"pool_size": [3, 2], "strides": [2, 3], "padding": [0, 1], "ceil_mode": True},
+    ),
     "avg_int_truncates": ("nn.avg_pool2d", i32(1, 2, 5, 5), {"pool_size": [2, 2], "strides": [2, 2], "padding": [1]}),
-    "avg_nhwc_dilated": ("nn.avg_pool2d", f32(1, 7, 6, 3), {"pool_size": [2, 2], "dilation": [2, 2], "padding": [1, 0], "layout": "NHWC"}),
+    "avg_nhwc_dilated": (
+        "nn.avg_pool2d", f32(1, 7, 6, 3),
+        {"pool_size": [2, 2], "dilation": [2, 2], "padding": [1, 0], "layout": "NHWC"},
+    ),
     "global_avg": ("nn.global_avg_pool2d", f32(2, 3, 4, 5), {}),
     "global_avg_nhwc": ("nn.global_avg_pool2d", f32(1, 4, 3, 6), {"layout": "NHWC"}),
     "global_avg_int": ("nn.global_avg_pool2d", i32(2, 3, 3, 3), {}),
@@ -86,3 +101,7 @@ def test_only_large_pools_run_in_parallel(library: Library) -> None:
 
     assert parallel("max_parallel")
     assert not parallel("max_2x2_stride_2")
+
+
+def test_generated_c_compiles_without_warnings(library: Library) -> None:
+    assert library.warnings == []

@@ -36,7 +36,10 @@ CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs = [lower_text(primitive(op_call(op, 1, attrs), [data]), name) for name, (op, data, attrs) in CASES.items()]
     _, data, _ = CASES["softmax_middle_axis"]
-    funcs.append(lower_text(primitive(op_call("nn.softmax", 1, {"axis": 1}), [data], "multiply(%0, 2f)"), "softmax_times_two"))
+    fused = primitive(op_call("nn.softmax", 1, {"axis": 1}), [data], "multiply(%0, 2f)")
+    funcs.append(lower_text(fused, "softmax_times_two"))
+    widened = primitive(op_call("nn.softmax", 1, {"axis": 1}), [data], 'cast(%0, dtype="float64")')
+    funcs.append(lower_text(widened, "softmax_to_float64"))
     return Library(funcs, Path(tmp_path_factory.mktemp("softmax")))
 
 
@@ -57,3 +60,14 @@ def test_softmax_applies_the_fused_epilogue(library: Library) -> None:
     _, data, attrs = CASES["softmax_middle_axis"]
     (result,) = library.run("softmax_times_two", [data])
     np.testing.assert_allclose(result, 2 * reference("nn.softmax", [data], attrs), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_with_an_epilogue_changing_the_dtype_recomputes_exp(library: Library) -> None:
+    _, data, attrs = CASES["softmax_middle_axis"]
+    (result,) = library.run("softmax_to_float64", [data])
+    assert result.dtype == np.float64
+    np.testing.assert_allclose(result, reference("nn.softmax", [data], attrs), rtol=1e-5, atol=1e-6)
+
+
+def test_generated_c_compiles_without_warnings(library: Library) -> None:
+    assert library.warnings == []

@@ -1,0 +1,219 @@
+"""nn.conv2d loops: an implicit-im2col `gemm`, or a direct convolution when groups are narrow.
+
+Seen as a product per (image, group), a convolution has one row per output pixel, one column
+per output channel of the group and a reduction over (input channel, kernel row, kernel
+column). The GEMM reads A straight from the input with the pixel's window offsets bound once
+per tile, so nothing is copied in im2col form; B (the weights) is packed by `gemm`. Padding is
+materialized once into a workspace copy of the input, which keeps bounds checks out of the
+reduction loops. Layouts (any permutation of NCHW / OIHW) are index mappings at each access,
+and the reduction runs with the input's innermost axis innermost.
+
+Depthwise and other narrow-group convolutions (fewer output channels per group than a vector
+has lanes) would waste most of a register tile, so they use a direct loop nest vectorized
+along the output row instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from compiler.ops.kernels.common import buffer_dims, canonical_dims, place
+from compiler.ops.kernels.gemm import (
+    PARALLEL_MIN_MACS,
+    GemmSpec,
+    RowReader,
+    gemm,
+    loop_nest,
+    vector_lanes,
+)
+from compiler.tir import expr as te
+from compiler.tir.compute import Epilogue, KernelContext
+from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
+
+# Output-row chunk of the direct kernel: its accumulators live on the stack.
+DIRECT_ROW_CHUNK = 128
+PARALLEL_MIN_PAD_COPY = 1 << 15
+
+# Readers and writers in canonical coordinates: (n, c, y, x) of the input, (o, i, ky, kx) of the
+# weight, (n, o, y, x) of the output; each already converted to the accumulation dtype.
+Load4 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr]
+Store4 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
+
+
+@dataclass(frozen=True)
+class Conv2DLayout:
+    """Where N, C, H, W (data, out) and O, I, H, W (weight) sit in each buffer's dims, plus the
+    window: strides, dilation and (top, left, bottom, right) padding; and the group count."""
+
+    data_pos: tuple[int, ...]
+    kernel_pos: tuple[int, ...]
+    out_pos: tuple[int, ...]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    groups: int
+
+
+def conv2d_loops(
+    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue, layout: Conv2DLayout
+) -> Stmt:
+    n, c, h, w = canonical_dims(buffer_dims(data), layout.data_pos)
+    o, cg, kh, kw = canonical_dims(buffer_dims(weight), layout.kernel_pos)
+    _, _, oh, ow = canonical_dims(buffer_dims(out), layout.out_pos)
+    if n * o * oh * ow == 0:
+        return seq()
+    (sh, sw), (dh, dw) = layout.strides, layout.dilation
+    top, left, _, _ = layout.padding
+    # Only the rows and columns some window reaches are copied.
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    source = data
+    pad_copy: te.Buffer | None = None
+    if top or left or hp > h or wp > w:
+        pad_dims = [0] * 4
+        for coord, pos in zip((n, c, hp, wp), layout.data_pos):
+            pad_dims[pos] = coord
+        pad_copy = te.Buffer(ctx.fresh("padded"), tuple(pad_dims), data.dtype)
+        source = pad_copy
+
+    def src(nn: te.PrimExpr, cc: te.PrimExpr, hh: te.PrimExpr, ww: te.PrimExpr) -> te.PrimExpr:
+        return te.cast(out.dtype, source[place((nn, cc, hh, ww), layout.data_pos)])
+
+    def wgt(oo: te.PrimExpr, ii: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr) -> te.PrimExpr:
+        return te.cast(out.dtype, weight[place((oo, ii, y, x), layout.kernel_pos)])
+
+    def store(nn: te.PrimExpr, oo: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        idx = place((nn, oo, y, x), layout.out_pos)
+        return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
+
+    geometry = _Geometry(n, c, o, cg, kh, kw, oh, ow, layout)
+    if o // layout.groups >= vector_lanes(ctx, out.dtype):
+        body = _gemm_conv(ctx, geometry, src, wgt, store, out.dtype)
+    else:
+        body = _direct_conv(ctx, geometry, src, wgt, store, out.dtype)
+    if pad_copy is None:
+        return body
+    return Allocate(pad_copy, seq(_pad(ctx, data, pad_copy, layout, (h, w)), body))
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    n: int
+    c: int
+    o: int
+    cg: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    layout: Conv2DLayout
+
+
+def _pad(
+    ctx: KernelContext, data: te.Buffer, padded: te.Buffer, layout: Conv2DLayout, hw: tuple[int, int]
+) -> Stmt:
+    """Copies `data` into `padded` (same layout, zeros around it), in storage order."""
+    dims = buffer_dims(padded)
+    top, left, _, _ = layout.padding
+    h_axis, w_axis = layout.data_pos[2], layout.data_pos[3]
+
+    def body(idx: list[te.Var]) -> Stmt:
+        src_idx = list(idx)
+        src_idx[h_axis] = idx[h_axis] - top
+        src_idx[w_axis] = idx[w_axis] - left
+        y, x = src_idx[h_axis], src_idx[w_axis]
+        inside = te.logical_and(te.logical_and(y >= 0, y < hw[0]), te.logical_and(x >= 0, x < hw[1]))
+        return Store(padded, tuple(idx), te.select(inside, data[tuple(src_idx)], te.const(0, data.dtype)))
+
+    total = 1
+    for d in dims:
+        total *= d
+    kinds = [ForKind.SERIAL] * 4
+    kinds[3] = ForKind.VECTORIZED
+    if ctx.parallel and total >= PARALLEL_MIN_PAD_COPY and dims[0] > 1:
+        kinds[0] = ForKind.PARALLEL
+    elif ctx.parallel and total >= PARALLEL_MIN_PAD_COPY:
+        kinds[1] = ForKind.PARALLEL
+    vars_ = [ctx.var(f"p{i}") for i in range(4)]
+    stmt = body(vars_)
+    for k in reversed(range(4)):
+        stmt = For(vars_[k], te.const(0), te.const(dims[k]), stmt, kinds[k])
+    return stmt
+
+
+def _gemm_conv(ctx: KernelContext, g: _Geometry, src: Load4, wgt: Load4, store: Store4, dtype: str) -> Stmt:
+    layout = g.layout
+    groups = layout.groups
+    og = g.o // groups
+    (sh, sw), (dh, dw) = layout.strides, layout.dilation
+    channels_last = layout.data_pos[1] == 3
+    k_axes = (g.kh, g.kw, g.cg) if channels_last else (g.cg, g.kh, g.kw)
+
+    def split_k(ks: Sequence[te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr, te.PrimExpr]:
+        if channels_last:
+            return ks[2], ks[0], ks[1]
+        return ks[0], ks[1], ks[2]
+
+    def image_group(b: te.PrimExpr) -> tuple[te.PrimExpr, te.PrimExpr]:
+        return (b, te.const(0)) if groups == 1 else (b // groups, b % groups)
+
+    def a_row(b: te.PrimExpr, pixel: te.PrimExpr) -> RowReader:
+        img, grp = image_group(b)
+        y0, x0 = ctx.var("y0"), ctx.var("x0")
+        lets = ((y0, (pixel // g.ow) * sh), (x0, (pixel % g.ow) * sw))
+
+        def load(ks: Sequence[te.PrimExpr]) -> te.PrimExpr:
+            ci, ky, kx = split_k(ks)
+            return src(img, grp * g.cg + ci, y0 + ky * dh, x0 + kx * dw)
+
+        return RowReader(lets, load)
+
+    def b_load(grp: te.PrimExpr, ks: Sequence[te.PrimExpr], col: te.PrimExpr) -> te.PrimExpr:
+        ci, ky, kx = split_k(ks)
+        return wgt(grp * og + col, ci, ky, kx)
+
+    def store_at(b: te.PrimExpr, pixel: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        img, grp = image_group(b)
+        return store(img, grp * og + col, pixel // g.ow, pixel % g.ow, value)
+
+    spec = GemmSpec(
+        batch=g.n * groups, m=g.oh * g.ow, n=og, k=k_axes, dtype=dtype, a_row=a_row, b_load=b_load,
+        store=store_at, b_batches=groups, b_batch_of=lambda b: b % groups,
+    )
+    return gemm(ctx, spec)
+
+
+def _direct_conv(ctx: KernelContext, g: _Geometry, src: Load4, wgt: Load4, store: Store4, dtype: str) -> Stmt:
+    """One output row chunk at a time: acc[x] += w[o, c, ky, kx] * in[c, y*sh + ky*dh, x*sw + kx*dw]."""
+    layout = g.layout
+    og = g.o // layout.groups
+    (sh, sw), (dh, dw) = layout.strides, layout.dilation
+    chunk = min(g.ow, DIRECT_ROW_CHUNK)
+    chunks = -(-g.ow // chunk)
+    t = ctx.var("row")
+    img, oc, y = ctx.var("n"), ctx.var("o"), ctx.var("y")
+    x0 = ctx.var("x0")
+    acc = te.Buffer(ctx.fresh("acc"), (chunk,), dtype, scope="local")
+    width = te.const(chunk) if g.ow % chunk == 0 else te.minimum(chunk, g.ow - x0)
+
+    def reduce(ks: list[te.Var]) -> Stmt:
+        ci, ky, kx = ks
+        wv = te.Var(ctx.fresh("wv"), dtype)
+        x = ctx.var("x")
+        c_abs = (oc // og) * g.cg + ci
+        update = Store(acc, (x,), acc[x] + wv * src(img, c_abs, y * sh + ky * dh, (x0 + x) * sw + kx * dw))
+        return LetStmt(wv, wgt(oc, ci, ky, kx), For(x, te.const(0), width, update, ForKind.VECTORIZED))
+
+    zx, sx = ctx.var("x"), ctx.var("x")
+    chunk_body = seq(
+        For(zx, te.const(0), width, Store(acc, (zx,), te.const(0, dtype)), ForKind.VECTORIZED),
+        loop_nest(ctx, "r", (g.cg, g.kh, g.kw), reduce),
+        For(sx, te.const(0), width, store(img, oc, y, x0 + sx, acc[sx]), ForKind.VECTORIZED),
+    )
+    c = ctx.var("chunk")
+    body: Stmt = For(c, te.const(0), te.const(chunks), LetStmt(x0, c * chunk, Allocate(acc, chunk_body)))
+    rows = g.n * g.o * g.oh
+    body = LetStmt(img, t // (g.o * g.oh), LetStmt(oc, (t // g.oh) % g.o, LetStmt(y, t % g.oh, body)))
+    macs = rows * g.ow * g.cg * g.kh * g.kw
+    kind = ForKind.PARALLEL if ctx.parallel and rows > 1 and macs >= PARALLEL_MIN_MACS else ForKind.SERIAL
+    return For(t, te.const(0), te.const(rows), body, kind)

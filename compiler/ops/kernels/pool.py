@@ -1,0 +1,149 @@
+"""Loops of the 2-D pools: windowed max/avg (nn.max_pool2d, nn.avg_pool2d) and global ones.
+
+Window semantics are those of compiler/ops/pool.py: positions outside the input are skipped
+(max pooling starts from the dtype's lowest value, so an empty window yields it); an average
+divides by the input positions the window covers, or with `count_include_pad` by the positions
+inside the padded extent, never by less than 1. Integer averages accumulate in int64 and
+truncate toward zero. Each output row is one iteration of a flat (parallel) loop; the bounds
+checks sit at the kernel-row and kernel-column levels, not around every element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.ops.kernels.common import buffer_dims, canonical_dims, place
+from compiler.tir import expr as te
+from compiler.tir.compute import Epilogue, KernelContext
+from compiler.tir.dtypes import is_float
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
+
+# Output elements below which a pool runs on one core.
+PARALLEL_MIN_WORK = 1 << 15
+
+
+@dataclass(frozen=True)
+class PoolWindow:
+    """Layouts as positions of N, C, H, W; the window; the padding (top, left, bottom, right)."""
+
+    in_pos: tuple[int, ...]
+    out_pos: tuple[int, ...]
+    pool_size: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]
+
+
+def accumulator_dtype(dtype: str, kind: str) -> str:
+    if kind == "max" or is_float(dtype):
+        return dtype
+    return "uint64" if dtype.startswith("uint") or dtype == "bool" else "int64"
+
+
+def _average(total: te.PrimExpr, count: te.PrimExpr, dtype: str) -> te.PrimExpr:
+    count = te.maximum(count, 1)
+    if is_float(dtype):
+        return te.cast(dtype, total / te.cast(total.dtype, count))
+    return te.cast(dtype, te.binary("tdiv", total, te.cast(total.dtype, count)))
+
+
+def _kind_of_loop(ctx: KernelContext, iterations: int, work: int) -> ForKind:
+    return ForKind.PARALLEL if ctx.parallel and iterations > 1 and work >= PARALLEL_MIN_WORK else ForKind.SERIAL
+
+
+def pool2d_loops(
+    ctx: KernelContext,
+    data: te.Buffer,
+    out: te.Buffer,
+    epilogue: Epilogue,
+    window: PoolWindow,
+    kind: str,
+    lowest: float | int,
+    count_include_pad: bool = False,
+) -> Stmt:
+    """`kind` is "max" (windows start from `lowest`) or "avg"."""
+    n, c, h, w = canonical_dims(buffer_dims(data), window.in_pos)
+    _, _, oh, ow = canonical_dims(buffer_dims(out), window.out_pos)
+    (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
+    top, left, bottom, right = window.padding
+    acc_dtype = accumulator_dtype(data.dtype, kind)
+
+    t = ctx.var("row")
+    img, ch, y = ctx.var("n"), ctx.var("c"), ctx.var("y")
+    x = ctx.var("x")
+    acc = te.Buffer(ctx.fresh("acc"), (1,), acc_dtype, scope="local")
+    zero = te.const(0)
+    init_value = te.const(lowest if kind == "max" else 0, acc_dtype)
+
+    iy, ix = ctx.var("iy"), ctx.var("ix")
+    ky, kx = ctx.var("ky"), ctx.var("kx")
+    value = te.cast(acc_dtype, data[place((img, ch, iy, ix), window.in_pos)])
+    combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
+    inner = For(kx, zero, te.const(kw), LetStmt(ix, x * sw - left + kx * dw, IfThenElse(
+        te.logical_and(ix >= 0, ix < w), Store(acc, (zero,), combined))))
+    reduce = For(ky, zero, te.const(kh), LetStmt(iy, y * sh - top + ky * dh, IfThenElse(
+        te.logical_and(iy >= 0, iy < h), inner)))
+
+    result: te.PrimExpr = acc[zero]
+    body: Stmt = seq(Store(acc, (zero,), init_value), reduce)
+    if kind == "avg":
+        lo_h, hi_h, lo_w, hi_w = (-top, h + bottom, -left, w + right) if count_include_pad else (0, h, 0, w)
+        count = te.Buffer(ctx.fresh("count"), (2,), "int32", scope="local")
+        cy, cx = ctx.var("ky"), ctx.var("kx")
+        ry, rx = y * sh - top + cy * dh, x * sw - left + cx * dw
+        counting = seq(
+            Store(count, (zero,), zero),
+            Store(count, (te.const(1),), zero),
+            For(cy, zero, te.const(kh), Store(count, (zero,), count[zero] + te.cast(
+                "int32", te.logical_and(ry >= lo_h, ry < hi_h)))),
+            For(cx, zero, te.const(kw), Store(count, (te.const(1),), count[te.const(1)] + te.cast(
+                "int32", te.logical_and(rx >= lo_w, rx < hi_w)))),
+        )
+        average = _average(result, count[zero] * count[te.const(1)], out.dtype)
+        body = Allocate(count, seq(counting, body, _store(out, window, epilogue, img, ch, y, x, average)))
+    else:
+        body = seq(body, _store(out, window, epilogue, img, ch, y, x, result))
+    row = For(x, zero, te.const(ow), Allocate(acc, body))
+    rows = n * c * oh
+    loop_kind = _kind_of_loop(ctx, rows, rows * ow * kh * kw)
+    return For(t, zero, te.const(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
+        y, t % oh, row))), loop_kind)
+
+
+def _store(
+    out: te.Buffer, window: PoolWindow, epilogue: Epilogue, img: te.PrimExpr, ch: te.PrimExpr,
+    y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr,
+) -> Stmt:
+    idx = place((img, ch, y, x), window.out_pos)
+    return Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, value), idx)))
+
+
+def global_pool2d_loops(
+    ctx: KernelContext,
+    data: te.Buffer,
+    out: te.Buffer,
+    epilogue: Epilogue,
+    in_pos: tuple[int, ...],
+    out_pos: tuple[int, ...],
+    kind: str,
+    lowest: float | int,
+) -> Stmt:
+    """Max or average over all of H and W for every (n, c)."""
+    n, c, h, w = canonical_dims(buffer_dims(data), in_pos)
+    acc_dtype = accumulator_dtype(data.dtype, kind)
+    zero = te.const(0)
+    t = ctx.var("plane")
+    img, ch = ctx.var("n"), ctx.var("c")
+    iy, ix = ctx.var("iy"), ctx.var("ix")
+    acc = te.Buffer(ctx.fresh("acc"), (1,), acc_dtype, scope="local")
+    value = te.cast(acc_dtype, data[place((img, ch, iy, ix), in_pos)])
+    combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
+    reduce = For(iy, zero, te.const(h), For(ix, zero, te.const(w), Store(acc, (zero,), combined)))
+    result: te.PrimExpr = acc[zero] if kind == "max" else _average(acc[zero], te.const(h * w), out.dtype)
+    idx = place((img, ch, zero, zero), out_pos)
+    store = Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx)))
+    init = Store(acc, (zero,), te.const(lowest if kind == "max" else 0, acc_dtype))
+    body = Allocate(acc, seq(init, reduce, store))
+    planes = n * c
+    kind_of_loop = _kind_of_loop(ctx, planes, planes * h * w)
+    return For(t, zero, te.const(planes), LetStmt(img, t // c, LetStmt(ch, t % c, body)), kind_of_loop)

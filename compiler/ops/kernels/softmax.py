@@ -1,0 +1,80 @@
+"""nn.softmax and nn.log_softmax along any axis: a max pass, an exp-sum pass, a normalize pass.
+
+Every (outer, inner) position around the axis is one iteration of a flat (parallel) loop that
+makes the three passes along the axis. Subtracting the maximum first keeps exp from overflowing.
+exp is the costly part (math.h's expf does not vectorize without -ffast-math), so softmax
+computes it once, parking the values in the output until the sum is known; only when a fused
+epilogue changes the output dtype is it recomputed instead.
+"""
+
+from __future__ import annotations
+
+from compiler.ops.kernels.common import buffer_dims, unflatten
+from compiler.tir import expr as te
+from compiler.tir.compute import Epilogue, KernelContext
+from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
+
+# Elements below which softmax runs on one core.
+PARALLEL_MIN_ELEMENTS = 1 << 14
+
+
+def softmax_loops(
+    ctx: KernelContext, data: te.Buffer, out: te.Buffer, epilogue: Epilogue, axis: int, log: bool
+) -> Stmt:
+    """`axis` is normalized (0 <= axis < ndim)."""
+    dims = buffer_dims(data)
+    outer_dims, length, inner_dims = dims[:axis], dims[axis], dims[axis + 1:]
+    outer = inner = 1
+    for d in outer_dims:
+        outer *= d
+    for d in inner_dims:
+        inner *= d
+    if outer * inner * length == 0:
+        return seq()
+    dtype = data.dtype
+    zero = te.const(0)
+    t = ctx.var("pos")
+    row_vars = [ctx.var("i") for _ in outer_dims]
+    col_vars = [ctx.var("j") for _ in inner_dims]
+    lets = [*zip(row_vars, unflatten(t // inner, outer_dims)), *zip(col_vars, unflatten(t % inner, inner_dims))]
+
+    def at(k: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
+        return (*row_vars, k, *col_vars)
+
+    stats = te.Buffer(ctx.fresh("stats"), (2,), dtype, scope="local")  # running max, then sum
+    peak, total = stats[zero], stats[te.const(1)]
+    k1, k2, k3 = ctx.var("k"), ctx.var("k"), ctx.var("k")
+    shifted_exp = te.intrin("exp", data[at(k2)] - peak)
+    # softmax keeps each exp in the output until the sum is known, when the output can hold it.
+    keep_exps = not log and out.dtype == dtype
+    if keep_exps:
+        sum_pass: Stmt = seq(Store(out, at(k2), shifted_exp), Store(stats, (te.const(1),), total + out[at(k2)]))
+    else:
+        sum_pass = Store(stats, (te.const(1),), total + shifted_exp)
+    if log:
+        norm = te.Var(ctx.fresh("log_sum"), dtype)
+        value = data[at(k3)] - peak - norm
+        normalize = LetStmt(norm, te.intrin("log", total), For(k3, zero, te.const(length), _store(
+            out, epilogue, at(k3), value)))
+    else:
+        norm = te.Var(ctx.fresh("inv_sum"), dtype)
+        value = (out[at(k3)] if keep_exps else te.intrin("exp", data[at(k3)] - peak)) * norm
+        normalize = LetStmt(norm, te.const(1.0, dtype) / total, For(k3, zero, te.const(length), _store(
+            out, epilogue, at(k3), value)))
+    body = Allocate(stats, seq(
+        Store(stats, (zero,), te.const(float("-inf"), dtype)),
+        For(k1, zero, te.const(length), Store(stats, (zero,), te.maximum(peak, data[at(k1)]))),
+        Store(stats, (te.const(1),), te.const(0.0, dtype)),
+        For(k2, zero, te.const(length), sum_pass),
+        normalize,
+    ))
+    for var, value_ in reversed(lets):
+        body = LetStmt(var, value_, body)
+    count = outer * inner
+    big = count > 1 and count * length >= PARALLEL_MIN_ELEMENTS
+    kind = ForKind.PARALLEL if ctx.parallel and big else ForKind.SERIAL
+    return For(t, zero, te.const(count), body, kind)
+
+
+def _store(out: te.Buffer, epilogue: Epilogue, idx: tuple[te.PrimExpr, ...], value: te.PrimExpr) -> Stmt:
+    return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))

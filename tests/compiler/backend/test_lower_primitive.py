@@ -7,7 +7,6 @@ PrimFunc compiles to against numpy.
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -277,9 +276,7 @@ def test_chain_of_diamonds_stays_linear_in_size() -> None:
 
 
 def test_long_elementwise_chain_lowers_without_deep_recursion() -> None:
-    start = time.perf_counter()
     func = lower(LONG_CHAIN)
-    assert time.perf_counter() - start < 10
     (store,) = stores(func)
     negations = sum(isinstance(n, te.Unary) for n in nodes_of(store))
     assert negations == 2999

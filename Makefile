@@ -6,8 +6,10 @@ VENV := .venv
 VENV_PYTHON := $(VENV)/bin/python
 INSTALL_STAMP := $(VENV)/.install-stamp
 
-# Debian packages the project needs on the machine (gcc builds the generated C through cffi).
-SYSTEM_PACKAGES := gcc
+# Debian packages the project needs on the machine (gcc builds the generated C through cffi;
+# libopenblas-dev gives the built-in `cblas` codegen cblas.h and -lopenblas; redis-server is the
+# broker of the Celery topology test).
+SYSTEM_PACKAGES := gcc libopenblas-dev redis-server
 
 .PHONY: install apt test serve bench openapi clean
 

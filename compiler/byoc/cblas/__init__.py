@@ -1,0 +1,174 @@
+"""The built-in `cblas` codegen: dense, batch_matmul and conv2d offloaded to OpenBLAS's sgemm.
+
+Target `"cblas, c"` partitions every float32 call that one of the patterns below matches and
+lowers it, through the extern-call codegen, to a call of a kernel in `relaycc_cblas.c` (shipped
+with the package and linked with `-lopenblas`; Debian's `libopenblas-dev` provides both the
+header and the library). bias_add and relu after a product are fused into the kernel's
+epilogue. The table lists the most specific pattern first, so `dense → bias_add → relu` becomes
+one call rather than a dense followed by host code.
+
+The patterns' attribute constraints and checks keep on the host what the kernels do not
+handle: other dtypes, dynamic shapes, layouts other than NCHW/OIHW, grouped convolutions,
+bias_add along an axis that is not the output channel, and conv2d attributes written in a short
+form (`padding=[1, 1]`, also the default `padding=[0, 0]`): the attrs reach the kernel as
+flattened integers, and the kernel reads exactly 2 strides, 4 paddings and 2 dilations.
+conv2d's im2col matrix is a scratch buffer the extern-call codegen plans in the model's
+workspace (`conv2d_scratch_bytes`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compiler.byoc.codegen_config import (
+    AttrRef,
+    CodegenSpec,
+    LibrarySource,
+    LibrarySpec,
+    PatternCheck,
+    PatternSpec,
+    ScratchBytes,
+    register_builtin,
+)
+from compiler.ir.expr import Call, Expr, Function
+from compiler.ir.types import TensorType
+from compiler.ir.visitor import post_order
+
+NAME = "cblas"
+LIBRARY_SOURCE = Path(__file__).resolve().with_name("relaycc_cblas.c")
+SYMBOL_PREFIX = "relaycc_cblas_"
+F32 = "float32"
+
+CONV2D_ATTRS = (AttrRef("nn.conv2d", "strides"), AttrRef("nn.conv2d", "padding"), AttrRef("nn.conv2d", "dilation"))
+BATCH_MATMUL_ATTRS = (AttrRef("nn.batch_matmul", "transpose_a"), AttrRef("nn.batch_matmul", "transpose_b"))
+
+
+# --- checks: what the kernels support ---------------------------------------------------------
+
+
+def _static_f32(expr: Expr) -> TensorType | None:
+    """The type of `expr` when it is a float32 tensor of known shape."""
+    ty = expr.checked_type if expr.has_type else None
+    if isinstance(ty, TensorType) and ty.dtype == F32 and not ty.is_dynamic:
+        return ty
+    return None
+
+
+def _anchor(root: Expr, op: str) -> tuple[Call, Call | None] | None:
+    """The `op` call a match is built around and the bias_add above it (if the pattern has
+    one), found by walking down first arguments from the matched root."""
+    bias: Call | None = None
+    node: Expr | None = root
+    while isinstance(node, Call) and node.op_name != op:
+        if node.op_name == "nn.bias_add":
+            bias = node
+        node = node.args[0] if node.args else None
+    if not isinstance(node, Call):
+        return None
+    return node, bias
+
+
+def _all_f32(call: Call) -> bool:
+    return all(_static_f32(e) is not None for e in (*call.args, call))
+
+
+def _bias_on_axis(bias: Call | None, axis: int) -> bool:
+    """Whether the bias_add (if any) is float32 and adds along `axis` of its result."""
+    if bias is None:
+        return True
+    out = _static_f32(bias)
+    if out is None or not _all_f32(bias):
+        return False
+    given = bias.attrs["axis"]
+    return isinstance(given, int) and (given + out.ndim if given < 0 else given) == axis
+
+
+def _dense_supported(root: Expr) -> bool:
+    found = _anchor(root, "nn.dense")
+    if found is None:
+        return False
+    dense, bias = found
+    out = _static_f32(dense)
+    return out is not None and _all_f32(dense) and _bias_on_axis(bias, out.ndim - 1)
+
+
+def _batch_matmul_supported(root: Expr) -> bool:
+    found = _anchor(root, "nn.batch_matmul")
+    return found is not None and _all_f32(found[0])
+
+
+def _full_form(value: object, count: int) -> bool:
+    return isinstance(value, tuple) and len(value) == count
+
+
+def _conv2d_supported(root: Expr) -> bool:
+    """The pattern text already requires NCHW data, OIHW weights and groups=1."""
+    found = _anchor(root, "nn.conv2d")
+    if found is None:
+        return False
+    conv, bias = found
+    attrs = conv.attrs
+    # The kernels take exactly 2 strides, 4 paddings and 2 dilations; the short forms the text
+    # allows (`padding=[1, 1]`) would pass fewer integers than the C signature reads.
+    full_forms = (_full_form(attrs["strides"], 2) and _full_form(attrs["padding"], 4)
+                  and _full_form(attrs["dilation"], 2))
+    return _all_f32(conv) and full_forms and attrs["out_layout"] in ("", "NCHW") and _bias_on_axis(bias, 1)
+
+
+# --- scratch ----------------------------------------------------------------------------------
+
+
+def conv2d_scratch_bytes(composite: Function) -> int:
+    """Bytes of the im2col matrix of one image: (C*KH*KW) x (OH*OW) floats. The kernel needs it
+    whatever the geometry (a 1x1 unit-stride kernel just leaves it unread)."""
+    convs = [n for n in post_order(composite.body) if isinstance(n, Call) and n.op_name == "nn.conv2d"]
+    if len(convs) != 1:
+        raise ValueError(f"a cblas conv2d composite holds {len(convs)} nn.conv2d calls, expected 1")
+    conv = convs[0]
+    weight, out = conv.args[1].checked_type, conv.checked_type
+    assert isinstance(weight, TensorType) and isinstance(out, TensorType)
+    channels, kh, kw = weight.shape[1:]
+    oh, ow = out.shape[2:]
+    dims = (channels, kh, kw, oh, ow)
+    if not all(isinstance(d, int) for d in dims):
+        raise ValueError("a cblas conv2d composite needs static shapes")
+    size = 4
+    for d in dims:
+        assert isinstance(d, int)
+        size *= d
+    return size
+
+
+# --- the pattern table ------------------------------------------------------------------------
+
+
+def _pattern(
+    name: str, text: str, check: PatternCheck, attrs: tuple[AttrRef, ...] = (), scratch: ScratchBytes | None = None
+) -> PatternSpec:
+    return PatternSpec(name, text, SYMBOL_PREFIX + name, attrs, check=check, scratch=scratch)
+
+
+# The only convolution the kernels compute.
+CONV2D = 'nn.conv2d(*, *){data_layout="NCHW", kernel_layout="OIHW", groups=1}'
+
+PATTERNS = (
+    _pattern("dense_bias_relu", "nn.relu(nn.bias_add(nn.dense(*, *), *))", _dense_supported),
+    _pattern("dense_bias", "nn.bias_add(nn.dense(*, *), *)", _dense_supported),
+    _pattern("dense", "nn.dense(*, *)", _dense_supported),
+    _pattern("batch_matmul", "nn.batch_matmul(*, *)", _batch_matmul_supported, BATCH_MATMUL_ATTRS),
+    _pattern("conv2d_bias_relu", f"nn.relu(nn.bias_add({CONV2D}, *))", _conv2d_supported, CONV2D_ATTRS,
+             conv2d_scratch_bytes),
+    _pattern("conv2d_bias", f"nn.bias_add({CONV2D}, *)", _conv2d_supported, CONV2D_ATTRS, conv2d_scratch_bytes),
+    _pattern("conv2d", CONV2D, _conv2d_supported, CONV2D_ATTRS, conv2d_scratch_bytes),
+)
+
+SPEC = register_builtin(
+    CodegenSpec(
+        NAME,
+        patterns=PATTERNS,
+        library=LibrarySpec(
+            sources=(LibrarySource(LIBRARY_SOURCE.name, LIBRARY_SOURCE.read_text(), LIBRARY_SOURCE),),
+            libraries=("openblas",),
+        ),
+    )
+)

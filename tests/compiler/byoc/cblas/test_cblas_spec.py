@@ -1,0 +1,130 @@
+"""The built-in cblas codegen's description: its registration, pattern table, support checks
+and scratch sizes (compiler/byoc/cblas/__init__.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.byoc import cblas
+from compiler.byoc.codegen_config import builtin, builtin_names
+from compiler.byoc.codegen_library import defined_symbols
+from compiler.byoc.pattern import find_match
+from compiler.byoc.pattern_text import parse_pattern
+from compiler.ir.expr import Function
+from compiler.parser import parse_expr
+from compiler.passes.infer_type import infer_expr
+
+
+def typed(text: str) -> Function:
+    func = parse_expr(text)
+    assert isinstance(func, Function)
+    infer_expr(func)
+    return func
+
+
+def check(pattern: str, text: str) -> bool:
+    """Whether the named pattern matches the body of the function `text` (the candidate root)
+    and its check accepts the match."""
+    spec = cblas.SPEC.pattern_for(f"cblas.{pattern}")
+    assert spec is not None and spec.check is not None
+    body = typed(text).body
+    return find_match(parse_pattern(spec.text), body) is not None and spec.check(body)
+
+
+DENSE = "fn (%x: Tensor[{x}, {dt}], %w: Tensor[(4, 6), {dt}], %b: Tensor[(4), {dt}]) {{ {body} }}"
+
+
+def dense(body: str, x: str = "(3, 6)", dt: str = "float32") -> str:
+    return DENSE.format(x=x, dt=dt, body=body)
+
+
+CONV = ("fn (%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], %b: Tensor[(4), float32]) "
+        "{{ {body} }}")
+
+
+def test_cblas_is_a_builtin_codegen() -> None:
+    assert builtin("cblas") is cblas.SPEC
+    assert "cblas" in builtin_names()
+    assert cblas.SPEC.mode == "relay_to_tir" and cblas.SPEC.calling_convention == "dltensor"
+    assert cblas.SPEC.library.libraries == ("openblas",)
+
+
+def test_patterns_put_the_most_specific_first() -> None:
+    names = [p.name for p in cblas.SPEC.patterns]
+    assert names == ["dense_bias_relu", "dense_bias", "dense", "batch_matmul",
+                     "conv2d_bias_relu", "conv2d_bias", "conv2d"]
+    assert cblas.SPEC.symbol_for("cblas.dense_bias_relu") == "relaycc_cblas_dense_bias_relu"
+
+
+def test_conv2d_and_batch_matmul_pass_their_attributes() -> None:
+    attrs = {p.name: [str(a) for a in p.attrs] for p in cblas.SPEC.patterns}
+    assert attrs["conv2d_bias_relu"] == ["nn.conv2d.strides", "nn.conv2d.padding", "nn.conv2d.dilation"]
+    assert attrs["batch_matmul"] == ["nn.batch_matmul.transpose_a", "nn.batch_matmul.transpose_b"]
+    assert attrs["dense"] == []
+
+
+def test_library_defines_every_pattern_symbol() -> None:
+    assert set(cblas.SPEC.symbols) <= defined_symbols(cblas.SPEC)
+
+
+def test_dense_check_accepts_float32_with_bias_on_the_last_axis() -> None:
+    assert check("dense_bias_relu", dense("nn.relu(nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=-1))"))
+    assert check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=1)"))
+    assert check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=2)", x="(2, 3, 6)"))
+    assert check("dense", dense("nn.dense(%x, %w, units=None)", x="(2, 5, 6)"))
+
+
+def test_dense_check_keeps_other_dtypes_and_axes_on_the_host() -> None:
+    assert not check("dense", dense("nn.dense(%x, %w, units=None)", dt="float64"))
+    assert not check("dense", dense("nn.dense(%x, %w, units=None, out_dtype=\"float64\")"))
+    assert not check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=0)", x="(4, 6)"))
+    assert not check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=1)", x="(2, 4, 6)"))
+
+
+def test_dense_check_keeps_dynamic_shapes_on_the_host() -> None:
+    assert not check("dense", dense("nn.dense(%x, %w, units=None)", x="(?, 6)"))
+
+
+def test_batch_matmul_check_accepts_float32_only() -> None:
+    text = "fn (%a: Tensor[(2, 3, 4), {dt}], %b: Tensor[(2, 5, 4), {dt}]) {{ nn.batch_matmul(%a, %b, transpose_b=True) }}"
+    assert check("batch_matmul", text.format(dt="float32"))
+    assert not check("batch_matmul", text.format(dt="int32"))
+
+
+def test_conv2d_check_accepts_nchw_oihw_with_channel_bias() -> None:
+    body = "nn.relu(nn.bias_add(nn.conv2d(%x, %w, padding=[1, 1, 1, 1]), %b))"
+    assert check("conv2d_bias_relu", CONV.format(body=body))
+    assert check("conv2d", CONV.format(body="nn.conv2d(%x, %w, strides=[2, 2], padding=[0, 1, 0, 1], dilation=[2, 2])"))
+
+
+@pytest.mark.parametrize("attrs", ["padding=[1, 1]", "padding=[1]", "strides=[2], padding=[0, 0, 0, 0]",
+                                   "dilation=[2], padding=[0, 0, 0, 0]"])
+def test_conv2d_check_keeps_short_attribute_forms_on_the_host(attrs: str) -> None:
+    # The kernels read a fixed number of trailing integers; short forms would pass fewer.
+    assert not check("conv2d", CONV.format(body=f"nn.conv2d(%x, %w, {attrs})"))
+
+
+@pytest.mark.parametrize("pattern, text", [
+    ("conv2d", "fn (%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(3, 1, 3, 3), float32]) "
+               "{ nn.conv2d(%x, %w, padding=[0, 0, 0, 0], groups=3) }"),
+    ("conv2d", CONV.format(body="nn.conv2d(%x, %w, padding=[0, 0, 0, 0], out_layout=\"NHWC\")")),
+    ("conv2d_bias", "fn (%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], "
+                    "%b: Tensor[(6), float32]) { nn.bias_add(nn.conv2d(%x, %w, padding=[0, 0, 0, 0]), %b, axis=3) }"),
+])
+def test_conv2d_check_keeps_groups_layouts_and_other_bias_axes_on_the_host(pattern: str, text: str) -> None:
+    assert not check(pattern, text)
+
+
+def test_conv2d_check_keeps_nhwc_data_on_the_host() -> None:
+    text = ("fn (%x: Tensor[(1, 8, 8, 3), float32], %w: Tensor[(3, 3, 3, 4), float32]) "
+            "{ nn.conv2d(%x, %w, padding=[0, 0, 0, 0], data_layout=\"NHWC\", kernel_layout=\"HWIO\") }")
+    assert not check("conv2d", text)
+
+
+def test_conv2d_scratch_holds_one_images_im2col_matrix() -> None:
+    composite = typed("fn (%x: Tensor[(2, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32]) "
+                      "{ nn.relu(nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1])) }")
+    # C*KH*KW = 27 rows, OH*OW = 4*4 columns, float32
+    assert cblas.conv2d_scratch_bytes(composite) == 27 * 16 * 4
+    spec = cblas.SPEC.pattern_for("cblas.conv2d")
+    assert spec is not None and spec.scratch is cblas.conv2d_scratch_bytes

@@ -2,22 +2,61 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from starlette.types import Scope
 
 from compiler import __version__
-from service.routes import health
+from service import error_handlers
+from service.body_limit import BodyLimitMiddleware
+from service.routes import compile as compile_routes
+from service.routes import health, metrics, modules, targets
+from service.state import ServiceState, settings_of
+
+_DESCRIPTION = """\
+Compiles TVM Relay text models to C on demand.
+
+`POST /compile` queues a build (or finds the identical one already made) and answers with the
+module id; `GET /modules/{id}` follows the job; the metadata report and the artifacts (C
+sources, header, `lib<name>.so`, the Model Library Format tar) are downloaded from
+`/modules/{id}/...`, and `POST /modules/{id}/run` runs the built library in a worker process.
+
+Every error is `application/problem+json` (RFC 9457) with a stable `type` URI; parse and type
+errors carry `line`, `column` and `source_line`. When the service is started with
+`RELAYCC_API_KEYS`, every route but `/healthz` and `/readyz` needs `Authorization: Bearer <key>`.
+"""
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state = ServiceState.start(settings_of(app))
+    app.state.relaycc = state
+    try:
+        yield
+    finally:
+        state.close()
 
 
 def create_app() -> FastAPI:
     app = FastAPI(
         title="relaycc",
         version=__version__,
-        description="Compiles TVM Relay text models to C on demand.",
+        description=_DESCRIPTION,
         generate_unique_id_function=_operation_id,
+        lifespan=_lifespan,
     )
-    app.include_router(health.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
+    error_handlers.install(app)
+    for router in (compile_routes.router, modules.router, targets.router, health.router, metrics.router):
+        app.include_router(router)
     return app
+
+
+def _max_body_bytes(scope: Scope) -> int:
+    return settings_of(scope["app"]).max_body_bytes
 
 
 def _operation_id(route: APIRoute) -> str:

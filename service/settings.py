@@ -2,6 +2,10 @@
 
 Settings are built on first use, never at import time, and reached through `get_settings`, so a
 test can hand the app its own with `app.dependency_overrides[get_settings]`.
+
+Every limit has a default that is safe to expose: a request over a limit is refused with a
+problem naming the limit, and a job over its time or memory limit fails without harming the
+service.
 """
 
 from __future__ import annotations
@@ -9,11 +13,14 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
 
 
 def _cpu_count() -> int:
@@ -29,6 +36,45 @@ class Settings(BaseSettings):
     workers: int = Field(default_factory=_cpu_count, ge=1)
     # Where built modules and their artifacts are kept, keyed by module id.
     store: Path = Path(".relaycc-store")
+    # `embedded`: a pool of worker processes owned by the API process. `celery`: jobs go to
+    # Celery workers through Redis (service/celery_app.py), sharing the store with the API.
+    queue: Literal["embedded", "celery"] = "embedded"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+
+    # Request limits, checked in the API process before anything is queued.
+    max_body_bytes: int = Field(default=64 * MiB, ge=1)
+    max_relay_bytes: int = Field(default=4 * MiB, ge=1)
+    max_nodes: int = Field(default=250_000, ge=1)
+    max_tensor_elements: int = Field(default=1 << 26, ge=1)
+    # Jobs (compiles and runs) one client may have queued or running at once; a client is its
+    # API key when keys are configured, else its IP address.
+    max_jobs_per_client: int = Field(default=8, ge=1)
+    # `POST /compile?wait=` never holds a connection longer than this.
+    max_wait_seconds: float = Field(default=60.0, ge=0)
+
+    # Job limits, enforced in the process that does the work.
+    compile_seconds: float = Field(default=300.0, gt=0)
+    run_seconds: float = Field(default=60.0, gt=0)
+    memory_bytes: int = Field(default=4 * GiB, ge=64 * MiB)
+    max_run_repeat: int = Field(default=1000, ge=1)
+    # A job whose worker dies this many times is failed instead of being tried again.
+    max_attempts: int = Field(default=3, ge=1)
+
+    # Comma-separated bearer keys; empty means the API is open.
+    api_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    # Whether codegen documents may bring C sources that are compiled into the model.
+    allow_user_c: bool = True
+
+    # For tests and demonstrations only: every compile job sleeps this long before it starts
+    # building, so that its worker can be observed (or killed) while the job is running.
+    job_start_delay_seconds: float = Field(default=0.0, ge=0)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(key.strip() for key in value.split(",") if key.strip())
+        return value
 
 
 @lru_cache

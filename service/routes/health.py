@@ -1,11 +1,16 @@
-"""`GET /healthz`: tells a load balancer or an operator that the service answers."""
+"""`GET /healthz` and `GET /readyz`: for load balancers and operators; never need an API key."""
 
 from __future__ import annotations
 
+import os
+import uuid
+
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from compiler import __version__
-from service.schemas import HealthStatus
+from service.schemas import HealthStatus, ReadyStatus
+from service.state import StateDep
 
 router = APIRouter(tags=["health"])
 
@@ -17,3 +22,28 @@ router = APIRouter(tags=["health"])
 )
 def healthz() -> HealthStatus:
     return HealthStatus(status="ok", version=__version__)
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness check",
+    description="`200` when the module store is writable and the job queue accepts work, "
+    "`503` otherwise.",
+    responses={503: {"description": "Not ready.", "model": ReadyStatus}},
+)
+def readyz(state: StateDep) -> JSONResponse:
+    store_ok = _writable(state.store.modules)
+    queue_ok = state.queue.ready()
+    ready = ReadyStatus(status="ready" if store_ok and queue_ok else "not ready", store=store_ok, queue=queue_ok)
+    return JSONResponse(ready.model_dump(), status_code=200 if ready.status == "ready" else 503)
+
+
+def _writable(directory: os.PathLike[str]) -> bool:
+    probe = os.path.join(directory, f".ready-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "wb"):
+            pass
+        os.unlink(probe)
+    except OSError:
+        return False
+    return True

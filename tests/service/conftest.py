@@ -7,20 +7,18 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.settings import Settings, get_settings
+from service.settings import Settings
+from tests.service.support import make_app, make_settings
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(host="127.0.0.1", port=8000, workers=1, store=tmp_path / "store")
+    return make_settings(tmp_path / "store")
 
 
 @pytest.fixture
 def app(settings: Settings) -> FastAPI:
-    app = create_app()
-    app.dependency_overrides[get_settings] = lambda: settings
-    return app
+    return make_app(settings)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from compiler import __version__
+from service.settings import Settings
 
 
 def test_healthz_answers_ok_with_compiler_version(client: TestClient) -> None:
@@ -25,3 +26,25 @@ def test_healthz_is_documented_with_an_example(client: TestClient) -> None:
     schema = document["components"]["schemas"][schema_ref.rsplit("/", 1)[1]]
     assert operation["operationId"] == "healthz"
     assert schema["examples"] == [{"status": "ok", "version": __version__}]
+
+
+def test_readyz_answers_ready_with_a_writable_store_and_a_running_queue(client: TestClient) -> None:
+    response = client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "store": True, "queue": True}
+
+
+def test_readyz_answers_503_when_the_store_is_not_writable(client: TestClient, settings: Settings) -> None:
+    modules = settings.store / "modules"
+    aside = settings.store / "modules.aside"
+    modules.rename(aside)
+    modules.write_text("a file where the store's directory should be")
+    try:
+        response = client.get("/readyz")
+    finally:
+        modules.unlink()
+        aside.rename(modules)
+
+    assert response.status_code == 503
+    assert response.json() == {"status": "not ready", "store": False, "queue": True}

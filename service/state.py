@@ -1,0 +1,98 @@
+"""What the app holds while it runs: settings, the store, the job queue, the client limiter and
+the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from service.client_limits import ClientJobLimiter
+from service.queue import EmbeddedQueue, JobQueue
+from service.settings import Settings, get_settings
+from service.store import IN_FLIGHT, JobLimits, ModuleStore
+
+
+@dataclass
+class Counters:
+    """Per-process counters; Prometheus adds them up over processes and restarts."""
+
+    cache_hits: int = 0
+    compile_requests: int = 0
+    runs: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    store: ModuleStore
+    queue: JobQueue
+    limiter: ClientJobLimiter
+    counters: Counters
+
+    @staticmethod
+    def start(settings: Settings) -> ServiceState:
+        store = ModuleStore(settings.store.resolve())
+        store.ensure()
+
+        def finished(module_id: str) -> bool:
+            status = store.status(module_id)
+            return status is None or status["state"] not in IN_FLIGHT
+
+        limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
+        state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters())
+        # With Celery, jobs in flight belong to the broker, which delivers them again; the
+        # embedded queue died with the previous process, so its jobs are submitted anew.
+        if settings.queue == "embedded":
+            for module_id in store.recover(state.job_limits()):
+                state.queue.submit_compile(module_id)
+        return state
+
+    def job_limits(self) -> JobLimits:
+        return JobLimits(
+            compile_seconds=self.settings.compile_seconds,
+            memory_bytes=self.settings.memory_bytes,
+            max_attempts=self.settings.max_attempts,
+            start_delay_seconds=self.settings.job_start_delay_seconds,
+        )
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
+    if settings.queue == "celery":
+        # Imported only when selected: the embedded default needs neither Celery nor Redis.
+        from service.celery_app import CeleryQueue
+
+        return CeleryQueue(settings)
+    return EmbeddedQueue(
+        store.root,
+        settings.workers,
+        compile_seconds=settings.compile_seconds,
+        run_seconds=settings.run_seconds,
+    )
+
+
+def settings_of(app: FastAPI) -> Settings:
+    """The app's settings, honouring a test's `dependency_overrides[get_settings]`."""
+    provider = app.dependency_overrides.get(get_settings, get_settings)
+    settings = provider()
+    assert isinstance(settings, Settings)
+    return settings
+
+
+def get_state(request: Request) -> ServiceState:
+    state = request.app.state.relaycc
+    assert isinstance(state, ServiceState)
+    return state
+
+
+StateDep = Annotated[ServiceState, Depends(get_state)]

@@ -1,0 +1,176 @@
+"""POST /compile through the app: answers, errors and limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service.support import SMALL_RELAY, make_app, make_settings, small_relay, wait_until_done
+
+PROBLEMS = "https://relaycc.dev/problems/"
+
+
+def test_compile_answers_202_with_location_then_200_once_built(client: TestClient) -> None:
+    first = client.post("/compile", json={"relay": small_relay(1)})
+
+    assert first.status_code == 202
+    body = first.json()
+    assert first.headers["location"] == f"/modules/{body['id']}"
+    assert body["state"] in ("queued", "running")
+    assert len(body["id"]) == 64
+    wait_until_done(client, body["id"])
+
+    again = client.post("/compile", json={"relay": small_relay(1)})
+
+    assert again.status_code == 200
+    assert again.json()["id"] == body["id"]
+    assert again.json()["state"] == "succeeded"
+
+
+def test_compile_with_wait_answers_once_the_job_is_done(client: TestClient) -> None:
+    response = client.post("/compile?wait=60", json={"relay": small_relay(2), "module_name": "tiny"})
+
+    assert response.status_code == 200
+    status = response.json()
+    assert (status["state"], status["module_name"], status["attempts"]) == ("succeeded", "tiny", 1)
+    assert status["timings"]["compile_seconds"] > 0
+    assert status["links"]["artifacts"] == f"/modules/{status['id']}/artifacts"
+
+
+def test_parse_error_answers_400_problem_with_line_and_column(client: TestClient) -> None:
+    relay = SMALL_RELAY.replace("nn.relu(add(%x, %y))", "nn.relu(add(%x, %y)")
+
+    response = client.post("/compile", json={"relay": relay})
+
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["type"] == PROBLEMS + "parse-error"
+    assert (problem["line"], problem["column"]) == (4, 1)
+    assert problem["source_line"] == "}"
+    assert problem["status"] == 400
+
+
+def test_type_error_answers_400_problem_with_its_location(client: TestClient) -> None:
+    relay = SMALL_RELAY.replace("Tensor[(2, 3), float32]) -> Tensor", "Tensor[(5, 7), float32]) -> Tensor")
+
+    response = client.post("/compile", json={"relay": relay})
+
+    assert response.status_code == 400
+    problem = response.json()
+    assert problem["type"] == PROBLEMS + "type-error"
+    assert problem["line"] == 3
+    assert "add(%x, %y)" in problem["source_line"]
+
+
+def test_nothing_is_stored_for_a_request_refused_before_queueing(client: TestClient, tmp_path: Path) -> None:
+    client.post("/compile", json={"relay": "#[version = \"0.0.5\"]\ndef @main( {"})
+
+    assert not list((tmp_path / "store" / "modules").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({}, "body.relay"),
+        ({"relay": SMALL_RELAY, "colour": "blue"}, "body.colour"),
+        ({"relay": SMALL_RELAY, "module_name": "not a name"}, "body.module_name"),
+        ({"relay": SMALL_RELAY, "config": {"opt_level": "high"}}, "body.config.opt_level"),
+    ],
+)
+def test_malformed_body_answers_422_problem(client: TestClient, body: dict[str, object], where: str) -> None:
+    response = client.post("/compile", json=body)
+
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["type"] == PROBLEMS + "validation-error"
+    assert problem["detail"].startswith(where)
+    assert problem["errors"][0]["loc"][:2] == where.split(".")[:2]
+
+
+def test_body_that_is_not_json_answers_422_problem(client: TestClient) -> None:
+    response = client.post("/compile", content=b"{not json", headers={"content-type": "application/json"})
+
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_body_over_the_limit_answers_413(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", max_body_bytes=1000)
+    with TestClient(make_app(settings)) as client:
+        response = client.post("/compile", json={"relay": SMALL_RELAY + "//" + "x" * 2000})
+
+    assert response.status_code == 413
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["type"] == PROBLEMS + "body-too-large"
+
+
+def test_relay_text_over_its_limit_answers_413(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", max_relay_bytes=100)
+    with TestClient(make_app(settings)) as client:
+        response = client.post("/compile", json={"relay": SMALL_RELAY})
+
+    assert response.status_code == 413
+    assert response.json()["type"] == PROBLEMS + "model-too-large"
+    assert "RELAYCC_MAX_RELAY_BYTES" in response.json()["detail"]
+
+
+def test_a_tvmc_config_target_names_the_same_module_as_the_equivalent_string(client: TestClient) -> None:
+    as_string = client.post("/compile", json={
+        "relay": small_relay(3), "target": "c", "config": {"workspace_byte_alignment": 32, "pass_config": {"k": 1}},
+    })
+    as_object = client.post("/compile", json={
+        "relay": small_relay(3),
+        "target": {"targets": [{"kind": "c"}], "executor": {"kind": "aot", "workspace-byte-alignment": 32},
+                   "pass-config": {"k": 1}},
+    })
+
+    assert as_string.json()["id"] == as_object.json()["id"]
+    assert as_object.json()["target"] == "c"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"target": "acme_npu, c"}, "unknown external codegen 'acme_npu'"),
+        ({"target": "cuda"}, "unknown host target"),
+        ({"target": {"targets": [{"kind": "c"}], "executor": {"kind": "graph"}}}, "executor 'graph'"),
+        ({"config": {"cflags": ["-o", "/etc/passwd"]}}, "C flag '-o' is not allowed"),
+        ({"config": {"opt_level": 9}}, "opt level"),
+        ({"params": "bm90IGFuIG5weg=="}, "params: cannot read arrays"),
+    ],
+)
+def test_bad_options_answer_400_input_problem(client: TestClient, change: dict[str, object], message: str) -> None:
+    response = client.post("/compile", json={"relay": SMALL_RELAY, **change})
+
+    assert response.status_code == 400
+    assert response.json()["type"] == PROBLEMS + "input-error"
+    assert message in response.json()["detail"]
+
+
+def test_a_job_that_fails_later_is_done_with_its_problem(client: TestClient) -> None:
+    response = client.post("/compile?wait=60", json={"relay": small_relay(4), "config": {"cflags": ["-Dfloat=("]}})
+
+    assert response.status_code == 200
+    status = response.json()
+    assert status["state"] == "failed"
+    assert status["error"]["type"] == PROBLEMS + "build-error"
+    assert client.get(f"/modules/{status['id']}").json()["error"] == status["error"]
+
+
+def test_too_many_jobs_from_one_client_answer_429(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", max_jobs_per_client=1, job_start_delay_seconds=30)
+    with TestClient(make_app(settings)) as client:
+        first = client.post("/compile", json={"relay": small_relay(5)})
+        second = client.post("/compile", json={"relay": small_relay(6)})
+        same_as_first = client.post("/compile", json={"relay": small_relay(5)})
+
+    assert first.status_code == 202
+    assert second.status_code == 429
+    assert second.json()["type"] == PROBLEMS + "too-many-jobs"
+    assert second.headers["retry-after"] == "1"
+    # Asking again for a job already in flight creates nothing, so it is not limited.
+    assert same_as_first.status_code == 202

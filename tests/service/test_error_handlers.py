@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+
+def test_an_unknown_path_is_a_404_problem(client: TestClient) -> None:
+    response = client.get("/no/such/path")
+
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["type"] == "https://relaycc.dev/problems/not-found"
+
+
+def test_a_wrong_method_is_a_405_problem(client: TestClient) -> None:
+    response = client.delete("/compile")
+
+    assert response.status_code == 405
+    assert response.json()["type"] == "https://relaycc.dev/problems/method-not-allowed"
+    assert "POST" in response.headers["allow"]
+
+
+def test_validation_errors_list_every_field(client: TestClient) -> None:
+    response = client.post("/compile", json={"module_name": 5, "repeat": 1})
+
+    problem = response.json()
+    assert problem["status"] == 422
+    locations = {tuple(error["loc"]) for error in problem["errors"]}
+    assert ("body", "relay") in locations and ("body", "module_name") in locations
+
+
+def test_a_bad_query_parameter_is_a_422_problem(client: TestClient) -> None:
+    response = client.post("/compile?wait=-1", json={"relay": "x"})
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == ["query", "wait"]

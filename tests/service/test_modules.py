@@ -1,0 +1,204 @@
+"""The /modules routes on the seed-001 MLP: status, metadata, artifacts, restarts."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import signal
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.settings import Settings
+from tests.service.support import MODELS, make_app, make_settings, small_relay, wait_until_done
+
+PROBLEMS = "https://relaycc.dev/problems/"
+MLP_RELAY = (MODELS / "mlp_seed001.relay").read_text()
+
+
+@pytest.fixture(scope="module")
+def mlp_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return make_settings(tmp_path_factory.mktemp("mlp") / "store")
+
+
+@pytest.fixture(scope="module")
+def mlp_client(mlp_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(make_app(mlp_settings)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def mlp_id(mlp_client: TestClient) -> str:
+    response = mlp_client.post("/compile", json={"relay": MLP_RELAY, "module_name": "mlp"})
+    assert response.status_code == 202
+    status = wait_until_done(mlp_client, response.json()["id"])
+    assert status["state"] == "succeeded", status["error"]
+    return str(status["id"])
+
+
+def test_status_of_a_built_module(mlp_client: TestClient, mlp_id: str) -> None:
+    status = mlp_client.get(f"/modules/{mlp_id}").json()
+
+    assert (status["state"], status["module_name"], status["target"]) == ("succeeded", "mlp", "c")
+    assert status["error"] is None and status["progress"] is None
+    assert status["finished_at"] >= status["started_at"] >= status["created_at"]
+
+
+def test_metadata_is_the_call_lowered_report(mlp_client: TestClient, mlp_id: str) -> None:
+    response = mlp_client.get(f"/modules/{mlp_id}/metadata")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    report = response.json()
+    assert report["format"] == "relaycc.metadata/1"
+    assert report["module_name"] == "mlp"
+    assert [c["kind"] for c in report["calls"]] == ["prim_func"] * len(report["calls"])
+    assert any("dense" in c["callee"] for c in report["calls"])
+
+
+def test_artifact_list_names_the_outdir_files(mlp_client: TestClient, mlp_id: str) -> None:
+    listing = mlp_client.get(f"/modules/{mlp_id}/artifacts").json()
+
+    names = {a["name"] for a in listing["artifacts"]}
+    assert {"metadata.json", "lowered.relay", "libmlp.so", "mlp.tar", "include/tvmgen_mlp.h",
+            "src/mlp_lib0.c", "src/mlp_lib1.c"} <= names
+    library = next(a for a in listing["artifacts"] if a["name"] == "libmlp.so")
+    assert library["href"] == f"/modules/{mlp_id}/artifacts/libmlp.so"
+
+
+@pytest.mark.parametrize(("name", "content_type"), [("libmlp.so", "application/octet-stream"),
+                                                    ("mlp.tar", "application/x-tar")])
+def test_artifact_download_has_a_sha256_etag_and_honours_if_none_match(
+    mlp_client: TestClient, mlp_id: str, name: str, content_type: str
+) -> None:
+    response = mlp_client.get(f"/modules/{mlp_id}/artifacts/{name}")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == content_type
+    digest = hashlib.sha256(response.content).hexdigest()
+    assert response.headers["etag"] == f'"{digest}"'
+
+    cached = mlp_client.get(f"/modules/{mlp_id}/artifacts/{name}", headers={"If-None-Match": f'W/"{digest}"'})
+    stale = mlp_client.get(f"/modules/{mlp_id}/artifacts/{name}", headers={"If-None-Match": '"other"'})
+
+    assert cached.status_code == 304 and cached.content == b""
+    assert cached.headers["etag"] == f'"{digest}"'
+    assert stale.status_code == 200
+
+
+def test_the_mlf_archive_holds_the_model_library_format(mlp_client: TestClient, mlp_id: str) -> None:
+    content = mlp_client.get(f"/modules/{mlp_id}/artifacts/mlp.tar").content
+
+    with tarfile.open(fileobj=io.BytesIO(content)) as archive:
+        names = archive.getnames()
+    assert any(n.endswith("metadata.json") for n in names)
+    assert any(n.endswith("mlp_lib1.c") for n in names)
+
+
+def test_a_nested_artifact_is_served_by_its_listed_name(mlp_client: TestClient, mlp_id: str) -> None:
+    response = mlp_client.get(f"/modules/{mlp_id}/artifacts/include/tvmgen_mlp.h")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/x-c")
+    assert "tvmgen_mlp_run" in response.text
+
+
+@pytest.mark.parametrize("name", ["../status.json", "..%2Frequest.json", "request.json", "artifacts/metadata.json"])
+def test_names_outside_the_artifact_list_are_not_found(mlp_client: TestClient, mlp_id: str, name: str) -> None:
+    response = mlp_client.get(f"/modules/{mlp_id}/artifacts/{name}")
+
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+@pytest.mark.parametrize("module_id", ["0" * 64, "not-an-id", "..", "A" * 64])
+def test_unknown_module_ids_answer_404_problem(mlp_client: TestClient, module_id: str) -> None:
+    for path in ("", "/metadata", "/artifacts", "/artifacts/metadata.json"):
+        response = mlp_client.get(f"/modules/{module_id}{path}")
+        assert response.status_code == 404, path
+        assert response.json()["type"] == PROBLEMS + "not-found"
+
+
+def test_a_module_that_is_not_built_has_no_artifacts_yet(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", job_start_delay_seconds=30)
+    with TestClient(make_app(settings)) as client:
+        module_id = client.post("/compile", json={"relay": small_relay(10)}).json()["id"]
+        metadata = client.get(f"/modules/{module_id}/metadata")
+        artifacts = client.get(f"/modules/{module_id}/artifacts")
+
+    assert metadata.status_code == artifacts.status_code == 409
+    assert metadata.json()["type"] == PROBLEMS + "module-not-ready"
+
+
+def test_a_restarted_service_still_serves_a_finished_module(
+    mlp_settings: Settings, mlp_client: TestClient, mlp_id: str
+) -> None:
+    before = mlp_client.get(f"/modules/{mlp_id}/artifacts/libmlp.so")
+
+    with TestClient(make_app(mlp_settings)) as restarted:
+        status = restarted.get(f"/modules/{mlp_id}").json()
+        after = restarted.get(f"/modules/{mlp_id}/artifacts/libmlp.so")
+        again = restarted.post("/compile", json={"relay": MLP_RELAY, "module_name": "mlp"})
+
+    assert status["state"] == "succeeded"
+    assert after.content == before.content
+    assert again.status_code == 200 and again.json()["id"] == mlp_id
+
+
+def test_a_restarted_service_compiles_the_jobs_left_in_flight(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", job_start_delay_seconds=30)
+    with TestClient(make_app(settings)) as client:
+        module_id = client.post("/compile", json={"relay": small_relay(11)}).json()["id"]
+        status = wait_until_done_or_running(client, module_id)
+        assert status["state"] == "running"
+    # The service stopped mid-compile; it comes back without the delay.
+    settings.job_start_delay_seconds = 0
+    with TestClient(make_app(settings)) as client:
+        status = wait_until_done(client, module_id)
+
+    assert status["state"] == "succeeded", status["error"]
+    assert status["attempts"] == 2
+
+
+def test_a_job_whose_worker_is_killed_fails_and_the_next_job_succeeds(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "store", job_start_delay_seconds=30)
+    with TestClient(make_app(settings)) as client:
+        doomed = client.post("/compile", json={"relay": small_relay(12)}).json()["id"]
+        running = wait_until_done_or_running(client, doomed)
+        worker_pid = _worker_pid(settings, doomed)
+
+        os.kill(worker_pid, signal.SIGKILL)
+
+        failed = wait_until_done(client, doomed)
+        settings.job_start_delay_seconds = 0
+        following = client.post("/compile?wait=60", json={"relay": small_relay(13)}).json()
+        # The same request again retries the job whose worker died.
+        retried = client.post("/compile?wait=60", json={"relay": small_relay(12)}).json()
+
+    assert running["state"] == "running"
+    assert failed["state"] == "failed"
+    assert failed["error"]["type"] == PROBLEMS + "worker-died"
+    assert str(worker_pid) in failed["error"]["detail"]
+    assert following["state"] == "succeeded", following["error"]
+    assert (retried["id"], retried["state"], retried["attempts"]) == (doomed, "succeeded", 2)
+
+
+def wait_until_done_or_running(client: TestClient, module_id: str, timeout: float = 30.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = client.get(f"/modules/{module_id}").json()
+        if status["state"] != "queued" or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+def _worker_pid(settings: Settings, module_id: str) -> int:
+    import json
+
+    status = json.loads((settings.store / "modules" / module_id / "status.json").read_text())
+    return int(status["worker"]["pid"])

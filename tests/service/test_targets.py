@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from tests.service.support import make_app, make_settings
+
+
+def test_targets_list_hosts_codegens_and_allowed_flags(client: TestClient) -> None:
+    response = client.get("/targets")
+
+    assert response.status_code == 200
+    info = response.json()
+    assert info["hosts"] == ["c"]
+    assert info["executors"] == ["aot"]
+    assert info["codegen_documents"] is True and info["user_c_allowed"] is True
+    assert "-O3" in info["allowed_cflags"] and "-o" not in info["allowed_cflags"]
+    for codegen in info["codegens"]:
+        assert codegen["mode"] in ("relay_to_tir", "function_at_a_time")
+        for pattern in codegen["patterns"]:
+            assert set(pattern) == {"name", "pattern", "symbol", "attrs"}
+
+
+def test_targets_say_when_user_c_is_not_allowed(tmp_path: Path) -> None:
+    with TestClient(make_app(make_settings(tmp_path / "store", allow_user_c=False))) as client:
+        assert client.get("/targets").json()["user_c_allowed"] is False

@@ -371,7 +371,12 @@ class ModuleStore:
         with `limits` when given, unless it has used up its attempts. True when the caller must
         submit it again."""
 
+        # Only the call that moves the job from failed to queued may resubmit it: a job that is
+        # already queued must not be submitted twice (two workers would run it at once).
+        requeued = False
+
         def change(status: Status) -> bool:
+            nonlocal requeued
             old = JobLimits.from_json(status["limits"])
             if status["state"] != "failed" or not status.get("retryable"):
                 return False
@@ -379,9 +384,11 @@ class ModuleStore:
                 return False
             status.update(state="queued", queued_at=_now(), finished_at=None, error=None,
                           retryable=False, progress=None, worker=None, limits=(limits or old).to_json())
+            requeued = True
             return True
 
-        return self.update(mid, change)["state"] == "queued"
+        self.update(mid, change)
+        return requeued
 
     def recover(self, limits: JobLimits | None = None) -> list[str]:
         """After a restart: jobs left queued or running are queued again (their worker is gone)

@@ -198,3 +198,14 @@ def test_job_limits_round_trip_through_json() -> None:
     assert JobLimits.from_json(LIMITS.to_json()) == LIMITS
     with pytest.raises(ValueError):
         JobLimits.from_json("not an object")
+
+
+def test_requeue_of_an_already_queued_job_does_not_ask_for_a_second_submission(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    mid, _ = store.create(normal(), {}, LIMITS, "ip:x")
+    store.begin_attempt(mid, {"host": "h", "pid": 1, "job_pid": None})
+    store.fail(mid, make_problem("worker-died", "x"), retryable=True)
+
+    assert store.requeue(mid) is True
+    assert store.requeue(mid) is False
+    assert store.status(mid)["state"] == "queued"

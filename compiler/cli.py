@@ -68,6 +68,9 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="arrays bound to @main's parameters as constants at compile time")
         sub.add_argument("--config", type=Path, metavar="CONFIG.json",
                          help="opt_level, pass_config, cflags, workspace_byte_alignment")
+        sub.add_argument("--codegen", type=Path, action="append", default=[], metavar="CODEGEN.json",
+                         help="an external codegen described in JSON (repeatable); one not named in "
+                              "--target is used after those that are")
         sub.set_defaults(handler=_compile, executor=(name == "compile"))
 
     run = commands.add_parser("run", help="run a compiled model directory with numpy inputs")
@@ -108,9 +111,11 @@ def _compile(args: argparse.Namespace) -> int:
     params = load_arrays(args.params) if args.params is not None else None
     config = load_json(args.config) if args.config is not None else {}
 
+    from compiler.byoc.codegen_config import CodegenSpec
     from compiler.driver import BuildOptions, build
 
-    options = BuildOptions.from_config(config, target=args.target, module_name=args.module_name)
+    codegens = [CodegenSpec.from_json_file(path) for path in args.codegen]
+    options = BuildOptions.from_config(config, target=args.target, module_name=args.module_name, codegens=codegens)
     try:
         text = model.read_text()
     except (OSError, UnicodeDecodeError) as err:

@@ -1,11 +1,13 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
     Relay text ─parse─▶ IRModule ─InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
-        ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (call_lowered, PrimFuncs, Extern=1 signatures)
+        ─▶ BYOC (per external codegen: partition, outline, its own passes)
+        ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
 
 `export()` writes the artifacts of DESIGN.md's OUTDIR and builds `lib<name>.so` with the system
-C compiler. Nothing here knows how a pass works; it only knows the order.
+C compiler, together with the external codegens' C and libraries. Nothing here knows how a pass
+works; it only knows the order.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from compiler.backend.function_metadata import UpdateFunctionMetadata
 from compiler.backend.interface_c import TensorInfo
 from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
+from compiler.backend.targets import TARGETS, compiler_names
 from compiler.backend.te_compiler import LowerTE
+from compiler.byoc.codegen_config import CodegenSpec
+from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
+from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.byoc.external_codegens import (
+    ExternalCodegens,
+    annotate_report,
+    known_codegens,
+    report_modules,
+)
+from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
 from compiler.ir.printer import astext
@@ -53,7 +66,8 @@ class Target:
     external: tuple[str, ...] = ()
 
     @staticmethod
-    def parse(text: str) -> Target:
+    def parse(text: str, codegens: Sequence[str] = ()) -> Target:
+        """`codegens` are the external codegens the target may name (built-in and given)."""
         kinds = [k.strip() for k in text.split(",") if k.strip()]
         if not kinds:
             raise InputError("empty target string; expected e.g. \"c\"")
@@ -61,8 +75,12 @@ class Target:
         if host not in HOST_TARGETS:
             raise InputError(f"unknown host target {host!r}; the host (last in the list) must be one of: "
                              + ", ".join(HOST_TARGETS))
-        if external:
-            raise InputError(f"unknown external codegen {external[0]!r} in target {text!r}")
+        for name in external:
+            if name not in codegens:
+                raise InputError(f"unknown external codegen {name!r} in target {text!r}; known codegens: "
+                                 f"{', '.join(codegens) or 'none'} (built in, or given with --codegen)")
+        if len(set(external)) != len(external):
+            raise InputError(f"target {text!r} names an external codegen twice")
         return Target(host, external)
 
     def __str__(self) -> str:
@@ -77,10 +95,15 @@ class BuildOptions:
     config: Mapping[str, object] = field(default_factory=dict)
     workspace_byte_alignment: int = 16
     cflags: tuple[str, ...] | None = None
+    # External codegens described by JSON documents (built-in ones are found by name).
+    codegens: tuple[CodegenSpec, ...] = ()
 
     @staticmethod
     def from_config(
-        config: Mapping[str, object], target: str = "c", module_name: str = "default"
+        config: Mapping[str, object],
+        target: str = "c",
+        module_name: str = "default",
+        codegens: Sequence[CodegenSpec] = (),
     ) -> BuildOptions:
         """Options from a `--config` JSON object: `opt_level`, `pass_config` (PassContext config),
         `cflags` (a list replacing the default C flags), `workspace_byte_alignment`."""
@@ -107,6 +130,7 @@ class BuildOptions:
             workspace_byte_alignment=alignment,
             target=target,
             module_name=module_name,
+            codegens=tuple(codegens),
         )
 
     def validated(self) -> BuildOptions:
@@ -117,7 +141,7 @@ class BuildOptions:
         alignment = self.workspace_byte_alignment
         if alignment < 1 or alignment & (alignment - 1):
             raise InputError(f"workspace_byte_alignment must be a power of two, got {alignment}")
-        Target.parse(self.target)
+        Target.parse(self.target, known_codegens(self.codegens))
         return self
 
 
@@ -134,17 +158,24 @@ class CompiledModel:
     report: dict[str, object]
     params: dict[str, np.ndarray]
     functions: dict[str, dict[str, object]]
+    codegens: ExternalCodegens = ExternalCodegens()
+    external_modules: list[ExternalModule] = field(default_factory=list)
 
     @property
     def prefix(self) -> str:
         return f"tvmgen_{self.options.module_name}"
 
     def c_sources(self) -> dict[str, str]:
-        """File name → C text: the executor (lib0) and the kernels (lib1)."""
+        """File name → C text: the executor (lib0), the host kernels (lib1), then one file per
+        external module (the codegens' generated C)."""
         assert self.aot is not None, "lower-only builds have no C"
         name = self.options.module_name
-        kernels = emit_c_module(self.prim_funcs, workspace_alignment=self.options.workspace_byte_alignment)
-        return {f"{name}_lib0.c": self.aot.main_source, f"{name}_lib1.c": kernels}
+        external = {s for m in self.external_modules for s in m.symbols}
+        host_funcs = [f for f in self.prim_funcs if f.name not in external]
+        kernels = emit_c_module(host_funcs, workspace_alignment=self.options.workspace_byte_alignment)
+        sources = {f"{name}_lib0.c": self.aot.main_source, f"{name}_lib1.c": kernels}
+        sources.update((m.file_name, m.source) for m in self.external_modules)
+        return sources
 
 
 def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
@@ -166,17 +197,24 @@ def lower(
 ) -> CompiledModel:
     """Run the pipeline up to the executor codegen (`executor=False` stops after LowerTE)."""
     options = options.validated()
-    target = Target.parse(options.target)
+    target = Target.parse(options.target, known_codegens(options.codegens))
+    # Before anything runs: every codegen exists and its library defines what it calls.
+    codegens = ExternalCodegens.resolve(target.external, options.codegens, options.cflags, compiler_names(mod))
     timer = PassTimer()
     ctx = PassContext(opt_level=options.opt_level, config=dict(options.config), instruments=(timer,))
     functions = UpdateFunctionMetadata(options.workspace_byte_alignment)
     prefix = f"tvmgen_{options.module_name}"
-    with ctx.scope():
+    # The codegens' target kinds (their LowerTE hooks) exist only while this build runs.
+    with ctx.scope(), TARGETS.scoped(*codegens.target_kinds()):
         mod = optimize(mod, params or {})
+        # BYOC: each external codegen, in target order, takes what its patterns match; its own
+        # passes then run on its functions only.
+        mod = codegens.partition(mod, options.module_name)
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
         mod = FuseOps()(mod)
         mod = LabelOps()(mod)
         lowered = LowerTE(prefix, {"host": target.host, **options.config}, functions)(mod)
+        external_modules = codegens.external_modules(lowered, options.workspace_byte_alignment)
         aot = None
         if executor:
             aot = AOTExecutorCodegen(options.module_name, options.workspace_byte_alignment).codegen(lowered)
@@ -185,17 +223,20 @@ def lower(
     report = build_report(
         module_name=options.module_name,
         host=target.host,
-        external=target.external,
+        external=codegens.names,
         lowered=lowered,
         functions=functions.functions,
         memory=memory,
         passes=timer.records,
+        external_modules=report_modules(external_modules, codegens),
     )
+    annotate_report(report, lowered, codegens)
     report["compiler_version"] = __version__
     if aot is not None:
         report["interface"] = interface_section(aot, options)
     return CompiledModel(
-        options, target, mod, lowered, aot, prim_funcs, report, dict(params or {}), dict(functions.functions)
+        options, target, mod, lowered, aot, prim_funcs, report, dict(params or {}), dict(functions.functions),
+        codegens, external_modules,
     )
 
 
@@ -229,12 +270,15 @@ def export(model: CompiledModel, outdir: Path, relay_text: str, *, build_library
         for file_name, text in sources.items():
             _write(outdir / "src" / file_name, text)
         _write(outdir / "include" / model.aot.header_name, model.aot.header)
+        codegen_libraries = combined(_write_codegen_libraries(model, outdir))
         if build_library:
             build_shared_library(
-                [outdir / "src" / f for f in sources],
+                [outdir / "src" / f for f in sources] + list(codegen_libraries.sources),
                 outdir / f"lib{name}.so",
                 cflags=model.options.cflags,
-                include_dirs=[outdir / "include"],
+                include_dirs=[outdir / "include", *codegen_libraries.include_dirs],
+                libraries=codegen_libraries.libraries,
+                library_dirs=codegen_libraries.library_dirs,
             )
         aot = model.aot
         operator_workspaces = {
@@ -263,6 +307,18 @@ def export(model: CompiledModel, outdir: Path, relay_text: str, *, build_library
         )
     _write(outdir / "metadata.json", json.dumps(model.report, indent=2) + "\n")
     return outdir
+
+
+def _write_codegen_libraries(model: CompiledModel, outdir: Path) -> list[LibraryBuild]:
+    """include/relaycc_dlpack.h and each external codegen's library under src/<codegen>/."""
+    if not model.codegens.codegens:
+        return []
+    include = outdir / "include"
+    _write(include / HEADER_NAME, HEADER_TEXT)
+    # A codegen's library is linked when the codegen produced code for this model.
+    used = {m.codegen for m in model.external_modules}
+    return [write_library(spec, outdir / "src" / spec.name, include)
+            for spec in model.codegens.specs if spec.name in used]
 
 
 def _write(path: Path, text: str) -> None:

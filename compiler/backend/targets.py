@@ -12,6 +12,11 @@ the two ways TVM lets an external compiler take over the functions partitioned f
   define). It returns an external module object, which LowerTE collects into
   `mod.attrs["external_mods"]`, or None when there is nothing to add (the symbol is provided
   some other way, e.g. by a `relay_to_tir` hook or a library linked with the model).
+* `tir_to_runtime` (TVM's `TIRToRuntime` target hook): emits the C of the PrimFuncs whose
+  `target` attribute names this kind (typically made by its `relay_to_tir` hook), given the
+  workspace alignment the memory planner used; returns an external module object. The C must
+  define each PrimFunc with compiler/backend/c_signature.py's signature, so the executor calls
+  it like any kernel.
 
 What an external module object is belongs to the code generators (the BYOC issue defines
 them); LowerTE only collects them.
@@ -19,19 +24,22 @@ them); LowerTE only collects them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import post_order
+from compiler.tir.stmt import PrimFunc
 
 HOST = "c"
 
 RelayToTIR = Callable[[IRModule], IRModule]
 # Returns an external module object, or None when the codegen adds no module.
 Codegen = Callable[[Function], object]
+# (the kind's PrimFuncs, workspace alignment) -> an external module object.
+TIRToRuntime = Callable[[Sequence[PrimFunc], int], object]
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class TargetKind:
     name: str
     relay_to_tir: RelayToTIR | None = None
     codegen: Codegen | None = None
+    tir_to_runtime: TIRToRuntime | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -101,9 +110,10 @@ def register_target_kind(
     *,
     relay_to_tir: RelayToTIR | None = None,
     codegen: Codegen | None = None,
+    tir_to_runtime: TIRToRuntime | None = None,
     replace: bool = False,
 ) -> TargetKind:
-    return TARGETS.register(TargetKind(name, relay_to_tir, codegen), replace=replace)
+    return TARGETS.register(TargetKind(name, relay_to_tir, codegen, tir_to_runtime), replace=replace)
 
 
 def lookup_target_kind(name: str) -> TargetKind | None:

@@ -257,3 +257,15 @@ def test_serve_reports_invalid_port_on_one_line(
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1
     assert "port" in error
+
+
+def test_compile_reports_a_missing_codegen_file_on_one_line(tmp_path: Path) -> None:
+    model = tmp_path / "m.relay"
+    model.write_text('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) { add(%x, %x) }\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "compiler", "compile", str(model), "-o", str(tmp_path / "out"),
+         "--codegen", str(tmp_path / "absent.json")],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: {tmp_path / 'absent.json'}: no such codegen file"

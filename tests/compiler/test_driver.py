@@ -50,3 +50,38 @@ def test_module_name_prefixes_every_symbol(tmp_path):
 def test_pass_timings_are_recorded_in_order():
     passes = [p["name"] for p in lower(parse(ADD), executor=False).report["passes"]]
     assert passes.index("FuseOps") < passes.index("LabelOps") < passes.index("LowerTE")
+
+
+def test_target_accepts_external_codegens_it_knows_and_lists_them_otherwise():
+    assert Target.parse("acme, c", ["acme"]) == Target("c", ("acme",))
+    assert str(Target.parse("acme,c", ["acme"])) == "acme, c"
+    with pytest.raises(InputError, match=r"unknown external codegen 'npu' in target 'npu, c'; known codegens: acme"):
+        Target.parse("npu, c", ["acme"])
+    with pytest.raises(InputError, match="names an external codegen twice"):
+        Target.parse("acme, acme, c", ["acme"])
+
+
+def test_build_options_carry_codegen_specs():
+    from compiler.byoc.codegen_config import CodegenSpec
+
+    spec = CodegenSpec("acme")
+    options = BuildOptions.from_config({}, target="acme, c", codegens=[spec])
+    assert options.codegens == (spec,) and options.validated() is options
+    with pytest.raises(InputError, match="unknown external codegen 'acme'"):
+        BuildOptions(target="acme, c").validated()
+
+
+def test_external_module_sources_are_separate_files_and_their_prim_funcs_leave_the_host_file():
+    from pathlib import Path
+
+    from compiler.byoc.codegen_config import CodegenSpec
+
+    tests = Path(__file__).resolve().parents[1]
+    spec = CodegenSpec.from_json_file(tests / "codegens" / "toy_cg_thflow" / "toy_cg_thflow.json")
+    model = lower(parse((tests / "models" / "seed001_mlp.relay").read_text()),
+                  BuildOptions(target="toy_cg_thflow, c", codegens=(spec,)))
+    sources = model.c_sources()
+    assert list(sources) == ["default_lib0.c", "default_lib1.c", "toy_cg_thflow_extern_calls.c"]
+    assert "tvmgen_default_toy_cg_thflow_main_0(" not in sources["default_lib1.c"]
+    assert "int32_t tvmgen_default_toy_cg_thflow_main_0(" in sources["toy_cg_thflow_extern_calls.c"]
+    assert model.report["target"]["external"] == ["toy_cg_thflow"]

@@ -1,0 +1,198 @@
+"""A codegen's C library: checked before anything is compiled, then built with the model.
+
+`check_library(spec)` compiles the library sources to object files in a scratch directory and
+reads their defined symbols with `nm`, so a codegen whose patterns name a symbol the library
+does not define fails at once, with the codegen and the symbol in the message, instead of at
+load time with an "undefined symbol" from the dynamic loader. A symbol the sources do not
+define may come from a prebuilt library the codegen links (`libraries`): those are found like
+the linker finds them (`library_dirs`, then the C compiler's search path) and read with
+`nm -D`.
+
+`write_library(spec, dest)` copies the sources next to the model's generated C
+(`src/<codegen>/<file>`) and returns what the final link needs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.byoc.codegen_config import RELAY_TO_TIR, CodegenSpec, LibrarySource
+from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.diagnostics import InputError
+from compiler.runtime.build import DEFAULT_CFLAGS, BuildError, c_compiler
+
+_TIMEOUT_S = 300
+_DEFINED_TYPES = frozenset("TDBRVW")  # text, data, bss, read-only, weak objects and functions
+
+
+@dataclass(frozen=True)
+class LibraryBuild:
+    """What linking a codegen's library into the model needs."""
+
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+    libraries: tuple[str, ...]
+    library_dirs: tuple[Path, ...]
+
+
+def combined(builds: Sequence[LibraryBuild]) -> LibraryBuild:
+    """One link's worth of several libraries (each directory and library once, in order)."""
+    return LibraryBuild(
+        tuple(p for b in builds for p in b.sources),
+        tuple(dict.fromkeys(d for b in builds for d in b.include_dirs)),
+        tuple(dict.fromkeys(x for b in builds for x in b.libraries)),
+        tuple(dict.fromkeys(d for b in builds for d in b.library_dirs)),
+    )
+
+
+def _compile_flags(cflags: Sequence[str] | None) -> list[str]:
+    flags = [f for f in (DEFAULT_CFLAGS if cflags is None else cflags) if f != "-shared"]
+    return flags if "-fPIC" in flags else [*flags, "-fPIC"]
+
+
+def _nm() -> list[str]:
+    return shlex.split(os.environ.get("NM", "").strip()) or ["nm"]
+
+
+def _run(command: list[str], what: str) -> str:
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except FileNotFoundError:
+        raise BuildError(f"{what}: {command[0]!r} not found", "", command) from None
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"{what}: {command[0]} did not finish within {_TIMEOUT_S} s", "", command) from None
+    if proc.returncode != 0:
+        output = proc.stderr + proc.stdout
+        errors = [ln for ln in output.splitlines() if "error" in ln.lower()] or output.splitlines()
+        raise BuildError(f"{what}: " + ("; ".join(errors[:3]) or f"exit {proc.returncode}"), output, command)
+    return proc.stdout
+
+
+def include_dirs(spec: CodegenSpec, generated_include: Path) -> tuple[Path, ...]:
+    """The include path of the library sources: relaycc_dlpack.h first, then the spec's
+    directories and the directories the sources came from."""
+    dirs = [generated_include, *spec.library.include_dirs, *spec.library.source_dirs()]
+    return tuple(dict.fromkeys(dirs))
+
+
+def defined_symbols(spec: CodegenSpec, cflags: Sequence[str] | None = None) -> frozenset[str]:
+    """The global symbols the library sources define (compiled in a scratch directory)."""
+    if not spec.library.sources:
+        return frozenset()
+    with tempfile.TemporaryDirectory(prefix="relaycc-codegen-") as tmp:
+        work = Path(tmp)
+        include = work / "include"
+        include.mkdir()
+        (include / HEADER_NAME).write_text(HEADER_TEXT)
+        flags = _compile_flags(cflags) + [f"-I{d}" for d in include_dirs(spec, include)]
+        symbols: set[str] = set()
+        for k, source in enumerate(spec.library.sources):
+            src = work / f"{k}_{Path(source.name).name}"
+            src.write_text(source.text)
+            obj = src.with_suffix(".o")
+            what = f"codegen {spec.name}: library source {source.name} does not compile"
+            _run([*c_compiler(), *flags, "-c", str(src), "-o", str(obj)], what)
+            listing = _run([*_nm(), "-P", "-g", "--defined-only", str(obj)],
+                           f"codegen {spec.name}: cannot list the symbols of {source.name}")
+            symbols.update(_defined(listing))
+    return frozenset(symbols)
+
+
+def _defined(listing: str) -> Iterable[str]:
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in _DEFINED_TYPES:
+            yield parts[0]
+
+
+def check_library(
+    spec: CodegenSpec, required: Iterable[str] = (), cflags: Sequence[str] | None = None
+) -> frozenset[str] | None:
+    """Compile the library and check it defines every pattern symbol (relay_to_tir codegens
+    call them) and every symbol in `required`. Returns every symbol the model may call: those
+    of the sources and of the linked libraries, or None when a linked library cannot be read
+    (then anything might be defined, and the linker has the last word)."""
+    needed = list(dict.fromkeys([*(spec.symbols if spec.mode == RELAY_TO_TIR else ()), *required]))
+    defined = library_symbols(spec, cflags)
+    if defined is not None:
+        require_symbols(spec, needed, defined)
+    return defined
+
+
+def library_symbols(spec: CodegenSpec, cflags: Sequence[str] | None = None) -> frozenset[str] | None:
+    """The symbols of the library sources and of the libraries `spec` links; None when a linked
+    library is not a file `nm` can read (e.g. a linker script)."""
+    defined = defined_symbols(spec, cflags)
+    if not spec.library.libraries:
+        return defined
+    linked = linked_symbols(spec)
+    return None if linked is None else defined | linked
+
+
+def require_symbols(spec: CodegenSpec, symbols: Iterable[str], defined: frozenset[str]) -> None:
+    """InputError naming the codegen and the first symbol of `symbols` not in `defined`."""
+    for symbol in symbols:
+        if symbol in defined:
+            continue
+        if not spec.library.sources and not spec.library.libraries:
+            raise InputError(f"codegen {spec.name}: symbol {symbol} is not defined: the codegen has no library")
+        names = ", ".join([*(s.name for s in spec.library.sources), *(f"-l{lib}" for lib in spec.library.libraries)])
+        raise InputError(f"codegen {spec.name}: symbol {symbol} is not defined by its library ({names})")
+
+
+def linked_symbols(spec: CodegenSpec) -> frozenset[str] | None:
+    """The dynamic symbols of the prebuilt libraries `spec` links; None when one of them is not
+    a file `nm` can read."""
+    symbols: set[str] = set()
+    for lib in spec.library.libraries:
+        path = find_library(lib, spec.library.library_dirs)
+        if path is None:
+            raise InputError(f"codegen {spec.name}: library -l{lib} not found")
+        dynamic = ["-D"] if path.suffix != ".a" else []
+        try:
+            listing = _run([*_nm(), "-P", "-g", *dynamic, "--defined-only", str(path)], f"nm {path}")
+        except BuildError:
+            return None
+        symbols.update(_defined(listing))
+    return frozenset(symbols)
+
+
+def find_library(name: str, library_dirs: Sequence[Path]) -> Path | None:
+    """Where the linker would find `-l<name>`: the given directories first, then the C
+    compiler's own search path."""
+    for directory in library_dirs:
+        for suffix in (".so", ".a"):
+            candidate = Path(directory) / f"lib{name}{suffix}"
+            if candidate.exists():
+                return candidate
+    for suffix in (".so", ".a"):
+        found = _run([*c_compiler(), f"-print-file-name=lib{name}{suffix}"], f"cannot look up -l{name}").strip()
+        # The compiler echoes the bare name back when it does not find the file.
+        if found and Path(found).is_absolute() and Path(found).exists():
+            return Path(found)
+    return None
+
+
+def write_library(spec: CodegenSpec, dest: Path, generated_include: Path) -> LibraryBuild:
+    """Copy the library sources to `dest` (one file each, by base name) for the final link."""
+    written: list[Path] = []
+    for source in spec.library.sources:
+        path = dest / _file_name(spec, source)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source.text)
+        written.append(path)
+    return LibraryBuild(tuple(written), include_dirs(spec, generated_include),
+                        spec.library.libraries, spec.library.library_dirs)
+
+
+def _file_name(spec: CodegenSpec, source: LibrarySource) -> str:
+    name = Path(source.name).name
+    if not name or name in (".", ".."):
+        raise InputError(f"codegen {spec.name}: library source name {source.name!r} is not a file name")
+    return name

@@ -22,7 +22,7 @@ TARGET = "cblas, c"
 # The cblas kernels each model must call (a subset: the host may keep what the checks refuse).
 EXPECTED_KERNELS = {
     "mlp": {"relaycc_cblas_dense_bias_relu", "relaycc_cblas_dense_bias"},
-    "cnn": {"relaycc_cblas_conv2d", "relaycc_cblas_dense_bias"},
+    "cnn": {"relaycc_cblas_conv2d", "relaycc_cblas_conv2d_bias_relu", "relaycc_cblas_dense_bias"},
     "attention": {"relaycc_cblas_dense", "relaycc_cblas_batch_matmul", "relaycc_cblas_dense_bias"},
     "mlp_seed001": {"relaycc_cblas_dense_bias_relu", "relaycc_cblas_dense_bias"},
 }

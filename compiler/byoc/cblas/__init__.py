@@ -108,10 +108,10 @@ def _conv2d_supported(root: Expr) -> bool:
         return False
     conv, bias = found
     attrs = conv.attrs
-    # The kernels take exactly 2 strides, 4 paddings and 2 dilations; the short forms the text
-    # allows (`padding=[1, 1]`) would pass fewer integers than the C signature reads.
-    full_forms = (_full_form(attrs["strides"], 2) and _full_form(attrs["padding"], 4)
-                  and _full_form(attrs["dilation"], 2))
+    # The kernels take exactly 2 strides and 2 dilations; a one-value form would pass fewer
+    # integers than the C signature reads. Padding always arrives as four values (the extern
+    # call codegen expands the 1- and 2-value forms).
+    full_forms = _full_form(attrs["strides"], 2) and _full_form(attrs["dilation"], 2)
     return _all_f32(conv) and full_forms and attrs["out_layout"] in ("", "NCHW") and _bias_on_axis(bias, 1)
 
 

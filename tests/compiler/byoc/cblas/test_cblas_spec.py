@@ -97,11 +97,16 @@ def test_conv2d_check_accepts_nchw_oihw_with_channel_bias() -> None:
     assert check("conv2d", CONV.format(body="nn.conv2d(%x, %w, strides=[2, 2], padding=[0, 1, 0, 1], dilation=[2, 2])"))
 
 
-@pytest.mark.parametrize("attrs", ["padding=[1, 1]", "padding=[1]", "strides=[2], padding=[0, 0, 0, 0]",
-                                   "dilation=[2], padding=[0, 0, 0, 0]"])
-def test_conv2d_check_keeps_short_attribute_forms_on_the_host(attrs: str) -> None:
-    # The kernels read a fixed number of trailing integers; short forms would pass fewer.
+@pytest.mark.parametrize("attrs", ["strides=[2], padding=[0, 0, 0, 0]", "dilation=[2], padding=[0, 0, 0, 0]"])
+def test_conv2d_check_keeps_one_value_strides_and_dilations_on_the_host(attrs: str) -> None:
+    # The kernels read a fixed number of trailing integers; a one-value form would pass fewer.
     assert not check("conv2d", CONV.format(body=f"nn.conv2d(%x, %w, {attrs})"))
+
+
+@pytest.mark.parametrize("attrs", ["padding=[1, 1]", "padding=[1]", "padding=[0, 0]"])
+def test_conv2d_check_accepts_short_padding_forms(attrs: str) -> None:
+    # The codegen expands padding to (top, left, bottom, right) before passing it.
+    assert check("conv2d", CONV.format(body=f"nn.conv2d(%x, %w, {attrs})"))
 
 
 @pytest.mark.parametrize("pattern, text", [

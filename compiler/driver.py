@@ -49,7 +49,7 @@ from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType
 from compiler.passes.inline_globals import InlineGlobals
 from compiler.passes.label_ops import LabelOps
-from compiler.passes.pass_infra import PassContext, PassTimer, Sequential
+from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.runtime.build import build_shared_library
 from compiler.tir.stmt import PrimFunc
@@ -194,14 +194,19 @@ def lower(
     params: Mapping[str, np.ndarray] | None = None,
     *,
     executor: bool = True,
+    instruments: Sequence[PassInstrument] = (),
 ) -> CompiledModel:
-    """Run the pipeline up to the executor codegen (`executor=False` stops after LowerTE)."""
+    """Run the pipeline up to the executor codegen (`executor=False` stops after LowerTE).
+
+    `instruments` see each pass as it finishes (the service reports job progress with one)."""
     options = options.validated()
     target = Target.parse(options.target, known_codegens(options.codegens))
     # Before anything runs: every codegen exists and its library defines what it calls.
     codegens = ExternalCodegens.resolve(target.external, options.codegens, options.cflags, compiler_names(mod))
     timer = PassTimer()
-    ctx = PassContext(opt_level=options.opt_level, config=dict(options.config), instruments=(timer,))
+    ctx = PassContext(
+        opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments)
+    )
     functions = UpdateFunctionMetadata(options.workspace_byte_alignment)
     prefix = f"tvmgen_{options.module_name}"
     # The codegens' target kinds (their LowerTE hooks) exist only while this build runs.
@@ -338,11 +343,12 @@ def build(
     source_name: str = "<string>",
     executor: bool = True,
     build_library: bool = True,
+    instruments: Sequence[PassInstrument] = (),
 ) -> CompiledModel:
     """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
     from compiler.parser import parse
 
     mod = parse(relay_text, source_name)
-    model = lower(mod, options, params, executor=executor)
+    model = lower(mod, options, params, executor=executor, instruments=instruments)
     export(model, outdir, relay_text, build_library=build_library and executor)
     return model

@@ -84,12 +84,26 @@ def _compile(store: ModuleStore, module_id: str, work: Path, delay_seconds: floa
     options = build_options(request)
     store.set_progress(module_id, "compiling")
     start = time.monotonic()
-    model = build(relay, work, options, params, source_name=SOURCE_NAME)
+    progress = _PassProgress(store, module_id)
+    model = build(relay, work, options, params, source_name=SOURCE_NAME, instruments=(progress,))
     passes = model.report.get("passes", [])
     return json.dumps({
         "compile_seconds": time.monotonic() - start,
         "passes": len(passes) if isinstance(passes, list) else 0,
     }).encode()
+
+
+class _PassProgress:
+    """A pass instrument recording in the job's status which pass finished last."""
+
+    def __init__(self, store: ModuleStore, module_id: str):
+        self.store = store
+        self.module_id = module_id
+        self.done = 0
+
+    def after_pass(self, name: str, seconds: float) -> None:
+        self.done += 1
+        self.store.set_progress(self.module_id, "compiling", last_pass=name, passes_done=self.done)
 
 
 def _compile_failure(result: Isolated, limits: JobLimits) -> Problem:

@@ -200,6 +200,8 @@ class Timings(BaseModel):
 
 class Progress(BaseModel):
     stage: str = Field(description="`starting`, `compiling` or `storing artifacts`.")
+    last_pass: str | None = Field(default=None, description="While compiling: the pass that finished last.")
+    passes_done: int | None = Field(default=None, description="While compiling: how many passes have finished.")
 
 
 class ModuleStatus(BaseModel):

@@ -110,3 +110,19 @@ def test_run_failed_survives_pickling_between_processes() -> None:
     error = pickle.loads(pickle.dumps(RunFailed({"type": "t", "status": 400})))
 
     assert error.problem == {"type": "t", "status": 400}
+
+
+def test_pass_progress_records_the_last_finished_pass_while_running(tmp_path: Path) -> None:
+    from service.jobs import _PassProgress
+
+    store = ModuleStore(tmp_path)
+    mid = stored(store)
+    store.begin_attempt(mid, {"host": "h", "pid": 1, "job_pid": None})
+    progress = _PassProgress(store, mid)
+
+    progress.after_pass("InferType", 0.001)
+    progress.after_pass("FuseOps", 0.002)
+
+    status = store.status(mid)
+    assert status is not None
+    assert status["progress"] == {"stage": "compiling", "last_pass": "FuseOps", "passes_done": 2}

@@ -3,8 +3,8 @@
 For each sample of each op, the call `op(%p0, ...)` is wrapped in a primitive function, lowered
 to a PrimFunc and emitted as C; all of them are built into one shared library (one compiler run
 for the whole registry) and called with the sample's inputs, drawn exactly as the registry test
-draws them. An op without a compute, reduction or kernel yet is skipped, so the test grows by
-itself as op families gain their loops.
+draws them. The few ops SimplifyInference decomposes before fusion have no loops of their own;
+they are compiled through the whole pipeline instead, and a test checks no other op lacks loops.
 """
 
 from __future__ import annotations
@@ -124,10 +124,19 @@ def assert_matches(actual: np.ndarray, expected: np.ndarray, accumulates: bool, 
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
 
 
+# Ops SimplifyInference rewrites into other ops before fusion (as TVM does): they never reach
+# the loop lowering, so they are compiled through the whole pipeline instead.
+DECOMPOSED = ("nn.batch_norm", "nn.dropout", "nn.layer_norm")
+
+
+def test_every_op_without_loops_is_decomposed_before_fusion() -> None:
+    assert sorted(op.name for op in ALL_OPS if not has_loops(op)) == sorted(DECOMPOSED)
+
+
 @pytest.mark.parametrize(("op", "index"), _sample_params())
 def test_compiled_op_matches_the_reference(op: OpDef, index: int, compiled: CompiledSamples) -> None:
     if not has_loops(op):
-        pytest.skip("no loop lowering yet")
+        pytest.skip("decomposed by SimplifyInference: see test_decomposed_op_compiles_through_the_pipeline")
     name = func_name(op, index)
     if name in compiled.errors:
         raise compiled.errors[name]
@@ -147,3 +156,28 @@ def test_generated_c_compiles_without_warnings(compiled: CompiledSamples) -> Non
 def test_elementwise_broadcast_and_reduce_ops_all_have_loops() -> None:
     missing = [op.name for op in ALL_OPS if op.reference.__module__ in LOWERED_FAMILIES and not has_loops(op)]
     assert missing == []
+
+
+@pytest.mark.parametrize(("op", "index"), [
+    pytest.param(op, index, id=f"{op.name}-{index}")
+    for op in ALL_OPS if op.name in DECOMPOSED for index in range(len(op.samples))
+])
+def test_decomposed_op_compiles_through_the_pipeline(op: OpDef, index: int, tmp_path: Path) -> None:
+    from compiler.driver import export, lower
+    from compiler.ir.expr import TupleGetItem
+    from compiler.ir.module import IRModule
+    from compiler.runtime.module import CompiledModule
+
+    values, types = sample_inputs(op, index)
+    params = [Var(f"p{i}", ty) for i, ty in enumerate(types)]
+    attrs = op.make_attrs(op.samples[index].attrs)
+    call = Call(Op.get(op.name), tuple(params), attrs)
+    infer_expr(Function(tuple(params), call))
+    # Inference models read the first field of batch_norm and dropout.
+    body: Expr = TupleGetItem(call, 0) if isinstance(call.checked_type, TupleType) else call
+    model = lower(IRModule.from_expr(Function(tuple(params), body)))
+    export(model, tmp_path, "")
+    result = CompiledModule(tmp_path).run({f"p{i}": v for i, v in enumerate(values)})
+    expected = op.reference(values, attrs)
+    first = expected[0] if isinstance(expected, tuple) else expected
+    assert_matches(result.outputs[0], np.asarray(first), True, f"{op.name}-{index}")

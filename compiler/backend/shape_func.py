@@ -161,7 +161,7 @@ class _ShapeFuncBuilder:
         func = self.func
         result = self.evaluate(func.body, {p: _ParamRef(p) for p in func.params})
         result_shape = self.shape_of(result)
-        out_types = flatten_tensor_types(_ret_type(func))
+        out_types = flatten_tensor_types(func.result_type)
         out_dims = _flatten_shape(result_shape)
         if len(out_dims) != len(out_types):
             raise UnsupportedError(f"shape function {self.name}: {len(out_dims)} result shapes for {len(out_types)} results")
@@ -318,14 +318,6 @@ def _static_dims(buffer: te.Buffer) -> tuple[int, ...]:
     dims = tuple(d for d in buffer.shape if isinstance(d, int))
     assert len(dims) == len(buffer.shape), f"buffer {buffer.name} has a dynamic shape"
     return dims
-
-
-def _ret_type(func: Function) -> Type:
-    if func.ret_type is not None:
-        return func.ret_type
-    ty = func.checked_type
-    assert isinstance(ty, FuncType)
-    return ty.ret_type
 
 
 def _flatten_shape(value: ShapeValue) -> list[Dims]:

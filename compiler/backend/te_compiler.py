@@ -46,7 +46,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.structural import structural_equal, structural_hash
-from compiler.ir.types import FuncType, Type, is_dynamic
+from compiler.ir.types import is_dynamic
 from compiler.ir.visitor import ExprMutator, post_order
 from compiler.passes.infer_type import InferType
 from compiler.passes.label_ops import primitive_name
@@ -316,7 +316,7 @@ class _ModuleLowering:
         metadata: dict[str, object] = {"relay_attrs": relay_attrs, "all_prim_fn_vars": prim_fn_vars}
         if func is not None and compiler is None and func.has_nonzero_attr(RESHAPE_ONLY):
             metadata[RESHAPE_ONLY] = 1
-        if func is not None and is_dynamic(_ret_type(func)):
+        if func is not None and is_dynamic(func.result_type):
             extern = compiler is not None or is_extern(func)
             shape_gv, shape_func = self._shape_function(func, extern)
             metadata["prim_shape_fn_var"] = shape_gv
@@ -398,14 +398,6 @@ def _value_operands(node: Expr) -> tuple[Expr, ...]:
 
 def _prefixed(module_name: str, label: str) -> str:
     return f"{module_name}_{label}" if module_name else label
-
-
-def _ret_type(func: Function) -> Type:
-    if func.ret_type is not None:
-        return func.ret_type
-    ty = func.checked_type
-    assert isinstance(ty, FuncType)
-    return ty.ret_type
 
 
 def _as_list(value: object) -> list[object]:

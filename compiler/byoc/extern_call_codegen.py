@@ -173,7 +173,7 @@ class _FunctionLowering:
         self.symbol = symbol
         params = [self.param_buffer(p) for p in func.params]
         result = _result_expr(func.body)
-        ret_types = flatten_tensor_types(_ret_type(func))
+        ret_types = flatten_tensor_types(func.result_type)
         self.outputs = [
             Buffer("output" if len(ret_types) == 1 else f"output{k}", _static(t, self, func), t.dtype)
             for k, t in enumerate(ret_types)
@@ -205,7 +205,7 @@ class _FunctionLowering:
         })
         prim_func = PrimFunc(
             symbol, (*params, *lifted, *self.outputs), body, len(params) + len(lifted),
-            attrs=attrs, func_type=FuncType(tuple(arg_types), _ret_type(func)),
+            attrs=attrs, func_type=FuncType(tuple(arg_types), func.result_type),
             extra={KERNELS_ATTR: tuple(self.kernels)},
         )
         return _Lowered(prim_func, tuple(self.constants), tuple(self.kernels))
@@ -360,14 +360,6 @@ def _result_expr(body: Expr) -> Expr:
 
 def _fields(result: Expr) -> list[Expr]:
     return list(result.fields) if isinstance(result, Tuple) else [result]
-
-
-def _ret_type(func: Function) -> Type:
-    if func.ret_type is not None:
-        return func.ret_type
-    ty = func.checked_type
-    assert isinstance(ty, FuncType)
-    return ty.ret_type
 
 
 def _static(ty: TensorType, lowering: _FunctionLowering, where: Expr) -> tuple[int, ...]:

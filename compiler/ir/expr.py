@@ -142,6 +142,17 @@ class Function(Expr):
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", Attrs(self.attrs))
 
+    @property
+    def result_type(self) -> Type:
+        """The declared return type, or the inferred one when none was written."""
+        if self.ret_type is not None:
+            return self.ret_type
+        from compiler.ir.types import FuncType
+
+        ty = self.checked_type
+        assert isinstance(ty, FuncType)
+        return ty.ret_type
+
     def attr(self, key: str, default: object = None) -> object:
         return self.attrs.get(key, default)
 

@@ -47,6 +47,10 @@ class Span:
         return f"{self.source_name}:{self.line}:{self.column}"
 
 
+# Source lines longer than this are shown as a window around the error's column.
+RENDER_WIDTH = 120
+
+
 class CompileError(Exception):
     """An error in the user's model or options, reported with its location when one is known."""
 
@@ -77,13 +81,24 @@ class CompileError(Exception):
         return f"{self.span}: error: {self.message}"
 
     def render(self) -> str:
-        """The one-line message followed by the source line and a caret under the column."""
+        """The one-line message followed by the source line and a caret under the column.
+
+        A line longer than RENDER_WIDTH (generated models can put a whole graph on one line) is
+        shown as a window around the column, elided with `...` on the cut sides."""
         text = self.one_line()
         if self.span is None or not self.source_line:
             return text
         line = self.source_line
-        width = max(1, (self.span.end_column or self.span.column + 1) - self.span.column)
-        caret = " " * (self.span.column - 1) + "^" + "~" * (width - 1)
+        column = self.span.column
+        width = max(1, (self.span.end_column or column + 1) - column)
+        if len(line) > RENDER_WIDTH:
+            start = max(0, min(column - 1 - RENDER_WIDTH // 2, len(line) - RENDER_WIDTH))
+            end = start + RENDER_WIDTH
+            prefix = "..." if start > 0 else ""
+            line = prefix + line[start:end] + ("..." if end < len(line) else "")
+            column = column - start + len(prefix)
+            width = min(width, RENDER_WIDTH)
+        caret = " " * (column - 1) + "^" + "~" * (width - 1)
         return f"{text}\n  {line}\n  {caret}"
 
     def __str__(self) -> str:

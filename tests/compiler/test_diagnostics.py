@@ -15,3 +15,22 @@ def test_error_without_span_is_one_line():
     err = TypeCheckError("bad")
     assert str(err) == "error: bad"
     assert err.line is None and err.kind == "type_error"
+
+
+def test_a_very_long_line_is_shown_as_a_window_around_the_column():
+    from compiler.diagnostics import RENDER_WIDTH
+
+    line = "a" * 50_000 + "BAD" + "b" * 50_000
+    err = ParseError("unexpected BAD", Span(Source("m.relay", line), 1, 50_001, 50_004))
+    _, shown, caret = str(err).split("\n")
+    assert len(shown) < RENDER_WIDTH + 10 and shown.strip().startswith("...") and shown.endswith("...")
+    assert shown[caret.index("^"):caret.index("^") + 3] == "BAD"
+    assert caret.strip() == "^~~"
+
+
+def test_a_long_line_near_its_start_keeps_the_start():
+    line = "BAD" + "x" * 1000
+    err = ParseError("unexpected BAD", Span(Source("m.relay", line), 1, 1, 4))
+    _, shown, caret = str(err).split("\n")
+    assert shown.startswith("  BAD") and shown.endswith("...")
+    assert caret == "  ^~~"

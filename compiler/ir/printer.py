@@ -24,8 +24,12 @@ Scalars of int32/int16/int64/float16/float32/float64/bool are written as literal
 round-trip exactly; every other constant becomes `meta[relay.Constant][k]` (k by first use) and
 the text ends with a `#[metadata]` section.
 
-`astext(expr)` prints a standalone expression the same way, without the version header: its
-binding lines, then its result; free variables are written by name without `free_var` lines.
+`astext(expr)` prints a standalone expression the same way, without the version header: one
+`free_var %x: T;` line per free variable (in first-use order, typed by its annotation or else its
+inferred type), then its binding lines, then its result, so that `parse_expr` reads it back.
+
+A NaN float attribute is refused with a ValueError naming the attribute: the text format has no
+NaN literal, and writing text the parser rejects would only move the failure further away.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from compiler.ir.expr import (
 )
 from compiler.ir.module import IRModule
 from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
-from compiler.ir.visitor import post_order
+from compiler.ir.visitor import free_vars, post_order
 
 VERSION_HEADER = '#[version = "0.0.5"]'
 
@@ -119,9 +123,19 @@ def _float_attr_text(value: float) -> str:
     if math.isinf(value):
         return "inff" if value > 0 else "-inff"
     if math.isnan(value):
-        # The text format has no NaN literal; this keeps the text readable but it will not parse.
-        return "nanf"
+        raise ValueError("NaN has no literal in Relay text")
     return repr(value) + "f"
+
+
+def _attr_texts(items: Sequence[tuple[str, object]], owner: str) -> list[str]:
+    """`key=value` for each attribute of `owner`, naming the attribute when a value cannot be written."""
+    texts: list[str] = []
+    for key, value in items:
+        try:
+            texts.append(f"{key}={format_attr_value(value)}")
+        except ValueError as error:
+            raise ValueError(f"cannot print attribute {key} of {owner}: {error}") from None
+    return texts
 
 
 _SCALAR_SUFFIX = {"int32": "", "int16": "i16", "int64": "i64", "float32": "f", "float16": "f16", "float64": "f64"}
@@ -327,7 +341,11 @@ class _Printer:
 
     def expression(self, expr: Expr) -> str:
         self.names = _Names()
-        block = self._body(expr, _Block(None, "", ""))
+        block = _Block(None, "", "")
+        # Free variables are named first so that inner lets and params with the same name give way.
+        for var in free_vars(expr):
+            block.lines.append(self._free_var_line(var))
+        block = self._body(expr, block)
         return _render_lines(block) + "\n"
 
     def metadata_section(self) -> str:
@@ -398,7 +416,7 @@ class _Printer:
         """The text of a compound node whose operands are all printed."""
         if isinstance(node, Call):
             args = [self._one(a, refs) for a in node.args]
-            args += [f"{k}={format_attr_value(v)}" for k, v in self._call_attrs(node)]
+            args += _attr_texts(self._call_attrs(node), f"call to {self._one(node.op, refs)}")
             text = f"{self._one(node.op, refs)}({', '.join(args)})"
             if self.show_types and node.has_type:
                 text += f" /* ty={type_text(node.checked_type)} */"
@@ -427,7 +445,7 @@ class _Printer:
     def _signature(self, prefix: str, func: Function) -> str:
         """`prefix` + params and attrs + `) -> T ` for a def or a fn literal."""
         params = [self._var_decl(p) for p in func.params]
-        params += [f"{k}={format_attr_value(v)}" for k, v in func.attrs.items()]
+        params += _attr_texts(list(func.attrs.items()), "a function")
         text = prefix + ", ".join(params) + ") "
         ret = func.ret_type
         if ret is None and func.has_type and isinstance(func.checked_type, FuncType):
@@ -441,6 +459,16 @@ class _Printer:
         if var.type_annotation is None:
             return name
         return f"{name}: {type_text(var.type_annotation)}"
+
+    def _free_var_line(self, var: Var) -> list[Piece]:
+        # Unlike a param or let, a free var has no binding to infer its type from when read
+        # back, so its inferred type is written when it carries no annotation.
+        name = self.names.get(var)
+        ty = var.type_annotation
+        if ty is None and var.has_type:
+            ty = var.checked_type
+        decl = name if ty is None else f"{name}: {type_text(ty)}"
+        return [f"free_var {decl};"]
 
     def _call_attrs(self, call: Call) -> Sequence[tuple[str, object]]:
         if not call.attrs:

@@ -242,10 +242,37 @@ def test_printer_shows_call_types_when_asked():
     assert "/* ty" not in astext(module(main=Function([x], body)))
 
 
-def test_printer_prints_an_expression_without_header():
+def test_printer_prints_an_expression_without_header_declaring_its_free_vars_first():
     x = Var("x", F8)
     shared = call("add", x, x)
-    assert astext(call("multiply", shared, shared)) == "%0 = add(%x, %x);\nmultiply(%0, %0)\n"
+    assert astext(call("multiply", shared, shared)) == expected(
+        """
+        free_var %x: Tensor[(1, 8), float32];
+        %0 = add(%x, %x);
+        multiply(%0, %0)
+        """
+    )
+
+
+def test_printer_declares_free_vars_in_first_use_order_with_inferred_or_no_type():
+    a, b, c = Var("b"), Var("a"), Var("c")
+    b.set_checked_type(TensorType((2,), "float32"))
+    assert astext(call("add", a, call("multiply", b, c))) == expected(
+        """
+        free_var %b;
+        free_var %a: Tensor[(2), float32];
+        free_var %c;
+        %0 = multiply(%a, %c);
+        add(%b, %0)
+        """
+    )
+
+
+def test_printer_names_free_vars_before_bound_vars_of_the_same_name():
+    free, bound = Var("x", F8), Var("x", F8)
+    text = astext(call("add", free, Call(Function([bound], call("negative", bound)), [free])))
+    assert text.startswith("free_var %x: Tensor[(1, 8), float32];\n")
+    assert "fn (%x1: Tensor[(1, 8), float32]) {" in text
 
 
 def test_printer_prints_a_fn_expression_as_a_literal():
@@ -336,11 +363,30 @@ def test_format_attr_value_rejects_values_it_cannot_print():
         format_attr_value(object())
 
 
+@pytest.mark.parametrize("value", [math.nan, np.float32("nan"), (1.0, -math.nan)])
+def test_format_attr_value_refuses_nan_which_relay_text_cannot_express(value):
+    with pytest.raises(ValueError, match="NaN has no literal"):
+        format_attr_value(value)
+
+
+def test_printer_names_the_call_attribute_that_is_nan():
+    x = Var("x", F8)
+    clipped = Call(Op.get("clip"), [x], Attrs({"a_min": math.nan, "a_max": 6.0}))
+    with pytest.raises(ValueError, match="cannot print attribute a_min of call to clip: NaN"):
+        astext(module(main=Function([x], clipped)))
+
+
+def test_printer_names_the_function_attribute_that_is_nan():
+    x = Var("x", F8)
+    with pytest.raises(ValueError, match="cannot print attribute threshold of a function: NaN"):
+        astext(Function([x], x, attrs={"threshold": math.nan}))
+
+
 def test_printer_writes_attrs_and_global_vars_inside_call_attributes():
     x = Var("x", F8)
     meta = Attrs({"relay_attrs": Attrs({"Primitive": 1}), "all_prim_fn_vars": (GlobalVar("f"),)})
     text = astext(Call(Var("g"), [x], meta))
-    assert text == "%g(%x, relay_attrs={Primitive=1}, all_prim_fn_vars=[@f])\n"
+    assert text.endswith("\n%g(%x, relay_attrs={Primitive=1}, all_prim_fn_vars=[@f])\n")
 
 
 # --- constants ----------------------------------------------------------------------------------
@@ -621,6 +667,21 @@ def test_round_trip_of_a_closed_expression():
     shared = call("negative", x)
     func = Function([x, y], Tuple([call("add", shared, y), shared]), attrs={"Primitive": 1})
     assert structural_equal(parse_expr(astext(func)), func)
+
+
+def test_round_trip_of_an_expression_with_free_vars():
+    x, w = Var("x", F8), Var("w", TensorType((4, 8), "float32"))
+    y, a = Var("y"), Var("a")
+    dense = call("nn.dense", x, w, units=4)
+    expr = Let(a, call("nn.relu", dense), Tuple([call("add", a, y), dense, TupleGetItem(Tuple([y]), 0)]))
+    text = astext(expr)
+    assert text.startswith(
+        "free_var %x: Tensor[(1, 8), float32];\nfree_var %w: Tensor[(4, 8), float32];\nfree_var %y;\n"
+    )
+    again = parse_expr(text)
+    assert structural_equal(again, expr, map_free_vars=True), text
+    assert not structural_equal(again, expr)
+    assert astext(again) == text
 
 
 def test_round_trip_of_a_let_that_is_an_operand():

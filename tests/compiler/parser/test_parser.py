@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler.diagnostics import ParseError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Constant, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
@@ -482,6 +483,19 @@ def test_parse_expr_reads_free_vars_and_optional_header():
     call = as_call(expr)
     assert isinstance(call.args[0], Var) and call.args[0].type_annotation == TensorType((3,), "int32")
     assert isinstance(parse_expr("fn (%z: float32) -> float32 { %z }"), Function)
+
+
+def test_parse_expr_shares_one_var_for_every_use_of_a_free_var_with_or_without_type():
+    expr = as_call(parse_expr("free_var %a: Tensor[(2), float32];\nfree_var %b;\n%0 = add(%a, %b);\nmultiply(%0, %a)"))
+    inner = as_call(expr.args[0])
+    assert expr.args[1] is inner.args[0]
+    assert inner.args[0].type_annotation == TensorType((2,), "float32")
+    assert isinstance(inner.args[1], Var) and inner.args[1].type_annotation is None
+
+
+def test_parse_expr_reports_a_free_var_without_a_variable_with_location():
+    with pytest.raises(ParseError, match="1:10: error: expected a variable like %x after `free_var`"):
+        parse_expr("free_var 3;\nnegative(%x)")
 
 
 def test_parser_reads_blocks_curried_calls_and_infinite_literals():

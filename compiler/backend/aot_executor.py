@@ -9,7 +9,9 @@ and what the report needs about every call.
 How @main's values get memory (tvm-facts §6, with a few liberties):
 * each tensor a call produces gets a workspace buffer `sid_<n>`, live from that call to the
   last call reading it, placed by the static memory planner; a kernel's internal workspace is
-  a buffer live only during its call;
+  a buffer `workspace_<step>` live only during its call, placed at a multiple of
+  `kernel_workspace_alignment` (64 bytes or more) because the kernel lays its own buffers out
+  at that alignment; the report lists those buffers by name under the workspace's row;
 * a result that is an output of @main is written straight into the caller's output buffer,
   and later calls read it from there (no copy, no workspace);
 * a reshape-only call (`relay.reshape_only=1`) whose result is not an output of @main does not
@@ -25,7 +27,7 @@ Steps are numbered by position among all `call_lowered` calls of @main in execut
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,7 +45,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.ir.visitor import post_order
 from compiler.passes.infer_type import describe, infer_expr
-from compiler.tir.analysis import workspace_bytes
+from compiler.tir.analysis import kernel_workspace_alignment, workspace_bytes, workspace_layout
 from compiler.tir.stmt import PrimFunc
 
 DYNAMIC_MESSAGE = "the AOT executor needs static shapes"
@@ -94,15 +96,25 @@ class AOTResult:
     workspace_bytes: int
     constant_bytes: int
     io_bytes: int
+    # Per kernel workspace buffer of the plan, the kernel's own buffers inside it as report
+    # rows {"name": "<callee>/<buffer>", "offset": <offset in the pool>, "bytes": ...}.
+    workspace_allocations: dict[str, list[dict[str, int | str]]] = field(default_factory=dict)
 
     def memory_report(self) -> dict[str, object]:
-        """The report's `memory` section."""
+        """The report's `memory` section; a kernel workspace's row also lists `allocations`."""
+        buffers: list[dict[str, object]] = []
+        for b in self.memory.buffers:
+            row: dict[str, object] = dict(b)
+            allocations = self.workspace_allocations.get(str(b["name"]))
+            if allocations:
+                row["allocations"] = [dict(a) for a in allocations]
+            buffers.append(row)
         return {
             "workspace_bytes": self.workspace_bytes,
             "constant_bytes": self.constant_bytes,
             "io_bytes": self.io_bytes,
             "peak_live_bytes": self.memory.peak_live_bytes,
-            "buffers": [dict(b) for b in self.memory.buffers],
+            "buffers": buffers,
         }
 
 
@@ -144,9 +156,19 @@ def _flatten(value: _Value) -> list[_Tensor]:
     return out
 
 
+@dataclass(frozen=True)
+class _Allocation:
+    """A buffer a kernel allocates inside its workspace, at `offset` from the workspace's start."""
+
+    name: str
+    offset: int
+    bytes: int
+
+
 @dataclass(eq=False)
 class _Step:
-    """One call_lowered of @main. `workspace_bytes` is the kernel's internal workspace."""
+    """One call_lowered of @main. `workspace_bytes` is the kernel's internal workspace and
+    `allocations` the buffers it holds."""
 
     kind: str
     kernel: Kernel
@@ -155,6 +177,7 @@ class _Step:
     outputs: list[_Tensor]
     metadata: Attrs
     emitted: bool = True
+    allocations: tuple[_Allocation, ...] = ()
 
 
 def _static(ty: Type, what: str, span: Span | None) -> None:
@@ -233,6 +256,7 @@ class _MainWalk:
         self.workspace_alignment = workspace_alignment
         # Per callee, computed at its first call: (kernel, internal workspace bytes).
         self.kernels: dict[str, tuple[Kernel, int]] = {}
+        self.allocations: dict[str, tuple[_Allocation, ...]] = {}  # per PrimFunc with a workspace
         self.values: dict[Expr, _Value] = {}
         self.steps: list[_Step] = []
         self.inputs: list[TensorInfo] = []
@@ -329,7 +353,8 @@ class _MainWalk:
             raise UnsupportedError(
                 f"@{callee.name_hint} is neither a lowered PrimFunc nor an Extern function", call.span
             )
-        self.steps.append(_Step(kind, kernel, ws, inputs, outputs, metadata))
+        allocations = self.allocations.get(kernel.symbol, ())
+        self.steps.append(_Step(kind, kernel, ws, inputs, outputs, metadata, allocations=allocations))
         self.values[call] = result
 
     def prim_func_kernel(
@@ -349,6 +374,9 @@ class _MainWalk:
             raise UnsupportedError(f"{DYNAMIC_MESSAGE}; {func.name} takes dynamic dimensions", call.span)
         takes_workspace = has_workspace(func)
         ws = workspace_bytes(func, self.workspace_alignment) if takes_workspace else 0
+        if takes_workspace:
+            layout = workspace_layout(func, self.workspace_alignment)
+            self.allocations[func.name] = tuple(_Allocation(b.name, o, b.nbytes()) for b, o in layout.items())
         kernel = Kernel(func.name, tuple(b.dtype for b in func.params), takes_workspace, prim_func_signature(func))
         self.kernels[func.name] = (kernel, ws)
         return kernel, ws
@@ -380,8 +408,9 @@ class _Assembler:
         kernel_calls, copies = self.kernel_calls(plan, outputs)
         calls = self.call_infos(outputs)
         pool = self.pool.build()
+        # The static pool is aligned for the kernel workspaces in it, not only for `sid_*`.
         prog = MainProgram(gen.module_name, tuple(walk.inputs), tuple(outputs), tuple(kernel_calls), copies,
-                           plan.total_bytes, gen.workspace_alignment, pool)
+                           plan.total_bytes, plan.alignment, pool)
         decl = (gen.module_name, walk.inputs, outputs, plan.total_bytes, gen.workspace_alignment, pool.total_bytes)
         return AOTResult(
             module_name=gen.module_name,
@@ -399,6 +428,7 @@ class _Assembler:
             workspace_bytes=plan.total_bytes,
             constant_bytes=pool.total_bytes,
             io_bytes=sum(t.bytes for t in walk.inputs) + sum(t.bytes for t in outputs),
+            workspace_allocations=self.workspace_allocations(plan),
         )
 
     def output_infos(self) -> list[TensorInfo]:
@@ -445,10 +475,23 @@ class _Assembler:
             if src in first:
                 last[src] = len(self.steps)
         buffers = [BufferLifetime(self.sid_names[t], t.bytes, first[t], last[t]) for t in first]
+        kernel_alignment = kernel_workspace_alignment(self.gen.workspace_alignment)
         for position, step in enumerate(self.steps):
             if step.emitted and step.kernel.takes_workspace:
-                buffers.append(BufferLifetime(_workspace_name(position), step.workspace_bytes, position, position))
+                buffers.append(BufferLifetime(_workspace_name(position), step.workspace_bytes, position, position,
+                                              kernel_alignment))
         return plan_memory(buffers, self.gen.workspace_alignment)
+
+    def workspace_allocations(self, plan: MemoryPlan) -> dict[str, list[dict[str, int | str]]]:
+        """The report rows of the buffers inside each planned kernel workspace."""
+        rows: dict[str, list[dict[str, int | str]]] = {}
+        for position, step in enumerate(self.steps):
+            if step.emitted and step.kernel.takes_workspace and step.allocations:
+                name = _workspace_name(position)
+                base = plan.offsets[name]
+                rows[name] = [{"name": f"{step.kernel.symbol}/{a.name}", "offset": base + a.offset, "bytes": a.bytes}
+                              for a in step.allocations]
+        return rows
 
     def ref(self, tensor: _Tensor, plan: MemoryPlan, outputs: list[TensorInfo]) -> Ref:
         """Where `tensor` is; a constant is added to the pool the first time it is referenced,

@@ -14,8 +14,10 @@ Conventions other parts of the compiler rely on:
   `int64_t`); the `workspace` parameter exists only when the function has global-scope
   Allocates. `restrict` means the caller must not pass overlapping buffers.
 * Global-scope Allocates live inside `workspace` at the offsets of
-  `compiler.tir.analysis.workspace_layout(func, alignment)`; the caller provides at least
-  `workspace_bytes(func, alignment)` bytes, aligned to `alignment`. Local-scope Allocates are
+  `compiler.tir.analysis.workspace_layout(func, alignment)` (multiples of
+  `kernel_workspace_alignment(alignment)`, at least 64); the caller provides at least
+  `workspace_bytes(func, alignment)` bytes, best aligned to that too (any alignment of the
+  element types is correct, only slower). Local-scope Allocates are
   stack arrays aligned to 64 bytes and need a static size.
 * Buffers are row-major and addressed with a flattened, simplified index (`A[(i * 8) + j]`);
   dynamic dimensions appear in the index as the scalar parameters they are.

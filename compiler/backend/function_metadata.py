@@ -7,8 +7,9 @@ records, under the function's global name,
      "compiler": the Compiler name or None,
      "workspace_bytes": ..., "io_bytes": ..., "constant_bytes": ...}
 
-* workspace: the PrimFunc's global-scope allocations, each rounded up to the workspace
-  alignment (compiler.tir.analysis.workspace_bytes); 0 for external functions, whose scratch
+* workspace: the PrimFunc's global-scope allocations, each rounded up to the kernel workspace
+  alignment, max(64, workspace_byte_alignment) (compiler.tir.analysis.workspace_bytes, the
+  same size the AOT executor reserves); 0 for external functions, whose scratch
   memory is their own business.
 * io: the bytes of all buffer parameters (inputs and outputs) with a static shape. TVM's own
   FunctionInfo reports only the last parameter's size (its loop overwrites the entry for each

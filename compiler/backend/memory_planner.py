@@ -28,12 +28,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BufferLifetime:
-    """A buffer of `bytes` bytes live from step `first_use` to step `last_use`, inclusive."""
+    """A buffer of `bytes` bytes live from step `first_use` to step `last_use`, inclusive.
+    `alignment`, when set, is what its offset must be a multiple of instead of the plan's."""
 
     name: str
     bytes: int
     first_use: int
     last_use: int
+    alignment: int | None = None
 
     def conflicts_with(self, other: BufferLifetime) -> bool:
         return self.first_use <= other.last_use and other.first_use <= self.last_use
@@ -42,7 +44,8 @@ class BufferLifetime:
 @dataclass(frozen=True)
 class MemoryPlan:
     """Where each buffer lives in the pool. `buffers` is the plan as report rows, in the order
-    the buffers were given."""
+    the buffers were given; `alignment` is what the pool's start must be aligned to for every
+    buffer to get its alignment."""
 
     offsets: dict[str, int]
     total_bytes: int
@@ -57,7 +60,8 @@ def align_up(n: int, alignment: int) -> int:
 
 def plan_memory(buffers: Sequence[BufferLifetime], alignment: int = 16) -> MemoryPlan:
     """Offsets for `buffers` in one pool: conflicting buffers never overlap, every offset is a
-    multiple of `alignment`."""
+    multiple of `alignment` (or of the buffer's own alignment, when it has one). The plan's
+    `alignment` is the largest of them: the pool's start needs it."""
     _check(buffers, alignment)
     if not buffers:
         return MemoryPlan({}, 0, 0, [], alignment)
@@ -75,7 +79,7 @@ def plan_memory(buffers: Sequence[BufferLifetime], alignment: int = 16) -> Memor
             for j in index.overlapping(buf.first_use, buf.last_use)
             if buffers[j].bytes > 0
         )
-        offsets[buf.name] = _first_fit(taken, buf.bytes, alignment)
+        offsets[buf.name] = _first_fit(taken, buf.bytes, buf.alignment or alignment)
         index.add(i, buf.first_use, buf.last_use)
     total = max(offsets[b.name] + b.bytes for b in buffers)
     rows: list[dict[str, int | str]] = [
@@ -83,7 +87,12 @@ def plan_memory(buffers: Sequence[BufferLifetime], alignment: int = 16) -> Memor
          "last_use": b.last_use}
         for b in buffers
     ]
-    return MemoryPlan(offsets, total, peak_live_bytes(buffers), rows, alignment)
+    return MemoryPlan(offsets, total, peak_live_bytes(buffers), rows, pool_alignment(buffers, alignment))
+
+
+def pool_alignment(buffers: Sequence[BufferLifetime], alignment: int = 16) -> int:
+    """The alignment the pool itself needs: the largest one any of its buffers asks for."""
+    return max([alignment, *(b.alignment for b in buffers if b.alignment is not None)])
 
 
 def peak_live_bytes(buffers: Sequence[BufferLifetime]) -> int:
@@ -110,6 +119,8 @@ def _check(buffers: Sequence[BufferLifetime], alignment: int) -> None:
         if b.name in seen:
             raise ValueError(f"buffer {b.name} is listed twice")
         seen.add(b.name)
+        if b.alignment is not None and b.alignment <= 0:
+            raise ValueError(f"buffer {b.name} has a non-positive alignment {b.alignment}")
         if b.bytes < 0:
             raise ValueError(f"buffer {b.name} has a negative size {b.bytes}")
         if b.first_use < 0 or b.last_use < b.first_use:

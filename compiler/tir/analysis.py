@@ -7,7 +7,8 @@ only over loop-nest depth, which stays small; long `Seq` lists are iterated.
 
 `workspace_layout` is the single definition of where a function's global-scope `Allocate`s
 live inside its `workspace` argument: the C code generator and the size reported to the memory
-planner both come from it.
+planner both come from it. Those buffers are 64-byte aligned (or more, when the model asks for
+more), whatever the alignment of the model's ordinary intermediates.
 """
 
 from __future__ import annotations
@@ -333,14 +334,26 @@ def _round_up(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
+KERNEL_WORKSPACE_ALIGNMENT = 64
+
+
+def kernel_workspace_alignment(alignment: int) -> int:
+    """The alignment of the buffers inside a kernel's workspace for a model whose ordinary
+    intermediates are `alignment`-aligned: at least 64 bytes, a cache line, because packed
+    panels that straddle cache lines make conv2d about a fifth slower."""
+    if alignment <= 0:
+        raise ValueError(f"workspace alignment must be positive, got {alignment}")
+    return max(KERNEL_WORKSPACE_ALIGNMENT, alignment)
+
+
 def workspace_layout(func: PrimFunc, alignment: int = 16) -> dict[Buffer, int]:
     """Byte offset of each global-scope Allocate of `func` inside its workspace argument.
 
-    Buffers are laid out one after another in program order, each rounded up to `alignment`
-    bytes. A global allocation of dynamic size cannot be placed statically and is rejected.
+    Buffers are laid out one after another in program order, each starting at a multiple of
+    `kernel_workspace_alignment(alignment)` (`alignment` is the model's workspace alignment).
+    A global allocation of dynamic size cannot be placed statically and is rejected.
     """
-    if alignment <= 0:
-        raise ValueError(f"workspace alignment must be positive, got {alignment}")
+    step = kernel_workspace_alignment(alignment)
     layout: dict[Buffer, int] = {}
     offset = 0
     for s in walk_stmts(func.body):
@@ -349,16 +362,15 @@ def workspace_layout(func: PrimFunc, alignment: int = 16) -> dict[Buffer, int]:
                 raise UnsupportedError(
                     f"function {func.name}: workspace buffer {s.buffer.name} has a dynamic size")
             layout[s.buffer] = offset
-            offset += _round_up(s.buffer.nbytes(), alignment)
+            offset += _round_up(s.buffer.nbytes(), step)
     return layout
 
 
 def workspace_bytes(func: PrimFunc, alignment: int = 16) -> int:
-    """Size of the workspace argument `func` needs (0 when it has no global Allocate)."""
-    total = 0
-    for buffer in workspace_layout(func, alignment):
-        total += _round_up(buffer.nbytes(), alignment)
-    return total
+    """Size of the workspace argument `func` needs (0 when it has no global Allocate), for a
+    workspace that starts at a multiple of `kernel_workspace_alignment(alignment)`."""
+    step = kernel_workspace_alignment(alignment)
+    return sum(_round_up(buffer.nbytes(), step) for buffer in workspace_layout(func, alignment))
 
 
 def io_bytes(func: PrimFunc) -> int:

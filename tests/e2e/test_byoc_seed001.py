@@ -94,6 +94,15 @@ def test_intermediate_lives_in_the_workspace_plan(partitioned):
     assert (partitioned / "include" / "relaycc_dlpack.h").exists()
 
 
+def test_report_names_the_intermediate_between_the_composites(partitioned):
+    report = json.loads((partitioned / "metadata.json").read_text())
+    [workspace] = [b for b in report["memory"]["buffers"] if b["name"] == "workspace_0"]
+    assert set(workspace) >= {"name", "offset", "bytes", "first_use", "last_use"}  # the design's keys stay
+    # dense_bias_relu writes the 8x32 float hidden layer that dense_bias reads: buf0 of the call.
+    assert workspace["allocations"] == [{"name": f"{SYMBOL}/buf0", "offset": workspace["offset"], "bytes": 8 * 32 * 4}]
+    assert workspace["offset"] % 64 == 0
+
+
 def test_unpartitioned_mlp_is_partitioned_by_the_codegens_patterns(tmp_path):
     outdir = tmp_path / "out"
     result = relaycc("compile", UNPARTITIONED, "-o", outdir, "--target", TARGET, "--codegen", TOY_JSON)

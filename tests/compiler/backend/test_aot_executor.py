@@ -364,6 +364,59 @@ def test_kernel_workspace_is_planned_and_live_only_during_its_call(tmp_path):
     np.testing.assert_allclose(out, (np.arange(32) * 2 + 1) * 2 + 1)
 
 
+def two_temporaries(name: str, n: int) -> PrimFunc:
+    """out = in + (in[0] * 2 + 1) through two small global-scope temporaries (20 and 12 bytes)."""
+    a, out = te.Buffer("p0", (n,), F32), te.Buffer("T_out", (n,), F32)
+    doubled = te.Buffer("doubled", (5,), F32, scope="global")
+    shifted = te.Buffer("shifted", (3,), F32, scope="global")
+    body = Allocate(doubled, Allocate(shifted, seq(
+        loop_nest(["i"], [5], lambda i: Store(doubled, (i[0],), a[i[0]] * 2.0)),
+        loop_nest(["k"], [3], lambda k: Store(shifted, (k[0],), doubled[k[0]] + 1.0)),
+        loop_nest(["j"], [n], lambda j: Store(out, (j[0],), a[j[0]] + shifted[0])),
+    )))
+    return PrimFunc(name, (a, out), body, 1, func_type=FuncType((tt(n),), tt(n)))
+
+
+def test_kernel_workspace_and_its_buffers_are_64_byte_aligned_and_named_in_the_report(tmp_path):
+    low = Lowered()
+    inc = low.prim(elementwise("tvmgen_default_fused_add", (40,), 1, lambda v: v + 1.0))
+    temps = low.prim(two_temporaries("tvmgen_default_fused_temps", 40))
+    x = Var("x", tt(40))
+    built = build(low, low.main([x], low.call(temps, low.call(inc, x))), tmp_path)
+    res = built.result
+    buffers = res.memory_report()["buffers"]
+    assert isinstance(buffers, list)
+    rows = {b["name"]: b for b in buffers}
+    # sid_0 (160 bytes) is live while the kernel runs; its workspace goes above it, at the next
+    # multiple of 64 (not of the model's 16), and each temporary inside at a multiple of 64.
+    assert (rows["sid_0"]["offset"], rows["sid_0"]["bytes"]) == (0, 160)
+    assert (rows["workspace_1"]["offset"], rows["workspace_1"]["bytes"]) == (192, 128)
+    assert rows["workspace_1"]["allocations"] == [
+        {"name": "tvmgen_default_fused_temps/doubled", "offset": 192, "bytes": 20},
+        {"name": "tvmgen_default_fused_temps/shifted", "offset": 256, "bytes": 12},
+    ]
+    assert "allocations" not in rows["sid_0"]
+    assert "__attribute__((aligned(64)))" in res.main_source
+    assert "tvmgen_default_fused_temps(sid_0, out_output, workspace + 192)" in res.main_source
+    x_value = np.arange(40, dtype=F32)
+    (out,) = built.run(x_value)
+    y = x_value + 1
+    np.testing.assert_allclose(out, y + (y[0] * 2 + 1))
+
+
+def test_kernel_workspace_follows_a_model_alignment_above_64():
+    low = Lowered()
+    inc = low.prim(elementwise("tvmgen_default_fused_add", (40,), 1, lambda v: v + 1.0))
+    temps = low.prim(two_temporaries("tvmgen_default_fused_temps", 40))
+    x = Var("x", tt(40))
+    res = AOTExecutorCodegen(workspace_byte_alignment=128).codegen(low.main([x], low.call(temps, low.call(inc, x))))
+    rows = {b["name"]: b for b in res.memory.buffers}
+    # Two temporaries at 128 bytes each; the larger workspace is placed first, sid_0 above it.
+    assert (rows["workspace_1"]["offset"], rows["workspace_1"]["bytes"]) == (0, 256)
+    assert rows["sid_0"]["offset"] == 256
+    assert "__attribute__((aligned(128)))" in res.main_source
+
+
 def test_run_with_workspace_uses_the_callers_memory(tmp_path):
     low = Lowered()
     inc = low.prim(elementwise("tvmgen_default_fused_add", (16,), 1, lambda v: v + 1.0))

@@ -133,3 +133,21 @@ def test_alignment_must_be_positive():
 
 def test_align_up_rounds_to_the_next_multiple():
     assert [align_up(n, 16) for n in (0, 1, 16, 17)] == [0, 16, 16, 32]
+
+
+def test_a_buffer_with_its_own_alignment_is_placed_at_a_multiple_of_it():
+    small = BufferLifetime("small", 20, 0, 1)
+    kernel = BufferLifetime("kernel", 8, 1, 1, alignment=64)
+    plan = plan_memory([small, kernel], alignment=16)
+    assert plan.offsets == {"small": 0, "kernel": 64}
+    assert plan.alignment == 64  # the pool's start must be aligned for the kernel's buffer
+
+
+def test_plan_alignment_is_the_given_one_without_buffer_alignments():
+    assert plan_memory([BufferLifetime("a", 4, 0, 0)], alignment=16).alignment == 16
+    assert plan_memory([BufferLifetime("a", 4, 0, 0, alignment=8)], alignment=16).alignment == 16
+
+
+def test_non_positive_buffer_alignment_is_rejected():
+    with pytest.raises(ValueError, match="buffer a has a non-positive alignment 0"):
+        plan_memory([BufferLifetime("a", 4, 0, 0, alignment=0)])

@@ -10,6 +10,7 @@ from compiler.tir.analysis import (
     expr_equal,
     free_vars,
     io_bytes,
+    kernel_workspace_alignment,
     post_order,
     substitute,
     uses_parallel,
@@ -34,10 +35,17 @@ def test_workspace_layout_places_global_allocations_one_after_another_aligned() 
     local = Buffer("acc", (8,), scope="local")
     body = Allocate(a, seq(fill(a), Allocate(local, fill(local)), Allocate(b, Allocate(c, Seq(())))))
     func = func_with(body)
-    assert workspace_layout(func) == {a: 0, b: 16, c: 64}
-    assert workspace_bytes(func) == 80
+    # Whatever the model's alignment of intermediates, a kernel's own buffers sit at 64 bytes.
+    assert workspace_layout(func) == {a: 0, b: 64, c: 128}
+    assert workspace_bytes(func) == 192
     assert workspace_layout(func, alignment=64) == {a: 0, b: 64, c: 128}
-    assert workspace_bytes(func, alignment=64) == 192
+    assert workspace_bytes(func, alignment=128) == 384
+
+
+def test_kernel_workspace_alignment_is_a_cache_line_or_the_model_alignment_if_larger() -> None:
+    assert [kernel_workspace_alignment(a) for a in (1, 16, 64, 128)] == [64, 64, 64, 128]
+    with pytest.raises(ValueError, match="must be positive"):
+        kernel_workspace_alignment(0)
 
 
 def test_function_without_global_allocations_needs_no_workspace() -> None:

@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Type
+
+if TYPE_CHECKING:
+    from compiler.ops.domain import Domain
 
 
 class OpPattern(IntEnum):
@@ -166,6 +170,9 @@ class OpDef:
     broadcast, injective), `reduction` (comm-reduce) or `kernel` (heavy ops). `shape_func`
     computes the output shape from input shapes (or, when `shape_data_dependent`, from input
     data) for dynamic shapes.
+
+    `domain` (compiler/ops/domain.py) draws valid calls of the op for the property tests and
+    the random model generator; every op declares one.
     """
 
     name: str
@@ -181,6 +188,7 @@ class OpDef:
     kernel: Callable[..., object] | None = None
     shape_func: Callable[..., object] | None = None
     shape_data_dependent: bool = False
+    domain: Domain | None = None
     extras: Mapping[str, object] = field(default_factory=dict)
 
     def make_attrs(self, given: Mapping[str, object]) -> Attrs:

@@ -301,7 +301,8 @@ class _FunctionLowering:
             raise self.fail(f"composite {name} belongs to another codegen", call)
         symbol = self.codegen.symbol(name)
         pattern = self.codegen.spec.pattern_for(name)
-        inputs = [b for a in call.args for b in self.value(a)]
+        by_param = {param: self.value(arg) for param, arg in zip(composite.params, call.args)}
+        inputs = [b for param in _operand_params(composite) for b in by_param[param]]
         inputs += [self.constant_buffer(c) for c in _embedded_constants(composite)]
         outputs = destinations.get(call) or self.intermediates(call.checked_type, call)
         extra: list[object] = []
@@ -367,6 +368,34 @@ def _static(ty: TensorType, lowering: _FunctionLowering, where: Expr) -> tuple[i
     if len(dims) != len(ty.shape):
         raise lowering.fail(f"{ty} has a dynamic shape; the extern-call codegen needs static shapes", where)
     return dims
+
+
+def _operand_params(composite: Function) -> list[Var]:
+    """The composite's params once per operand they feed, left to right: the kernel takes one
+    tensor per pattern leaf, and MergeComposite gives an expression that feeds two leaves
+    (`nn.dense(%x, %x)`) a single param."""
+    params = set(composite.params)
+    found: list[Var] = []
+
+    def walk(node: Expr) -> None:
+        if isinstance(node, Var) and node in params:
+            found.append(node)
+        elif isinstance(node, Call):
+            for arg in node.args:
+                walk(arg)
+        elif isinstance(node, Tuple):
+            for part in node.fields:
+                walk(part)
+        elif isinstance(node, TupleGetItem):
+            walk(node.tuple_value)
+        elif isinstance(node, Let):
+            walk(node.value)
+            walk(node.body)
+
+    walk(composite.body)
+    # A param the body never reaches directly (none today) still gets its place.
+    found += [p for p in composite.params if p not in found]
+    return found
 
 
 def _embedded_constants(composite: Function) -> list[Constant]:

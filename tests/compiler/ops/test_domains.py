@@ -56,7 +56,8 @@ def describe(op: OpDef, k: int, sample: Sample) -> str:
     shown = ", ".join(str(ty) for ty in types)
     return (
         f"{op.name} draw {k}: inputs ({shown}), attrs {dict(sample.attrs)}, "
-        f"values in [{sample.low}, {sample.high}] / ints in [0, {sample.int_high})"
+        f"random floats in [{sample.low}, {sample.high}]; reproduce with "
+        f"tests.compiler.ops.test_domains.draw(ops.get({op.name!r}), {k})"
     )
 
 

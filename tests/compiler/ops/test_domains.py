@@ -176,8 +176,11 @@ def check_compiled_draw(op: OpDef, k: int, compiled: CompiledDraws) -> None:
         raise AssertionError(f"{where}\nthe C does not compile:\n{compiled.library.broken[name]}")
     values, _ = _draw_values(op, k, sample)
     attrs: Attrs = op.make_attrs(sample.attrs)
-    expected = list(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # tuple inputs too
-    actual = compiled.library.run(name, list(flatten(tuple(values))))
+    try:
+        expected = list(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # tuple inputs too
+        actual = compiled.library.run(name, list(flatten(tuple(values))))
+    except Exception as err:
+        raise AssertionError(f"{where}\n{type(err).__name__}: {err}") from err
     assert len(actual) == len(expected), f"{where}\n{len(actual)} outputs, the reference has {len(expected)}"
     for index, (a, e) in enumerate(zip(actual, expected)):
         problem = _mismatch(a, e, op.domain)

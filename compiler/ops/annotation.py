@@ -30,7 +30,8 @@ def _identity(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _identity_domain(d: Draw) -> Sample:
-    return Sample((TensorType(tensor_shape(d), d.dtype(FLOAT_CHOICES)),), {"compiler": d.choice(("ccompiler", "cblas"))})
+    data = TensorType(tensor_shape(d), d.dtype(FLOAT_CHOICES))
+    return Sample((data,), {"compiler": d.choice(("ccompiler", "cblas"))})
 
 
 def _annotation(name: str) -> OpDef:

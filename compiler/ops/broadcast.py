@@ -172,7 +172,8 @@ def _any_operands(d: Draw, dtype: str, a: tuple[int, ...], b: tuple[int, ...]) -
         return Sample((int_values(d, a, dtype, low, high), int_values(d, b, dtype, low, high)))
     if dtype_kind(dtype) == "float" and d.integer(0, 2) == 0:
         # Whole numbers, so that comparisons meet equal operands.
-        return Sample(tuple(np.asarray(np.round(float_values(d, s, dtype, -2.0, 2.0))).astype(dtype) for s in (a, b)))
+        whole = (np.asarray(np.round(float_values(d, s, dtype, -2.0, 2.0))).astype(dtype) for s in (a, b))
+        return Sample(tuple(whole))
     return Sample((TensorType(a, dtype), TensorType(b, dtype)))
 
 

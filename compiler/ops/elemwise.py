@@ -19,7 +19,16 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
 from compiler.ops.common import check_arity, tensor_arg
-from compiler.ops.domain import FLOAT_CHOICES, INT_CHOICES, Domain, Draw, int_range, int_values, kind_dtype, tensor_shape
+from compiler.ops.domain import (
+    FLOAT_CHOICES,
+    INT_CHOICES,
+    Domain,
+    Draw,
+    int_range,
+    int_values,
+    kind_dtype,
+    tensor_shape,
+)
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
@@ -220,7 +229,9 @@ def _clip_domain(d: Draw) -> Sample:
     shape = tensor_shape(d, empty=True)
     # Ordinary bounds, fractional ones (truncated for integers), bounds past an int8's range,
     # a_min > a_max (everything becomes a_min) and a_min == a_max.
-    a_min, a_max = d.choice(((0.0, 6.0), (-1.5, 1.5), (-0.5, 0.25), (-1000.0, 7.9), (1.0, -1.0), (2.0, 2.0), (-3.0, 1e4)))
+    a_min, a_max = d.choice(
+        ((0.0, 6.0), (-1.5, 1.5), (-0.5, 0.25), (-1000.0, 7.9), (1.0, -1.0), (2.0, 2.0), (-3.0, 1e4))
+    )
     attrs = {"a_min": a_min, "a_max": a_max}
     if dtype_kind(dtype) == "int":
         return Sample((int_values(d, shape, dtype, *int_range(d, dtype)),), attrs)

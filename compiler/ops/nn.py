@@ -201,7 +201,8 @@ def _bias_add_domain(d: Draw) -> Sample:
     dtype = kind_dtype(d, NUMERIC)
     shape = tensor_shape(d, min_rank=1, empty=True)
     axis = d.axis(len(shape))
-    return Sample((numeric_input(d, shape, dtype, wide=False), numeric_input(d, (shape[axis],), dtype, wide=False)), {"axis": axis})
+    data = numeric_input(d, shape, dtype, wide=False)
+    return Sample((data, numeric_input(d, (shape[axis],), dtype, wide=False)), {"axis": axis})
 
 
 register(
@@ -332,7 +333,12 @@ def _matmul_domain(d: Draw) -> Sample:
     k = data[-2] if transpose_a else data[-1]
     n = d.integer(1, 6)
     weight = (n, k) if transpose_b else (k, n)
-    attrs = {"units": d.choice((None, n)), "out_dtype": out_dtype, "transpose_a": transpose_a, "transpose_b": transpose_b}
+    attrs = {
+        "units": d.choice((None, n)),
+        "out_dtype": out_dtype,
+        "transpose_a": transpose_a,
+        "transpose_b": transpose_b,
+    }
     return Sample(_matmul_inputs(d, dtype, data, weight), attrs)
 
 
@@ -480,7 +486,8 @@ def _softmax_kernel(op: str, log: bool) -> Callable[..., Stmt]:
 def _softmax_domain(d: Draw) -> Sample:
     shape = tensor_shape(d, min_rank=1)
     spread = d.choice((2.0, 10.0, 50.0))
-    return Sample((TensorType(shape, d.dtype(FLOAT_CHOICES)),), {"axis": d.axis(len(shape))}, low=-spread, high=spread)
+    data = TensorType(shape, d.dtype(FLOAT_CHOICES))
+    return Sample((data,), {"axis": d.axis(len(shape))}, low=-spread, high=spread)
 
 
 register(

@@ -333,7 +333,10 @@ def _global_pool_domain(average: bool) -> Domain:
         nchw = dict(zip("NCHW", (d.integer(1, 2), d.integer(1, 3), d.integer(1, 6), d.integer(1, 6))))
         shape = tuple(nchw[letter] for letter in layout)
         dtype = d.dtype(POOL_DTYPES)
-        data = TensorType(shape, dtype) if dtype.startswith("float") else int_values(d, shape, dtype, *int_range(d, dtype))
+        if dtype.startswith("float"):
+            data: object = TensorType(shape, dtype)
+        else:
+            data = int_values(d, shape, dtype, *int_range(d, dtype))
         return Sample((data,), {"layout": layout, "out_layout": d.choice(("",) * 3 + POOL_LAYOUTS)})
 
     return Domain(draw, ulps=8.0, accumulates=average)

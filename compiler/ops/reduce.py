@@ -188,7 +188,9 @@ def reduce_axis_attr(d: Draw, ndim: int) -> tuple[int, ...] | None:
     return tuple(a - ndim if d.boolean() else a for a in order)
 
 
-def reduction_domain(kinds: frozenset[str], arg: bool = False, empty: bool = False, product: bool = False) -> Domain:
+def reduction_domain(
+    kinds: frozenset[str], arg: bool = False, empty: bool = False, product: bool = False
+) -> Domain:
     """Calls over every axis form with keepdims and exclude. `empty` allows zero-size inputs
     (only sums and products have an identity); `product` keeps shapes and values small enough
     for the product to stay finite and, for wide integers, not to overflow."""

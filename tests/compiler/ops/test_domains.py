@@ -49,21 +49,26 @@ def draw(op: OpDef, k: int) -> Sample:
     return op.domain.draw(RandomDraw(zlib.crc32(op.name.encode()) + k))
 
 
-def describe(op: OpDef, k: int, sample: Sample) -> str:
-    """Enough to reproduce a failing draw: the op, its input types and attrs."""
-    rng = sample_rng(op, k)
+def describe(op: OpDef, k: int | None, sample: Sample) -> str:
+    """Enough to reproduce a failing draw: the op, its input types and attrs, and the draw
+    (number `k` of the seeded draws, or None for a hypothesis example)."""
+    rng = sample_rng(op, k or 0)
     types = [materialize(entry, sample, rng)[1] for entry in sample.inputs]
     shown = ", ".join(str(ty) for ty in types)
+    source = (
+        "drawn by hypothesis (see the falsifying example)"
+        if k is None
+        else f"reproduce with tests.compiler.ops.test_domains.draw(ops.get({op.name!r}), {k})"
+    )
     return (
-        f"{op.name} draw {k}: inputs ({shown}), attrs {dict(sample.attrs)}, "
-        f"random floats in [{sample.low}, {sample.high}]; reproduce with "
-        f"tests.compiler.ops.test_domains.draw(ops.get({op.name!r}), {k})"
+        f"{op.name}: inputs ({shown}), attrs {dict(sample.attrs)}, "
+        f"random floats in [{sample.low}, {sample.high}]; {source}"
     )
 
 
-def check_draw(op: OpDef, k: int, sample: Sample) -> None:
+def check_draw(op: OpDef, k: int | None, sample: Sample) -> None:
     try:
-        check_sample(op, k, sample)
+        check_sample(op, k or 0, sample)
     except Exception as err:
         raise AssertionError(f"{describe(op, k, sample)}\n{type(err).__name__}: {err}") from err
 
@@ -101,7 +106,7 @@ def test_drawn_calls_type_check_and_match_the_reference_type(op: OpDef) -> None:
 def test_hypothesis_drawn_calls_type_check_and_match_the_reference_type(op: OpDef, data: st.DataObject) -> None:
     assert op.domain is not None
     sample = op.domain.draw(HypothesisDraw(data))
-    check_draw(op, 0, sample)
+    check_draw(op, None, sample)
 
 
 # --- drawn calls compiled -------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import Type
-from compiler.ops.registry import AttrSpec, OpDef, OpPattern, TypeRelationError, lookup, register
+from compiler.ir.types import TensorType, Type
+from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, tensor_shape
+from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, lookup, register
 
 
 def _identity_type(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -26,6 +27,11 @@ def _identity_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 def _identity(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return arrays[0]
+
+
+def _identity_domain(d: Draw) -> Sample:
+    data = TensorType(tensor_shape(d), d.dtype(FLOAT_CHOICES))
+    return Sample((data,), {"compiler": d.choice(("ccompiler", "cblas"))})
 
 
 def _annotation(name: str) -> OpDef:
@@ -41,6 +47,7 @@ def _annotation(name: str) -> OpDef:
             OpPattern.OPAQUE,
             _identity,
             attrs=(AttrSpec("compiler", "str"),),
+            domain=Domain(_identity_domain),
             extras={"internal": True},
         )
     )

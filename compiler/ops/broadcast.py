@@ -20,6 +20,17 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import broadcast_shapes, check_arity, same_dtype, tensor_arg
+from compiler.ops.domain import (
+    Domain,
+    Draw,
+    away_from_zero,
+    broadcast_pair,
+    float_values,
+    int_range,
+    int_values,
+    kind_dtype,
+    tensor_shape,
+)
 from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
@@ -150,6 +161,57 @@ _SIGNED_DIVISION = (
 )
 
 
+# --- domains: the operands of one drawn call, given their dtype and shapes ---------------------------
+
+Operands = Callable[[Draw, str, tuple[int, ...], tuple[int, ...]], Sample]
+
+
+def _any_operands(d: Draw, dtype: str, a: tuple[int, ...], b: tuple[int, ...]) -> Sample:
+    if dtype_kind(dtype) == "int":
+        low, high = int_range(d, dtype)
+        return Sample((int_values(d, a, dtype, low, high), int_values(d, b, dtype, low, high)))
+    if dtype_kind(dtype) == "float" and d.integer(0, 2) == 0:
+        # Whole numbers, so that comparisons meet equal operands.
+        whole = (np.asarray(np.round(float_values(d, s, dtype, -2.0, 2.0))).astype(dtype) for s in (a, b))
+        return Sample(tuple(whole))
+    return Sample((TensorType(a, dtype), TensorType(b, dtype)))
+
+
+def _division_operands(d: Draw, dtype: str, a: tuple[int, ...], b: tuple[int, ...]) -> Sample:
+    """Divisors of both signs and never 0 (nor -1 under the most negative dividend, whose
+    quotient overflows)."""
+    if dtype_kind(dtype) == "int":
+        low, high = int_range(d, dtype)
+        divisor = away_from_zero(int_values(d, b, dtype, -9, 9), 1)
+        if low < -9:
+            divisor = np.where(divisor == -1, np.asarray(-2, dtype), divisor).astype(dtype)
+        return Sample((int_values(d, a, dtype, low, high), divisor))
+    return Sample(
+        (TensorType(a, dtype), away_from_zero(float_values(d, b, dtype, -3.0, 3.0), 0.25)), low=-6.0, high=6.0
+    )
+
+
+def _power_operands(d: Draw, dtype: str, a: tuple[int, ...], b: tuple[int, ...]) -> Sample:
+    """Positive float bases (a negative one has no real power); non-zero integer bases with
+    exponents small enough for the result to fit the dtype."""
+    if dtype_kind(dtype) == "int":
+        base = away_from_zero(int_values(d, a, dtype, -5, 5), 1)
+        return Sample((base, int_values(d, b, dtype, -2, 3)))
+    return Sample((TensorType(a, dtype), float_values(d, b, dtype, -3.0, 3.0)), low=0.1, high=3.0)
+
+
+def binary_domain(kinds: frozenset[str], operands: Operands = _any_operands) -> Domain:
+    """Calls on operands of one dtype in `kinds` whose shapes broadcast: one side may miss
+    leading dims or have 1s, and the shapes may be empty."""
+
+    def draw(d: Draw) -> Sample:
+        dtype = kind_dtype(d, kinds)
+        a, b = broadcast_pair(d, tensor_shape(d, empty=True))
+        return operands(d, dtype, a, b)
+
+    return Domain(draw)
+
+
 def binary(
     name: str,
     fn: BinaryFn,
@@ -157,9 +219,10 @@ def binary(
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] | None = None,
     compute: ScalarBinaryFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
     """Register a broadcasting binary op computing `fn` (numpy) / `compute` (loops) on operands
-    of one dtype in `kinds`."""
+    of one dtype in `kinds`; its domain is `binary_domain(kinds)` unless given."""
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         lhs, rhs = arrays
@@ -178,6 +241,7 @@ def binary(
             reference=reference,
             samples=_samples_for(kinds) if samples is None else samples,
             compute=None if compute is None else loop_compute,
+            domain=binary_domain(kinds) if domain is None else domain,
         )
     )
 
@@ -185,11 +249,14 @@ def binary(
 binary("add", np.add, compute=_operator("+"))
 binary("subtract", np.subtract, compute=_operator("-"))
 binary("multiply", np.multiply, compute=_operator("*"))
-binary("divide", _divide, samples=_SIGNED_DIVISION, compute=_trunc_or_true_divide)
-binary("floor_divide", _floor_divide, samples=_SIGNED_DIVISION, compute=_floor_divide_compute)
-binary("mod", np.fmod, samples=_SIGNED_DIVISION, compute=_mod_compute)
+_DIVISION_DOMAIN = binary_domain(NUMERIC, _division_operands)
+binary("divide", _divide, samples=_SIGNED_DIVISION, compute=_trunc_or_true_divide, domain=_DIVISION_DOMAIN)
+binary(
+    "floor_divide", _floor_divide, samples=_SIGNED_DIVISION, compute=_floor_divide_compute, domain=_DIVISION_DOMAIN
+)
+binary("mod", np.fmod, samples=_SIGNED_DIVISION, compute=_mod_compute, domain=_DIVISION_DOMAIN)
 # The loop IR's `%` is numpy's floor modulo for every dtype, floats included.
-binary("floor_mod", np.mod, samples=_SIGNED_DIVISION, compute=_operator("%"))
+binary("floor_mod", np.mod, samples=_SIGNED_DIVISION, compute=_operator("%"), domain=_DIVISION_DOMAIN)
 binary(
     "power",
     _power,
@@ -198,6 +265,7 @@ binary(
         Sample((np.array([2, -3, 5, 2], dtype=np.int32), np.array([3, 2, 0, -1], dtype=np.int32))),
     ),
     compute=_power_compute,
+    domain=binary_domain(NUMERIC, _power_operands),
 )
 binary("maximum", np.maximum, ANY_DTYPE, compute=maximum)
 binary("minimum", np.minimum, ANY_DTYPE, compute=minimum)
@@ -237,6 +305,16 @@ def _where_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_t
     return select(cond, x, y)
 
 
+def _where_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, empty=True)
+    dtype = kind_dtype(d, ANY_DTYPE)
+    # Any of the three may be the one of full rank; the others broadcast against it.
+    shapes = [shape, d.broadcastable(shape), d.broadcastable(shape)]
+    first = d.integer(0, 2)
+    shapes[0], shapes[first] = shapes[first], shapes[0]
+    return Sample((TensorType(shapes[0], "bool"), TensorType(shapes[1], dtype), TensorType(shapes[2], dtype)))
+
+
 register(
     OpDef(
         name="where",
@@ -250,5 +328,6 @@ register(
             Sample((TensorType((3, 1), "bool"), TensorType((4,), "float32"), TensorType((), "float32"))),
             Sample((TensorType((), "bool"), TensorType((2, 1), "int32"), TensorType((1, 5), "int32"))),
         ),
+        domain=Domain(_where_domain),
     )
 )

@@ -16,10 +16,12 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.common import check_arity, dims_equal, same_dtype, tensor_arg
+from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_loops
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
+from compiler.ops.pool import padding_attr, window_input_size, window_pair
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
@@ -132,6 +134,51 @@ def _conv2d_kernel(
     return conv2d_loops(ctx, data, weight, out, epilogue, layout)
 
 
+_DATA_LAYOUTS = ("NCHW", "NCHW", "NHWC", "CHWN")
+_KERNEL_LAYOUTS = ("OIHW", "OIHW", "HWIO", "OHWI", "HWOI", "IHWO")
+# (data dtype, out_dtype): floats mostly; integers widened as quantized models do, or not.
+_CONV_DTYPES = (
+    ("float32", ""), ("float32", ""), ("float32", ""), ("float16", ""), ("float64", ""),
+    ("float32", "float64"), ("int8", "int32"), ("int32", ""), ("uint8", "int32"),
+)
+
+
+def _conv2d_domain(d: Draw) -> Sample:
+    """Grouped (depthwise too), strided, dilated, padded calls in any pair of layouts, with the
+    optional channels / kernel_size attrs given or not."""
+    groups = d.choice((1, 1, 2, 3))
+    per_group_in = d.choice((1, 1, 2, 3)) if groups > 1 else d.integer(1, 4)
+    out_channels = groups * d.integer(1, 2)
+    kernel = [d.integer(1, 3), d.integer(1, 3)]
+    attrs: dict[str, object] = {
+        "strides": window_pair(d, 1, 3),
+        "padding": padding_attr(d),
+        "dilation": window_pair(d, 1, 2),
+        "groups": groups,
+        "channels": d.choice((None, out_channels)),
+        "kernel_size": d.choice((None, kernel)),
+        "data_layout": d.choice(_DATA_LAYOUTS),
+        "kernel_layout": d.choice(_KERNEL_LAYOUTS),
+        "out_layout": d.choice(("",) * 3 + _DATA_LAYOUTS),
+    }
+    dtype, attrs["out_dtype"] = d.choice(_CONV_DTYPES)
+    padding = attrs["padding"]
+    dilation = attrs["dilation"]
+    assert isinstance(padding, list) and isinstance(dilation, list)
+    pads = padding * 4 if len(padding) == 1 else padding * 2 if len(padding) == 2 else padding
+    h = window_input_size(d, kernel[0], dilation[0], pads[0] + pads[2])
+    w = window_input_size(d, kernel[1], dilation[-1], pads[1] + pads[3])
+    nchw = dict(zip("NCHW", (d.integer(1, 2), groups * per_group_in, h, w)))
+    oihw = dict(zip("OIHW", (out_channels, per_group_in, *kernel)))
+    data_shape = tuple(nchw[c] for c in str(attrs["data_layout"]))
+    weight_shape = tuple(oihw[c] for c in str(attrs["kernel_layout"]))
+    if dtype.startswith("float"):
+        return Sample((TensorType(data_shape, dtype), TensorType(weight_shape, dtype)), attrs)
+    # Small signed values: a product sum stays exact (and does not wrap) in the result dtype.
+    low = 0 if dtype == "uint8" else -4
+    return Sample((int_values(d, data_shape, dtype, low, 4), int_values(d, weight_shape, dtype, low, 4)), attrs)
+
+
 register(
     OpDef(
         name=OP,
@@ -174,5 +221,6 @@ register(
                 {"kernel_layout": "OHWI", "out_dtype": "int32"},
             ),
         ),
+        domain=Domain(_conv2d_domain, ulps=16.0, accumulates=True),
     )
 )

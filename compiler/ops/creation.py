@@ -12,6 +12,8 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.domain import FLOAT_CHOICES, INT_CHOICES, Domain, Draw, kind_dtype, tensor_shape
+from compiler.ops.elemwise import ANY_DTYPE, dtype_kind
 from compiler.ops.registry import (
     REQUIRED,
     AttrSpec,
@@ -58,6 +60,13 @@ def _constant_rel(op: str) -> TypeRel:
 # unset one has no meaning, so we require it.
 _INIT_ATTRS = (AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", REQUIRED))
 
+_ALL_DTYPES = FLOAT_CHOICES + INT_CHOICES + ("bool",)
+
+
+def _constant_domain(d: Draw) -> Sample:
+    return Sample((), {"shape": tensor_shape(d, empty=True), "dtype": d.dtype(_ALL_DTYPES)})
+
+
 register(
     OpDef(
         name="zeros",
@@ -68,6 +77,7 @@ register(
         compute=filled(0),
         attrs=_INIT_ATTRS,
         samples=(Sample((), {"shape": [2, 3], "dtype": F32}), Sample((), {"shape": [4], "dtype": "int64"})),
+        domain=Domain(_constant_domain),
     )
 )
 
@@ -81,6 +91,7 @@ register(
         compute=filled(1),
         attrs=_INIT_ATTRS,
         samples=(Sample((), {"shape": [3, 1, 2], "dtype": F32}), Sample((), {"shape": [], "dtype": "int32"})),
+        domain=Domain(_constant_domain),
     )
 )
 
@@ -99,6 +110,17 @@ def _full_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     return cast(out_type.dtype, inputs[0][()])
 
 
+def _full_domain(d: Draw) -> Sample:
+    source = d.dtype(_ALL_DTYPES)
+    target = d.choice(("", "", d.dtype(_ALL_DTYPES)))
+    attrs = {"shape": tensor_shape(d, empty=True), "dtype": target}
+    low, high = -9.0, 9.0
+    if dtype_kind(source) == "float" and dtype_kind(target) == "int":
+        # A float converts to an integer only when its truncation fits.
+        low = 0.0 if target.startswith("uint") else low
+    return Sample((TensorType((), source),), attrs, low=low, high=high, int_high=100)
+
+
 register(
     OpDef(
         name="full",
@@ -113,6 +135,7 @@ register(
             Sample((np.array(1.5, dtype=F32),), {"shape": [2, 3]}),
             Sample((np.array(7, dtype="int32"),), {"shape": [3], "dtype": "float32"}),
         ),
+        domain=Domain(_full_domain),
     )
 )
 
@@ -125,6 +148,10 @@ def _like_rel(op: str) -> TypeRel:
     return rel
 
 
+def _like_domain(d: Draw) -> Sample:
+    return Sample((TensorType(tensor_shape(d, empty=True), kind_dtype(d, ANY_DTYPE)),))
+
+
 register(
     OpDef(
         name="zeros_like",
@@ -134,6 +161,7 @@ register(
         reference=lambda a, attrs: np.zeros_like(a[0]),
         compute=filled(0),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int32"),))),
+        domain=Domain(_like_domain),
     )
 )
 
@@ -146,5 +174,6 @@ register(
         reference=lambda a, attrs: np.ones_like(a[0]),
         compute=filled(1),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int8"),))),
+        domain=Domain(_like_domain),
     )
 )

@@ -115,3 +115,72 @@ def within_ulps(actual: np.ndarray, expected: np.ndarray, domain: Domain) -> np.
         close = np.abs(actual64 - expected64) <= domain.tolerance(actual.dtype) * scale
     same_special = (np.isnan(actual64) & np.isnan(expected64)) | (actual64 == expected64)
     return close | same_special
+
+
+# --- helpers the families' domains share ------------------------------------------------------------
+
+# Weighted towards float32, the dtype of most models; the others are edge cases.
+FLOAT_CHOICES = (COMMON_FLOAT,) * 3 + ("float64", "float16")
+INT_CHOICES = INT_DTYPES
+
+
+def kind_dtype(d: Draw, kinds: frozenset[str] | Sequence[str]) -> str:
+    """A dtype of one of the dtype classes `kinds` ("float", "int", "bool"), floats most often."""
+    options = [k for k in ("float", "float", "int", "bool") if k in kinds]
+    kind = d.choice(options)
+    if kind == "float":
+        return d.dtype(FLOAT_CHOICES)
+    if kind == "int":
+        return d.dtype(INT_CHOICES)
+    return "bool"
+
+
+def tensor_shape(
+    d: Draw, min_rank: int = 0, max_rank: int = 4, min_dim: int = 1, max_dim: int = 5, empty: bool = False
+) -> tuple[int, ...]:
+    """A shape; with `empty`, one dim is 0 now and then (only for ops that allow empty tensors)."""
+    shape = d.shape(min_rank, max_rank, min_dim, max_dim)
+    if empty and shape and d.integer(0, 9) == 0:
+        at = d.integer(0, len(shape) - 1)
+        shape = shape[:at] + (0,) + shape[at + 1 :]
+    return shape
+
+
+def int_values(d: Draw, shape: Sequence[int], dtype: str, low: int, high: int) -> np.ndarray:
+    """An integer array of `dtype` with values in [low, high] (clamped to the dtype's range).
+
+    Samples fill integer tensors with small non-negative values; a domain that needs negative
+    values, extremes or non-zero divisors draws the array itself, from a drawn seed."""
+    info = np.iinfo(dtype)
+    low, high = max(low, int(info.min)), min(high, int(info.max))
+    rng = np.random.default_rng(d.integer(0, 2**32 - 1))
+    return np.asarray(rng.integers(low, high, size=tuple(shape), endpoint=True)).astype(dtype)
+
+
+def int_range(d: Draw, dtype: str) -> tuple[int, int]:
+    """A value range for integer inputs: small and signed, or the whole range of a narrow dtype
+    (whose arithmetic C does in int and truncates on the store, so wrapping is well defined)."""
+    if np.iinfo(dtype).bits <= 16 and d.boolean():
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    return -9, 9
+
+
+def float_values(d: Draw, shape: Sequence[int], dtype: str, low: float, high: float) -> np.ndarray:
+    """A float array of `dtype` with values uniform in [low, high], from a drawn seed: for an
+    input whose range differs from the other inputs' (an exponent, a divisor)."""
+    rng = np.random.default_rng(d.integer(0, 2**32 - 1))
+    return np.asarray(rng.uniform(low, high, size=tuple(shape))).astype(dtype)
+
+
+def away_from_zero(values: np.ndarray, least: float | int) -> np.ndarray:
+    """`values` with every element smaller in magnitude than `least` replaced by `least`."""
+    return np.where(np.abs(values) < least, np.asarray(least, dtype=values.dtype), values).astype(values.dtype)
+
+
+def broadcast_pair(d: Draw, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Two shapes that broadcast to `shape` (or to a shape with 1s where both have 1): either
+    side may miss leading dims or have 1s."""
+    full = shape
+    other = d.broadcastable(shape)
+    return (full, other) if d.boolean() else (other, full)

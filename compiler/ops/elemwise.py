@@ -19,6 +19,16 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.domain import (
+    FLOAT_CHOICES,
+    INT_CHOICES,
+    Domain,
+    Draw,
+    int_range,
+    int_values,
+    kind_dtype,
+    tensor_shape,
+)
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
@@ -85,6 +95,21 @@ def elementwise_compute(scalar: ScalarFn) -> Callable[[Index, Sequence[TensorVie
     return lambda idx, inputs, attrs, out_type: scalar(inputs[0][tuple(idx)])
 
 
+def unary_domain(kinds: frozenset[str], low: float, high: float, ulps: float = 8.0) -> Domain:
+    """Calls of a unary op on any shape (empty ones too) of a dtype in `kinds`: floats in
+    [low, high] or a range 4 times wider, integers signed and up to a narrow dtype's extremes."""
+
+    def draw(d: Draw) -> Sample:
+        dtype = kind_dtype(d, kinds)
+        shape = tensor_shape(d, empty=True)
+        if dtype_kind(dtype) == "int":
+            return Sample((int_values(d, shape, dtype, *int_range(d, dtype)),))
+        scale = d.choice((1.0, 4.0))
+        return Sample((TensorType(shape, dtype),), low=low * scale, high=high * scale)
+
+    return Domain(draw, ulps=ulps)
+
+
 def unary(
     name: str,
     fn: Callable[[np.ndarray], np.ndarray],
@@ -92,8 +117,10 @@ def unary(
     low: float = -2.0,
     high: float = 2.0,
     compute: ScalarFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
-    """Register an attribute-free elementwise op computing `fn` (numpy) / `compute` (loops)."""
+    """Register an attribute-free elementwise op computing `fn` (numpy) / `compute` (loops);
+    its domain is `unary_domain(kinds, low, high)` unless given."""
     return register(
         OpDef(
             name=name,
@@ -103,6 +130,7 @@ def unary(
             reference=lambda arrays, attrs: _in_input_dtype(fn, arrays[0]),
             samples=_default_samples(kinds, low, high),
             compute=None if compute is None else elementwise_compute(compute),
+            domain=unary_domain(kinds, low, high) if domain is None else domain,
         )
     )
 
@@ -196,6 +224,20 @@ def _clip_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     return maximum(minimum(x, high), low)
 
 
+def _clip_domain(d: Draw) -> Sample:
+    dtype = kind_dtype(d, NUMERIC)
+    shape = tensor_shape(d, empty=True)
+    # Ordinary bounds, fractional ones (truncated for integers), bounds past an int8's range,
+    # a_min > a_max (everything becomes a_min) and a_min == a_max.
+    a_min, a_max = d.choice(
+        ((0.0, 6.0), (-1.5, 1.5), (-0.5, 0.25), (-1000.0, 7.9), (1.0, -1.0), (2.0, 2.0), (-3.0, 1e4))
+    )
+    attrs = {"a_min": a_min, "a_max": a_max}
+    if dtype_kind(dtype) == "int":
+        return Sample((int_values(d, shape, dtype, *int_range(d, dtype)),), attrs)
+    return Sample((TensorType(shape, dtype),), attrs, low=-4.0, high=8.0)
+
+
 register(
     OpDef(
         name="clip",
@@ -211,6 +253,7 @@ register(
             Sample((np.array([-128, -5, 0, 5, 100], dtype=np.int8),), {"a_min": -1000.0, "a_max": 7.9}),
             Sample((TensorType((3,), "float32"),), {"a_min": 1.0, "a_max": -1.0}),
         ),
+        domain=Domain(_clip_domain),
     )
 )
 
@@ -239,6 +282,25 @@ def _cast_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     return cast(dtype, x)
 
 
+_ALL_DTYPES = FLOAT_CHOICES + INT_CHOICES + ("bool",)
+
+
+def _cast_domain(d: Draw) -> Sample:
+    source, target = d.dtype(_ALL_DTYPES), d.dtype(_ALL_DTYPES)
+    shape = tensor_shape(d, empty=True)
+    attrs = {"dtype": target}
+    if dtype_kind(source) == "int":
+        return Sample((int_values(d, shape, source, *int_range(d, source)),), attrs)
+    if dtype_kind(source) == "bool":
+        return Sample((TensorType(shape, source),), attrs)
+    # A float converts to an integer only when its truncation fits (else C and numpy differ).
+    if dtype_kind(target) == "int":
+        info = np.iinfo(target)
+        low, high = max(float(info.min), -100.0), min(float(info.max), 100.0)
+        return Sample((TensorType(shape, source),), attrs, low=low, high=high)
+    return Sample((TensorType(shape, source),), attrs, low=-9.0, high=9.0)
+
+
 register(
     OpDef(
         name="cast",
@@ -256,5 +318,6 @@ register(
             Sample((TensorType((4,), "int8"),), {"dtype": "bool"}),
             Sample((TensorType((3,), "bool"),), {"dtype": "float32"}),
         ),
+        domain=Domain(_cast_domain),
     )
 )

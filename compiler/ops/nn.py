@@ -22,7 +22,17 @@ from compiler.ops.common import (
     static_dims,
     tensor_arg,
 )
-from compiler.ops.elemwise import elementwise_compute
+from compiler.ops.domain import (
+    FLOAT_CHOICES,
+    Domain,
+    Draw,
+    float_values,
+    int_range,
+    int_values,
+    kind_dtype,
+    tensor_shape,
+)
+from compiler.ops.elemwise import ANY_DTYPE, NUMERIC, dtype_kind, elementwise_compute
 from compiler.ops.registry import (
     REQUIRED,
     AttrSpec,
@@ -85,6 +95,27 @@ def _same_type_rel(op: str) -> TypeRel:
     return rel
 
 
+def numeric_input(d: Draw, shape: Sequence[int], dtype: str, wide: bool = True) -> object:
+    """A sample input: a float tensor type, or signed integer values (up to a narrow dtype's
+    extremes when `wide`)."""
+    if dtype_kind(dtype) == "int":
+        low, high = int_range(d, dtype) if wide else (-9, 9)
+        return int_values(d, shape, dtype, low, high)
+    return TensorType(tuple(shape), dtype)
+
+
+def _relu_domain(d: Draw) -> Sample:
+    dtype = kind_dtype(d, NUMERIC)
+    return Sample((numeric_input(d, tensor_shape(d, empty=True), dtype),))
+
+
+def _leaky_relu_domain(d: Draw) -> Sample:
+    dtype = kind_dtype(d, NUMERIC)
+    alpha = d.choice((0.25, 0.1, 0.0, 1.0, -0.5, 2.0, 1e-3))
+    # Small integers: alpha (truncated to the dtype) times an extreme value would wrap.
+    return Sample((numeric_input(d, tensor_shape(d, empty=True), dtype, wide=False),), {"alpha": alpha})
+
+
 # --- activations ------------------------------------------------------------------------------
 
 register(
@@ -93,12 +124,14 @@ register(
         num_inputs=1,
         type_rel=_same_type_rel("nn.relu"),
         pattern=OpPattern.ELEMWISE,
-        reference=lambda a, attrs: np.maximum(a[0], np.zeros((), a[0].dtype)),
+        # np.asarray: np.maximum of a 0-d array is a numpy scalar.
+        reference=lambda a, attrs: np.asarray(np.maximum(a[0], np.zeros((), a[0].dtype))),
         compute=elementwise_compute(lambda x: maximum(x, 0)),
         samples=(
             Sample((TensorType((2, 5), F32),)),
             Sample((np.array([-3, 0, 4], dtype="int32"),)),
         ),
+        domain=Domain(_relu_domain),
     )
 )
 
@@ -129,6 +162,7 @@ register(
             Sample((TensorType((3, 4), F32),)),
             Sample((TensorType((6,), F32),), {"alpha": 0.1}),
         ),
+        domain=Domain(_leaky_relu_domain),
     )
 )
 
@@ -163,6 +197,14 @@ def _bias_add_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, ou
     return data[tuple(idx)] + bias[idx[axis]]
 
 
+def _bias_add_domain(d: Draw) -> Sample:
+    dtype = kind_dtype(d, NUMERIC)
+    shape = tensor_shape(d, min_rank=1, empty=True)
+    axis = d.axis(len(shape))
+    data = numeric_input(d, shape, dtype, wide=False)
+    return Sample((data, numeric_input(d, (shape[axis],), dtype, wide=False)), {"axis": axis})
+
+
 register(
     OpDef(
         name="nn.bias_add",
@@ -176,6 +218,7 @@ register(
             Sample((TensorType((2, 3, 4, 4), F32), TensorType((3,), F32))),
             Sample((TensorType((2, 5), F32), TensorType((5,), F32)), {"axis": -1}),
         ),
+        domain=Domain(_bias_add_domain),
     )
 )
 
@@ -262,6 +305,43 @@ def _batch_matmul_kernel(
     return batch_matmul_loops(ctx, x, y, out, epilogue, attrs["transpose_a"], attrs["transpose_b"])
 
 
+def _matmul_dtypes(d: Draw) -> tuple[str, str]:
+    """The operands' dtype and an out_dtype ("" or a wider one)."""
+    dtype = d.choice(FLOAT_CHOICES + ("int8", "int32", "uint8", "int64"))
+    if dtype_kind(dtype) == "int":
+        return dtype, d.choice(("", "int32", "int64"))
+    return dtype, d.choice(("", "", "float32", "float64"))
+
+
+def _matmul_inputs(d: Draw, dtype: str, a: Sequence[int], b: Sequence[int]) -> tuple[object, object]:
+    return numeric_input(d, a, dtype, wide=False), numeric_input(d, b, dtype, wide=False)
+
+
+def _dense_domain(d: Draw) -> Sample:
+    dtype, out_dtype = _matmul_dtypes(d)
+    data = tensor_shape(d, min_rank=1, max_rank=3, max_dim=6, empty=True)
+    n = d.integer(1, 6)
+    weight = (n, data[-1])
+    units = d.choice((None, n))
+    return Sample(_matmul_inputs(d, dtype, data, weight), {"units": units, "out_dtype": out_dtype})
+
+
+def _matmul_domain(d: Draw) -> Sample:
+    dtype, out_dtype = _matmul_dtypes(d)
+    transpose_a, transpose_b = d.boolean(), d.boolean()
+    data = tensor_shape(d, min_rank=2 if transpose_a else 1, max_rank=3, max_dim=6, empty=True)
+    k = data[-2] if transpose_a else data[-1]
+    n = d.integer(1, 6)
+    weight = (n, k) if transpose_b else (k, n)
+    attrs = {
+        "units": d.choice((None, n)),
+        "out_dtype": out_dtype,
+        "transpose_a": transpose_a,
+        "transpose_b": transpose_b,
+    }
+    return Sample(_matmul_inputs(d, dtype, data, weight), attrs)
+
+
 register(
     OpDef(
         name="nn.dense",
@@ -280,6 +360,7 @@ register(
                 int_high=5,
             ),
         ),
+        domain=Domain(_dense_domain, ulps=16.0, accumulates=True),
     )
 )
 
@@ -306,6 +387,7 @@ register(
                 {"units": 3, "transpose_a": True, "transpose_b": True},
             ),
         ),
+        domain=Domain(_matmul_domain, ulps=16.0, accumulates=True),
     )
 )
 
@@ -334,6 +416,18 @@ def _batch_matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((batch, m, n), result_dtype(attrs, x, op))
 
 
+def _batch_matmul_domain(d: Draw) -> Sample:
+    dtype, out_dtype = _matmul_dtypes(d)
+    transpose_a, transpose_b = d.boolean(), d.boolean()
+    batch, m, k, n = d.integer(1, 3), d.integer(0, 5), d.integer(0, 5), d.integer(1, 5)
+    # Either batch may be 1 and broadcast against the other.
+    batches = d.choice(((batch, batch), (1, batch), (batch, 1)))
+    x = (batches[0], k, m) if transpose_a else (batches[0], m, k)
+    y = (batches[1], n, k) if transpose_b else (batches[1], k, n)
+    attrs = {"out_dtype": out_dtype, "transpose_a": transpose_a, "transpose_b": transpose_b}
+    return Sample(_matmul_inputs(d, dtype, x, y), attrs)
+
+
 register(
     OpDef(
         name="nn.batch_matmul",
@@ -353,6 +447,7 @@ register(
             Sample((TensorType((2, 3, 4), F32), TensorType((2, 5, 4), F32)), {"transpose_b": True}),
             Sample((TensorType((1, 4, 3), F32), TensorType((3, 4, 2), F32)), {"transpose_a": True}),
         ),
+        domain=Domain(_batch_matmul_domain, ulps=16.0, accumulates=True),
     )
 )
 
@@ -388,6 +483,13 @@ def _softmax_kernel(op: str, log: bool) -> Callable[..., Stmt]:
     return kernel
 
 
+def _softmax_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1)
+    spread = d.choice((2.0, 10.0, 50.0))
+    data = TensorType(shape, d.dtype(FLOAT_CHOICES))
+    return Sample((data,), {"axis": d.axis(len(shape))}, low=-spread, high=spread)
+
+
 register(
     OpDef(
         name="nn.softmax",
@@ -398,6 +500,7 @@ register(
         reference=lambda a, attrs: np.exp(_log_softmax(a, attrs).astype("float64")).astype(a[0].dtype),
         attrs=(AttrSpec("axis", "int", -1),),
         samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 1})),
+        domain=Domain(_softmax_domain, ulps=16.0, accumulates=True),
     )
 )
 
@@ -411,6 +514,7 @@ register(
         reference=_log_softmax,
         attrs=(AttrSpec("axis", "int", -1),),
         samples=(Sample((TensorType((2, 6), F32),)), Sample((TensorType((3, 4, 2), F32),), {"axis": 0})),
+        domain=Domain(_softmax_domain, ulps=16.0, accumulates=True),
     )
 )
 
@@ -427,16 +531,22 @@ def _batch_flatten_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], product(data.shape[1:])), data.dtype)
 
 
+def _batch_flatten_domain(d: Draw) -> Sample:
+    return Sample((TensorType(tensor_shape(d, min_rank=1, empty=True), kind_dtype(d, ANY_DTYPE)),))
+
+
 register(
     OpDef(
         name="nn.batch_flatten",
         num_inputs=1,
         type_rel=_batch_flatten_rel,
         pattern=OpPattern.INJECTIVE,
-        reference=lambda a, attrs: a[0].reshape(a[0].shape[0], -1),
+        # The flattened size is spelled out: -1 cannot be inferred when the batch is empty.
+        reference=lambda a, attrs: a[0].reshape(a[0].shape[0], int(np.prod(a[0].shape[1:], dtype=np.int64))),
         reshape_only=True,
         compute=reshape_compute("nn.batch_flatten"),
         samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
+        domain=Domain(_batch_flatten_domain),
     )
 )
 
@@ -476,6 +586,8 @@ def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, value = a
     width = [tuple(w) for w in attrs["pad_width"]]
     mode = attrs["pad_mode"]
+    if data.ndim == 0:
+        return data.copy()  # nothing to pad (np.pad rejects an empty pad_width)
     if mode == "constant":
         return np.pad(data, width, mode="constant", constant_values=value.astype(data.dtype))
     return np.pad(data, width, mode=mode)
@@ -511,6 +623,19 @@ def _pad_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_typ
     return value if inside is None else select(inside, value, cast(data.dtype, fill[()]))
 
 
+def _pad_domain(d: Draw) -> Sample:
+    mode = d.choice(PAD_MODES)
+    dtype = kind_dtype(d, ANY_DTYPE)
+    shape = tensor_shape(d, empty=mode == "constant")
+    width = []
+    for extent in shape:
+        # Reflection needs the padding shorter than the dim.
+        most = min(3, extent - 1) if mode == "reflect" else 3
+        width.append((d.integer(0, most), d.integer(0, most)))
+    value = np.asarray(float_values(d, (), "float64", -3.0, 3.0)).astype(dtype)
+    return Sample((TensorType(shape, dtype), value), {"pad_width": width, "pad_mode": mode})
+
+
 register(
     OpDef(
         name="nn.pad",
@@ -534,6 +659,7 @@ register(
                 {"pad_width": [[2, 1], [1, 3]], "pad_mode": "reflect"},
             ),
         ),
+        domain=Domain(_pad_domain),
     )
 )
 
@@ -547,6 +673,11 @@ def _dropout_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TupleType((data, data))
 
 
+def _dropout_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, empty=True)
+    return Sample((TensorType(shape, d.dtype(FLOAT_CHOICES)),), {"rate": d.choice((0.5, 0.1, 0.0, 0.9))})
+
+
 register(
     OpDef(
         name="nn.dropout",
@@ -557,5 +688,6 @@ register(
         reference=lambda a, attrs: (a[0].copy(), np.ones_like(a[0])),
         attrs=(AttrSpec("rate", "float", 0.5),),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), F32),), {"rate": 0.1})),
+        domain=Domain(_dropout_domain),
     )
 )

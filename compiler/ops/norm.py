@@ -13,6 +13,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.ops.common import check_arity, dims_equal, normalize_axis, same_dtype
+from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, float_values, tensor_shape
 from compiler.ops.nn import float_arg, merge_dim
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 
@@ -69,6 +70,26 @@ def _batch_norm(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]
     return out.astype(data.dtype), mean.copy(), var.copy()
 
 
+def _norm_attrs(d: Draw, axis: int) -> dict[str, object]:
+    return {
+        "axis": axis,
+        "epsilon": d.choice((1e-5, 1e-3, 0.1)),
+        "center": d.boolean(),
+        "scale": d.boolean(),
+    }
+
+
+def _batch_norm_domain(d: Draw) -> Sample:
+    dtype = d.dtype(FLOAT_CHOICES)
+    shape = tensor_shape(d, min_rank=1)
+    axis = d.axis(len(shape))
+    channels = (shape[axis],)
+    vector = TensorType(channels, dtype)
+    # The variance is positive: drawn apart from the other inputs.
+    variance = float_values(d, channels, dtype, 0.1, 2.0)
+    return Sample((TensorType(shape, dtype), vector, vector, vector, variance), _norm_attrs(d, axis))
+
+
 register(
     OpDef(
         name="nn.batch_norm",
@@ -87,6 +108,7 @@ register(
                 high=2.0,
             ),
         ),
+        domain=Domain(_batch_norm_domain, ulps=16.0),
     )
 )
 
@@ -114,6 +136,14 @@ def _layer_norm(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out.astype(data.dtype)
 
 
+def _layer_norm_domain(d: Draw) -> Sample:
+    dtype = d.dtype(FLOAT_CHOICES)
+    shape = tensor_shape(d, min_rank=1)
+    axis = d.axis(len(shape))
+    vector = TensorType((shape[axis],), dtype)
+    return Sample((TensorType(shape, dtype), vector, vector), _norm_attrs(d, axis))
+
+
 register(
     OpDef(
         name="nn.layer_norm",
@@ -129,5 +159,6 @@ register(
                 {"axis": 1, "scale": False},
             ),
         ),
+        domain=Domain(_layer_norm_domain, ulps=16.0, accumulates=True),
     )
 )

@@ -20,6 +20,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, int_range, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool import PoolWindow, global_pool2d_loops, pool2d_loops
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
@@ -181,6 +182,67 @@ _POOL_SAMPLES = (
     ),
 )
 
+# Layouts: any permutation of NCHW is accepted; these are the common ones and two odd ones.
+POOL_LAYOUTS = ("NCHW", "NCHW", "NHWC", "CHWN", "HWNC")
+POOL_DTYPES = FLOAT_CHOICES + ("int8", "int32", "uint8")
+
+
+def window_pair(d: Draw, low: int, high: int) -> list[int]:
+    """A pool_size / strides / dilation attribute: one value for both axes, or two."""
+    return [d.integer(low, high)] if d.boolean() else [d.integer(low, high), d.integer(low, high)]
+
+
+def padding_attr(d: Draw, most: int = 2) -> list[int]:
+    """A padding attribute in each of its 1-, 2- and 4-value forms."""
+    return [d.integer(0, most) for _ in range(d.choice((1, 2, 4)))]
+
+
+def window_input_size(d: Draw, kernel: int, dilation: int, pad_total: int) -> int:
+    """An input extent the dilated window fits into once padded, from a tight fit (where
+    ceil_mode and floor agree or differ by one window) to several strides more."""
+    span = (kernel - 1) * dilation + 1
+    return max(1, span - pad_total) + d.integer(0, 5)
+
+
+def pool_data(d: Draw, attrs: dict[str, object], batch_channels: tuple[int, int]) -> object:
+    """The data of a pool call with `attrs`' window, laid out as attrs["layout"] says."""
+    kernel = attrs["pool_size"]
+    dilation = attrs["dilation"]
+    padding = attrs["padding"]
+    assert isinstance(kernel, list) and isinstance(dilation, list) and isinstance(padding, list)
+    pads = padding * 4 if len(padding) == 1 else padding * 2 if len(padding) == 2 else padding
+    h = window_input_size(d, kernel[0], dilation[0], pads[0] + pads[2])
+    w = window_input_size(d, kernel[-1], dilation[-1], pads[1] + pads[3])
+    nchw = dict(zip("NCHW", (*batch_channels, h, w)))
+    layout = attrs["layout"]
+    assert isinstance(layout, str)
+    shape = tuple(nchw[letter] for letter in layout)
+    dtype = d.dtype(POOL_DTYPES)
+    if dtype.startswith("float"):
+        return TensorType(shape, dtype)
+    return int_values(d, shape, dtype, *int_range(d, dtype))
+
+
+def _pool2d_domain(average: bool) -> Domain:
+    def draw(d: Draw) -> Sample:
+        attrs: dict[str, object] = {
+            "pool_size": window_pair(d, 1, 3),
+            # Strides up to 4: larger than every window drawn, so some inputs are skipped.
+            "strides": window_pair(d, 1, 4),
+            "dilation": window_pair(d, 1, 2),
+            "padding": padding_attr(d),
+            "layout": d.choice(POOL_LAYOUTS),
+            "out_layout": d.choice(("",) * 3 + POOL_LAYOUTS),
+            "ceil_mode": d.boolean(),
+        }
+        if average:
+            attrs["count_include_pad"] = d.boolean()
+        data = pool_data(d, attrs, (d.integer(1, 2), d.integer(1, 3)))
+        return Sample((data,), attrs)
+
+    return Domain(draw, ulps=8.0, accumulates=average)
+
+
 register(
     OpDef(
         name="nn.max_pool2d",
@@ -192,6 +254,7 @@ register(
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
         + (Sample((TensorType((1, 1, 4, 4), "int32"),), {"pool_size": [3, 3], "padding": [1]}),),
+        domain=_pool2d_domain(average=False),
     )
 )
 
@@ -217,6 +280,7 @@ register(
                 },
             ),
         ),
+        domain=_pool2d_domain(average=True),
     )
 )
 
@@ -263,6 +327,21 @@ _GLOBAL_SAMPLES = (
     Sample((TensorType((1, 4, 3, 2), F32),), {"layout": "NHWC"}),
 )
 
+def _global_pool_domain(average: bool) -> Domain:
+    def draw(d: Draw) -> Sample:
+        layout = d.choice(POOL_LAYOUTS)
+        nchw = dict(zip("NCHW", (d.integer(1, 2), d.integer(1, 3), d.integer(1, 6), d.integer(1, 6))))
+        shape = tuple(nchw[letter] for letter in layout)
+        dtype = d.dtype(POOL_DTYPES)
+        if dtype.startswith("float"):
+            data: object = TensorType(shape, dtype)
+        else:
+            data = int_values(d, shape, dtype, *int_range(d, dtype))
+        return Sample((data,), {"layout": layout, "out_layout": d.choice(("",) * 3 + POOL_LAYOUTS)})
+
+    return Domain(draw, ulps=8.0, accumulates=average)
+
+
 register(
     OpDef(
         name="nn.global_avg_pool2d",
@@ -273,6 +352,7 @@ register(
         kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
+        domain=_global_pool_domain(average=True),
     )
 )
 
@@ -286,5 +366,6 @@ register(
         kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
+        domain=_global_pool_domain(average=False),
     )
 )

@@ -24,6 +24,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.broadcast import trunc_divide_ints
 from compiler.ops.common import check_arity, normalize_axis, tensor_arg
+from compiler.ops.domain import Domain, Draw, int_range, int_values, kind_dtype, tensor_shape
 from compiler.ops.elemwise import ANY_DTYPE, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, Reduction, TensorView
@@ -172,6 +173,47 @@ _ARG_SAMPLES = _ANY_DTYPE_SAMPLES + (
 )
 
 
+def reduce_axis_attr(d: Draw, ndim: int) -> tuple[int, ...] | None:
+    """An `axis` attribute: None (all), [] (none), or some axes in any order, negative or not."""
+    form = d.integer(0, 4)
+    if form == 0 or ndim == 0:
+        return None if form < 3 else ()
+    if form == 1:
+        return ()
+    picked = list(d.subset(range(ndim), min_size=1))
+    # Shuffle by drawing each position in turn, and write some axes negatively.
+    order = []
+    while picked:
+        order.append(picked.pop(d.integer(0, len(picked) - 1)))
+    return tuple(a - ndim if d.boolean() else a for a in order)
+
+
+def reduction_domain(
+    kinds: frozenset[str], arg: bool = False, empty: bool = False, product: bool = False
+) -> Domain:
+    """Calls over every axis form with keepdims and exclude. `empty` allows zero-size inputs
+    (only sums and products have an identity); `product` keeps shapes and values small enough
+    for the product to stay finite and, for wide integers, not to overflow."""
+
+    def draw(d: Draw) -> Sample:
+        dtype = kind_dtype(d, kinds)
+        shape = tensor_shape(d, max_rank=3 if product else 4, max_dim=3 if product else 5, empty=empty)
+        attrs: dict[str, object] = {"axis": reduce_axis_attr(d, len(shape))}
+        attrs["keepdims"] = d.boolean()
+        attrs["exclude"] = d.boolean()
+        if arg:
+            attrs["select_last_index"] = d.boolean()
+        if dtype_kind(dtype) == "int":
+            low, high = int_range(d, dtype)
+            if product and np.iinfo(dtype).bits > 16:
+                low, high = -1, 1
+            return Sample((int_values(d, shape, dtype, low, high),), attrs)
+        bound = 1.25 if product else 2.0
+        return Sample((TensorType(shape, dtype),), attrs, low=-bound, high=bound)
+
+    return Domain(draw, ulps=16.0, accumulates=True)
+
+
 def reduction(
     name: str,
     compute: ReduceFn,
@@ -180,9 +222,10 @@ def reduction(
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] = _SAMPLES,
     lowering: ReductionFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
     """Register a reduction whose numpy form is `compute` (which drops the reduced axes) and
-    whose loop form is `lowering`."""
+    whose loop form is `lowering`; its domain is `reduction_domain(kinds)` unless given."""
 
     def type_rel(types: Sequence[Type], call_attrs: Attrs) -> Type:
         check_arity(types, 1, name)
@@ -209,12 +252,16 @@ def reduction(
             attrs=attrs,
             samples=samples,
             reduction=lowering,
+            domain=reduction_domain(kinds, arg=attrs is ARG_REDUCE_ATTRS) if domain is None else domain,
         )
     )
 
 
-reduction("sum", _sum, NUMERIC, lowering=over_reduced_axes("sum"))
-reduction("prod", _prod, NUMERIC, lowering=over_reduced_axes("prod"))
+reduction("sum", _sum, NUMERIC, lowering=over_reduced_axes("sum"), domain=reduction_domain(NUMERIC, empty=True))
+reduction(
+    "prod", _prod, NUMERIC, lowering=over_reduced_axes("prod"),
+    domain=reduction_domain(NUMERIC, empty=True, product=True),
+)
 reduction(
     "mean",
     _mean,

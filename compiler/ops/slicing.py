@@ -29,6 +29,8 @@ from compiler.ops.common import (
     static_dims,
     tensor_arg,
 )
+from compiler.ops.domain import Domain, Draw, int_values, kind_dtype, tensor_shape
+from compiler.ops.elemwise import ANY_DTYPE
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import PrimExpr, cast, maximum, minimum
@@ -121,6 +123,54 @@ def _strided_slice_compute(
     return data[source]
 
 
+def _slice_bounds(d: Draw, extent: int, stride: int) -> tuple[int, int]:
+    """begin and end for one axis: in range, negative, or far outside; ordered along `stride`
+    (the other order is an error, in TVM too)."""
+
+    def index() -> int:
+        return d.choice((d.integer(-extent - 2, extent + 2), d.integer(0, extent), -100, 100, -1))
+
+    begin, end = index(), index()
+    b, e = _canonical(begin, extent, stride), _canonical(end, extent, stride)
+    if (stride > 0 and b > e) or (stride < 0 and b < e):
+        begin, end = end, begin
+    return begin, end
+
+
+def _strided_slice_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_dim=6, empty=True)
+    ndim = len(shape)
+    axes: tuple[int, ...] | None = None
+    if d.boolean():
+        picked = list(d.subset(range(ndim), min_size=1))
+        order = []
+        while picked:
+            order.append(picked.pop(d.integer(0, len(picked) - 1)))
+        axes = tuple(a - ndim if d.boolean() else a for a in order)
+        sliced = [a % ndim for a in axes]
+    else:
+        sliced = list(range(d.integer(1, ndim)))
+    mode = d.choice(("end", "end", "size"))
+    # Strides may be left out, or be shorter than begin (the rest are 1); size mode ignores them.
+    strides = [d.choice((1, 1, 2, 3, 7, -1, -2, -7)) for _ in sliced]
+    given: list[int] | None = strides[: d.integer(0, len(strides))] if mode == "end" else list(strides)
+    if mode == "end" and not given and d.boolean():
+        given = None
+    begin, end = [], []
+    for k, ax in enumerate(sliced):
+        stride = given[k] if mode == "end" and given and k < len(given) else 1
+        extent = shape[ax]
+        if mode == "size":
+            begin.append(d.integer(0, extent))
+            end.append(d.choice((-1, d.integer(0, extent + 2))))
+        else:
+            b, e = _slice_bounds(d, extent, stride)
+            begin.append(b)
+            end.append(e)
+    attrs = {"begin": begin, "end": end, "strides": given, "slice_mode": mode, "axes": axes}
+    return Sample((TensorType(shape, kind_dtype(d, ANY_DTYPE)),), attrs)
+
+
 register(
     OpDef(
         name="strided_slice",
@@ -150,6 +200,7 @@ register(
                 {"begin": [-2, 1], "end": [2, -1], "strides": None, "slice_mode": "size", "axes": None},
             ),
         ),
+        domain=Domain(_strided_slice_domain),
     )
 )
 
@@ -206,12 +257,13 @@ def _take(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     mode = attrs["mode"]
     if attrs["axis"] is None:
         flat = data.reshape(-1)
-        return flat[_fix_indices(indices, flat.size, mode)]
+        return np.asarray(flat[_fix_indices(indices, flat.size, mode)])
     axis = attrs["axis"] % data.ndim
     batch_dims = _batch_dims(attrs, indices.ndim, axis)
     fixed = _fix_indices(indices, data.shape[axis], mode)
     if batch_dims == 0:
-        return np.take(data, fixed, axis=axis)
+        # np.take gives a numpy scalar, not a 0-d array, for a scalar index into 1-D data.
+        return np.asarray(np.take(data, fixed, axis=axis))
     shape = data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1 :]
     out = np.empty(shape, dtype=data.dtype)
     for batch in np.ndindex(*data.shape[:batch_dims]):
@@ -248,6 +300,31 @@ def _take_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     return data[tuple(idx[:axis]) + (chosen,) + tuple(idx[axis + taken :])]
 
 
+def _take_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=3)
+    data = TensorType(shape, kind_dtype(d, ANY_DTYPE))
+    mode = d.choice(TAKE_MODES)
+    axis = None if d.integer(0, 3) == 0 else d.axis(len(shape))
+    batch_dims = 0
+    index_shape = tensor_shape(d, max_rank=2)
+    if axis is not None:
+        positive = axis % len(shape)
+        batch_dims = d.integer(0, positive)
+        index_shape = tuple(shape[:batch_dims]) + index_shape
+        if batch_dims and d.boolean():
+            batch_dims -= len(index_shape)  # counted from the end of the indices' dims
+    extent = int(np.prod(shape)) if axis is None else shape[axis]
+    dtype = d.dtype(("int32", "int32", "int64", "int8", "uint8", "int16"))
+    if mode == "fast":
+        low, high = 0, extent - 1  # fast promises in-range indices
+    elif dtype == "int64" and d.boolean():
+        low, high = -(2**40), 2**40  # clipping or wrapping must not go through 32 bits
+    else:
+        low, high = -2 * extent - 1, 2 * extent + 1
+    indices = int_values(d, index_shape, dtype, low, high)
+    return Sample((data, indices), {"batch_dims": batch_dims, "axis": axis, "mode": mode})
+
+
 register(
     OpDef(
         name="take",
@@ -274,5 +351,6 @@ register(
                 {"axis": 1, "batch_dims": 1},
             ),
         ),
+        domain=Domain(_take_domain),
     )
 )

@@ -20,6 +20,8 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
 from compiler.ops.broadcast import broadcast_index
+from compiler.ops.domain import Domain, Draw, kind_dtype, tensor_shape
+from compiler.ops.elemwise import ANY_DTYPE
 from compiler.ops.common import (
     check_arity,
     dims_equal,
@@ -59,6 +61,21 @@ def reshape_compute(op: str) -> Compute:
         return data[reshape_index(idx, out_shape, static_dims(data.shape, op))]
 
     return compute
+
+
+def any_tensor(d: Draw, shape: Sequence[int]) -> TensorType:
+    """A tensor of `shape` of any dtype: what the data-movement ops take."""
+    return TensorType(tuple(shape), kind_dtype(d, ANY_DTYPE))
+
+
+def factorize(d: Draw, n: int, parts: int) -> list[int]:
+    """`n` as a product of `parts` positive factors, each a divisor drawn in turn."""
+    out = []
+    for _ in range(parts - 1):
+        divisors = [k for k in range(1, n + 1) if n % k == 0]
+        out.append(d.choice(divisors))
+        n //= out[-1]
+    return out + [n]
 
 
 # --- reshape --------------------------------------------------------------------------------------
@@ -173,6 +190,38 @@ def _reshape_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(reshape_dims(data.shape, attrs["newshape"], bool(attrs["allowzero"])), data.dtype)
 
 
+def _reshape_domain(d: Draw) -> Sample:
+    """A newshape built left to right: codes that consume input dims in order (0 copies one,
+    -3 merges two, -4 splits one, maybe with a -1), then -2 (the rest) or positive dims whose
+    product is the rest, one of them maybe -1."""
+    shape = tensor_shape(d, max_rank=4)
+    allowzero = d.choice((0, 0, 1))
+    codes: list[int] = []
+    src = 0
+    while src < len(shape) and d.integer(0, 2) > 0:
+        form = d.integer(0, 2)
+        if form == 0 and not allowzero:
+            codes.append(0)
+            src += 1
+        elif form == 1 and src + 1 < len(shape):
+            codes.append(-3)
+            src += 2
+        else:
+            left, right = factorize(d, shape[src], 2)
+            split = d.choice(((left, right), (-1, right), (left, -1)))
+            codes.extend((-4, *split))
+            src += 1
+    rest = int(np.prod(shape[src:], dtype=np.int64))
+    if src < len(shape) and d.boolean():
+        codes.append(-2)
+    else:
+        tail = factorize(d, rest, d.integer(0 if rest == 1 else 1, 3))
+        if tail and -1 not in codes and d.boolean():
+            tail[d.integer(0, len(tail) - 1)] = -1
+        codes.extend(tail)
+    return Sample((any_tensor(d, shape),), {"newshape": codes, "allowzero": allowzero})
+
+
 register(
     OpDef(
         name="reshape",
@@ -192,6 +241,7 @@ register(
             Sample((TensorType((2, 3, 4), F32),), {"newshape": [6, -1]}),
             Sample((TensorType((2, 6), F32),), {"newshape": [3, 1, 4]}),
         ),
+        domain=Domain(_reshape_domain),
     )
 )
 
@@ -226,6 +276,18 @@ def _transpose_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, o
     return data[tuple(source)]
 
 
+def _transpose_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, empty=True)
+    form = d.integer(0, 3)
+    axes: tuple[int, ...] | None = None if form == 0 else ()
+    if form > 1:
+        remaining, perm = list(range(len(shape))), []
+        while remaining:
+            perm.append(remaining.pop(d.integer(0, len(remaining) - 1)))
+        axes = tuple(a - len(shape) if d.boolean() else a for a in perm)
+    return Sample((any_tensor(d, shape),), {"axes": axes})
+
+
 register(
     OpDef(
         name="transpose",
@@ -240,6 +302,7 @@ register(
             Sample((TensorType((2, 3, 4), F32),), {"axes": [0, 2, 1]}),
             Sample((TensorType((2, 3, 4, 5), F32),), {"axes": [-1, 0, -2, 1]}),
         ),
+        domain=Domain(_transpose_domain),
     )
 )
 
@@ -265,6 +328,17 @@ def _squeeze_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in dropped), data.dtype)
 
 
+def _squeeze_domain(d: Draw) -> Sample:
+    # Dims of 1 often, so that there is something to squeeze.
+    shape = tuple(1 if d.boolean() else n for n in tensor_shape(d, empty=True))
+    form = d.integer(0, 3)
+    axis: tuple[int, ...] | None = None if form == 0 else ()
+    if form > 1:
+        units = [k for k, n in enumerate(shape) if n == 1]
+        axis = tuple(k - len(shape) if d.boolean() else k for k in d.subset(units))
+    return Sample((any_tensor(d, shape),), {"axis": axis})
+
+
 register(
     OpDef(
         name="squeeze",
@@ -279,6 +353,7 @@ register(
             Sample((TensorType((1, 3, 1, 2), F32),)),
             Sample((TensorType((1, 3, 1, 2), F32),), {"axis": [-2]}),
         ),
+        domain=Domain(_squeeze_domain),
     )
 )
 
@@ -301,6 +376,12 @@ def _expand_dims_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(expand_dims_shape(data.shape, attrs["axis"], attrs["num_newaxis"]), data.dtype)
 
 
+def _expand_dims_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, max_rank=3, empty=True)
+    axis = d.integer(-len(shape) - 1, len(shape))
+    return Sample((any_tensor(d, shape),), {"axis": axis, "num_newaxis": d.choice((1, 1, 0, 2, 3))})
+
+
 register(
     OpDef(
         name="expand_dims",
@@ -317,6 +398,7 @@ register(
             Sample((TensorType((2, 3), F32),), {"axis": 1}),
             Sample((TensorType((2, 3), F32),), {"axis": -1, "num_newaxis": 2}),
         ),
+        domain=Domain(_expand_dims_domain),
     )
 )
 
@@ -343,6 +425,11 @@ def _broadcast_to_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs
     return data[broadcast_index(idx, data.shape)]
 
 
+def _broadcast_to_domain(d: Draw) -> Sample:
+    target = tensor_shape(d, empty=True)
+    return Sample((any_tensor(d, d.broadcastable(target)),), {"shape": target})
+
+
 register(
     OpDef(
         name="broadcast_to",
@@ -357,6 +444,7 @@ register(
             Sample((TensorType((3, 1), F32),), {"shape": [2, 3, 4]}),
             Sample((TensorType((4,), "int32"),), {"shape": [3, 4]}),
         ),
+        domain=Domain(_broadcast_to_domain),
     )
 )
 
@@ -403,6 +491,29 @@ def _layout_transform_compute(
     return inputs[0][layout_source_index(idx, src, dst)]
 
 
+_PLAIN_LAYOUTS = ("NCHW", "NHWC", "CHWN", "HWCN", "NCWH")
+_BLOCKED_LAYOUTS = ("NCHW{}c", "NHWC{}c", "NCHW{}h", "NCH{}wW")
+
+
+def _layout_transform_domain(d: Draw) -> Sample:
+    """Between plain permutations of NCHW and layouts splitting C (or H or W) by 2 or 4; the
+    split dims are multiples of 4 so that every drawn pair converts."""
+    layouts = []
+    for _ in range(2):
+        if d.boolean():
+            layouts.append(d.choice(_PLAIN_LAYOUTS))
+        else:
+            layouts.append(d.choice(_BLOCKED_LAYOUTS).format(d.choice((2, 4))))
+    src, dst = layouts
+    sizes = {"N": d.integer(1, 2), "C": 4 * d.integer(1, 2), "H": 4 * d.integer(1, 2), "W": 4}
+    layout = parse_layout(src, "layout_transform")
+    shape = []
+    for letter, factor in layout.axes:
+        split = layout.factor(letter)
+        shape.append(factor if factor is not None else sizes[letter] // (split or 1))
+    return Sample((any_tensor(d, shape),), {"src_layout": src, "dst_layout": dst})
+
+
 register(
     OpDef(
         name="layout_transform",
@@ -421,6 +532,7 @@ register(
             Sample((TensorType((2, 8, 3, 2), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW4c"}),
             Sample((TensorType((1, 2, 3, 2, 4), F32),), {"src_layout": "NCHW4c", "dst_layout": "NHWC2c"}),
         ),
+        domain=Domain(_layout_transform_domain),
     )
 )
 
@@ -509,6 +621,19 @@ def _sum_dims(dims: Sequence[Dim]) -> Dim:
     return total
 
 
+def _concatenate_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, empty=True)
+    axis = d.axis(len(shape))
+    dtype = kind_dtype(d, ANY_DTYPE)
+    # The fields differ along the axis, where some may be empty.
+    fields = []
+    for _ in range(d.integer(1, 4)):
+        field = list(shape)
+        field[axis] = d.integer(0, 3)
+        fields.append(TensorType(tuple(field), dtype))
+    return Sample((TupleType(tuple(fields)),), {"axis": axis})
+
+
 register(
     OpDef(
         name="concatenate",
@@ -525,6 +650,7 @@ register(
                 {"axis": -1},
             ),
         ),
+        domain=Domain(_concatenate_domain),
     )
 )
 
@@ -553,6 +679,13 @@ def _stack_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_type:
     return value
 
 
+def _stack_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, max_rank=3, empty=True)
+    field = any_tensor(d, shape)
+    axis = d.integer(-len(shape) - 1, len(shape))
+    return Sample((TupleType((field,) * d.integer(1, 4)),), {"axis": axis})
+
+
 register(
     OpDef(
         name="stack",
@@ -566,6 +699,7 @@ register(
             Sample((TupleType((TensorType((2, 3), F32), TensorType((2, 3), F32))),)),
             Sample((TupleType((TensorType((2, 3), F32),) * 3),), {"axis": -1}),
         ),
+        domain=Domain(_stack_domain),
     )
 )
 
@@ -628,6 +762,17 @@ def _split_compute(
     return data[tuple(i + begin if k == axis else i for k, i in enumerate(idx))]
 
 
+def _split_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_dim=7)
+    axis = d.axis(len(shape))
+    extent = shape[axis]
+    if d.boolean():
+        sections: int | tuple[int, ...] = d.choice([k for k in range(1, extent + 1) if extent % k == 0])
+    else:
+        sections = tuple(d.subset(range(1, extent)))
+    return Sample((any_tensor(d, shape),), {"indices_or_sections": sections, "axis": axis})
+
+
 register(
     OpDef(
         name="split",
@@ -641,5 +786,6 @@ register(
             Sample((TensorType((6, 2), F32),), {"indices_or_sections": 3}),
             Sample((TensorType((2, 7), F32),), {"indices_or_sections": [2, 5], "axis": -1}),
         ),
+        domain=Domain(_split_domain),
     )
 )

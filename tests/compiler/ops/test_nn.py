@@ -46,6 +46,12 @@ def test_relu_zeroes_negatives_and_keeps_the_type() -> None:
     assert infer("nn.relu", t("?", 3)) == t("?", 3)
 
 
+def test_relu_of_a_scalar_returns_a_0d_array() -> None:
+    # Found by the domain draws: np.maximum of 0-d arrays is a numpy scalar.
+    out = run("nn.relu", np.array(-5, dtype="int8"))
+    assert isinstance(out, np.ndarray) and out.shape == () and out == 0
+
+
 def test_leaky_relu_scales_negatives_by_alpha() -> None:
     x = np.array([-4.0, -1.0, 3.0], dtype=F32)
     np.testing.assert_allclose(run("nn.leaky_relu", x), [-1.0, -0.25, 3.0])
@@ -171,6 +177,19 @@ def test_batch_flatten_keeps_batch_and_multiplies_the_rest() -> None:
     x = np.arange(24, dtype=F32).reshape(2, 3, 4)
     np.testing.assert_array_equal(run("nn.batch_flatten", x)[1], np.arange(12, 24))
     assert ops.get("nn.batch_flatten").reshape_only
+
+
+def test_batch_flatten_of_an_empty_batch() -> None:
+    # Found by the domain draws: reshape(0, -1) cannot infer the -1.
+    assert run("nn.batch_flatten", np.zeros((0,), F32)).shape == (0, 1)
+    assert run("nn.batch_flatten", np.zeros((0, 3, 2), "int8")).shape == (0, 6)
+
+
+def test_pad_of_a_scalar_is_the_scalar() -> None:
+    # Found by the domain draws: the type relation accepts pad_width [] but np.pad did not.
+    for mode in ("constant", "edge", "reflect"):
+        out = run("nn.pad", np.array(1.5, F32), np.array(0.0, F32), pad_width=[], pad_mode=mode)
+        assert out.shape == () and out == 1.5
 
 
 def test_pad_constant_uses_the_scalar_argument() -> None:

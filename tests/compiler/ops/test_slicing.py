@@ -128,6 +128,16 @@ def test_take_with_batch_dims_pairs_leading_dims() -> None:
             np.testing.assert_array_equal(out[b, j], data[b, idx[b, j]])
 
 
+def test_take_of_a_scalar_index_returns_a_0d_array_not_a_numpy_scalar() -> None:
+    # Found by the domain draws: np.take and flat indexing give numpy scalars for a 0-d index.
+    vector = np.arange(4, dtype=F32)
+    for attrs in ({"axis": 0}, {"axis": None}, {"axis": -1, "mode": "wrap"}):
+        out = run("take", vector, np.array(6, dtype="int32"), **attrs)
+        assert isinstance(out, np.ndarray) and out.shape == ()
+    assert run("take", vector, np.array(6, dtype="int32"), axis=0) == 3.0  # clipped
+    assert run("take", vector, np.array(6, dtype="int32"), axis=0, mode="wrap") == 2.0
+
+
 def test_take_shapes_with_unknown_dims() -> None:
     assert infer("take", t("?", 4), t(5, dtype="int32"), axis=1) == t("?", 5)
     assert infer("take", t(3, 4), t("?", dtype="int64")) == t("?")

@@ -1,0 +1,213 @@
+"""Every operator, checked on calls drawn from its declared domain (compiler/ops/domain.py).
+
+The samples of test_registry.py and test_lowering.py are fixed calls; the domain draws many
+more, reaching attribute combinations nobody wrote down. For each drawn call the type relation
+must accept the input types, the numpy reference must compute a result of exactly the inferred
+type (without numpy warnings), and the compiled C must match the reference: integers exactly,
+floats within the domain's ulps. Draws come from a seeded generator (reproducible from the op
+name and the draw number, and compiled all together in one C build) and from hypothesis (so
+that a failing call shrinks).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from compiler import ops
+from compiler.backend.lower_primitive import lower_primitive
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import Type
+from compiler.ops.domain import Domain, RandomDraw, within_ulps
+from compiler.ops.registry import OpDef, OpPattern, Sample
+from compiler.tir.stmt import PrimFunc
+from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
+from tests.compiler.ops.samples import materialize, sample_rng
+from tests.compiler.ops.strategies import HypothesisDraw
+from tests.compiler.ops.test_lowering import flatten, has_loops, primitive_call
+from tests.compiler.ops.test_registry import check_sample
+
+ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
+DOMAIN_OPS = [op for op in ALL_OPS if op.domain is not None]
+# Draws per op checked against the type relation, and compiled to C.
+TYPED_DRAWS = 40
+COMPILED_DRAWS = 6
+
+
+def _op_params(selected: list[OpDef]) -> list[object]:
+    return [pytest.param(op, id=op.name) for op in selected]
+
+
+def draw(op: OpDef, k: int) -> Sample:
+    """Draw number `k` of `op`'s domain: the same call on every run."""
+    assert op.domain is not None
+    return op.domain.draw(RandomDraw(zlib.crc32(op.name.encode()) + k))
+
+
+def describe(op: OpDef, k: int | None, sample: Sample) -> str:
+    """Enough to reproduce a failing draw: the op, its input types and attrs, and the draw
+    (number `k` of the seeded draws, or None for a hypothesis example)."""
+    rng = sample_rng(op, k or 0)
+    types = [materialize(entry, sample, rng)[1] for entry in sample.inputs]
+    shown = ", ".join(str(ty) for ty in types)
+    source = (
+        "drawn by hypothesis (see the falsifying example)"
+        if k is None
+        else f"reproduce with tests.compiler.ops.test_domains.draw(ops.get({op.name!r}), {k})"
+    )
+    return (
+        f"{op.name}: inputs ({shown}), attrs {dict(sample.attrs)}, "
+        f"random floats in [{sample.low}, {sample.high}]; {source}"
+    )
+
+
+def check_draw(op: OpDef, k: int | None, sample: Sample) -> None:
+    try:
+        check_sample(op, k or 0, sample)
+    except Exception as err:
+        raise AssertionError(f"{describe(op, k, sample)}\n{type(err).__name__}: {err}") from err
+
+
+def check_declares_domain(op: OpDef) -> None:
+    assert isinstance(op.domain, Domain), f"{op.name} declares no domain, so no property test draws its calls"
+
+
+# --- declarations ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", _op_params(ALL_OPS))
+def test_every_op_declares_a_domain(op: OpDef) -> None:
+    check_declares_domain(op)
+
+
+def test_domain_check_fails_for_an_operator_without_a_domain() -> None:
+    bare = OpDef("test.bare", 1, lambda types, attrs: types[0], OpPattern.ELEMWISE, lambda a, attrs: a[0])
+    with pytest.raises(AssertionError, match="declares no domain"):
+        check_declares_domain(bare)
+
+
+# --- drawn calls against the type relation --------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", _op_params(DOMAIN_OPS))
+def test_drawn_calls_type_check_and_match_the_reference_type(op: OpDef) -> None:
+    for k in range(TYPED_DRAWS):
+        check_draw(op, k, draw(op, k))
+
+
+@pytest.mark.parametrize("op", _op_params(DOMAIN_OPS))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_hypothesis_drawn_calls_type_check_and_match_the_reference_type(op: OpDef, data: st.DataObject) -> None:
+    assert op.domain is not None
+    sample = op.domain.draw(HypothesisDraw(data))
+    check_draw(op, None, sample)
+
+
+# --- drawn calls compiled -------------------------------------------------------------------------
+
+
+def _compiled_name(op: OpDef, k: int) -> str:
+    return f"draw_{op.name.replace('.', '_')}_{k}"
+
+
+def _draw_values(op: OpDef, k: int, sample: Sample) -> tuple[list[object], list[Type]]:
+    rng = sample_rng(op, k)
+    parts = [materialize(entry, sample, rng) for entry in sample.inputs]
+    return [value for value, _ in parts], [ty for _, ty in parts]
+
+
+@dataclass(repr=False)
+class CompiledDraws:
+    """The library of every drawn call that lowered, and the lowering errors of the others."""
+
+    library: PrimLibrary
+    errors: dict[str, Exception]
+
+    def __repr__(self) -> str:
+        return f"CompiledDraws({self.library!r}, {len(self.errors)} lowering errors)"
+
+
+COMPILED_OPS = [op for op in DOMAIN_OPS if has_loops(op)]
+
+
+@pytest.fixture(scope="session")
+def compiled_draws(tmp_path_factory: pytest.TempPathFactory) -> CompiledDraws:
+    funcs: list[PrimFunc] = []
+    errors: dict[str, Exception] = {}
+    for op in COMPILED_OPS:
+        for k in range(COMPILED_DRAWS):
+            name = _compiled_name(op, k)
+            sample = draw(op, k)
+            try:
+                _, types = _draw_values(op, k, sample)
+                funcs.append(lower_primitive(primitive_call(op, types, op.make_attrs(sample.attrs)), name))
+            except Exception as err:  # noqa: BLE001  reported by the op's own test
+                errors[name] = err
+    library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_domains")), "draws")
+    return CompiledDraws(library, errors)
+
+
+def _mismatch(actual: np.ndarray, expected: np.ndarray, domain: Domain) -> str | None:
+    if actual.dtype != expected.dtype or actual.shape != expected.shape:
+        return f"{actual.dtype}{actual.shape} where the reference is {expected.dtype}{expected.shape}"
+    if actual.dtype.kind != "f":
+        wrong = actual != expected
+    else:
+        wrong = ~within_ulps(actual, expected, domain)
+    if not wrong.any():
+        return None
+    at = tuple(int(i) for i in np.argwhere(wrong)[0])
+    return (
+        f"{int(wrong.sum())} of {wrong.size} elements differ, first at {at}: "
+        f"{actual[at]!r}, reference {expected[at]!r}"
+    )
+
+
+def check_compiled_draw(op: OpDef, k: int, compiled: CompiledDraws) -> None:
+    assert op.domain is not None
+    sample = draw(op, k)
+    name = _compiled_name(op, k)
+    where = describe(op, k, sample)
+    if name in compiled.errors:
+        err = compiled.errors[name]
+        raise AssertionError(f"{where}\nlowering failed: {type(err).__name__}: {err}") from err
+    if name in compiled.library.broken:
+        raise AssertionError(f"{where}\nthe C does not compile:\n{compiled.library.broken[name]}")
+    values, _ = _draw_values(op, k, sample)
+    attrs: Attrs = op.make_attrs(sample.attrs)
+    try:
+        expected = list(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # tuple inputs too
+        actual = compiled.library.run(name, list(flatten(tuple(values))))
+    except Exception as err:
+        raise AssertionError(f"{where}\n{type(err).__name__}: {err}") from err
+    assert len(actual) == len(expected), f"{where}\n{len(actual)} outputs, the reference has {len(expected)}"
+    for index, (a, e) in enumerate(zip(actual, expected)):
+        problem = _mismatch(a, e, op.domain)
+        assert problem is None, f"{where}\noutput {index}: {problem}"
+
+
+@pytest.mark.parametrize("op", _op_params(COMPILED_OPS))
+def test_compiled_draws_match_the_reference(op: OpDef, compiled_draws: CompiledDraws) -> None:
+    failures = []
+    for k in range(COMPILED_DRAWS):
+        try:
+            check_compiled_draw(op, k, compiled_draws)
+        except AssertionError as err:
+            failures.append(str(err))
+    assert not failures, "\n\n".join(failures)
+
+
+def test_compiled_draws_build_without_warnings(compiled_draws: CompiledDraws) -> None:
+    assert compiled_draws.library.warnings == []
+
+
+def test_compiled_draw_check_reports_a_wrong_result() -> None:
+    domain = Domain(draw=lambda d: Sample(()))
+    problem = _mismatch(np.array([1.0, 2.0], "float32"), np.array([1.0, 2.5], "float32"), domain)
+    assert problem is not None and "first at (1,)" in problem

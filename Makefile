@@ -11,7 +11,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # broker of the Celery topology test).
 SYSTEM_PACKAGES := gcc libopenblas-dev redis-server
 
-.PHONY: install apt test serve bench openapi clean
+.PHONY: install apt test serve bench openapi clean fuzz-diff
 
 install: apt $(INSTALL_STAMP)
 
@@ -43,6 +43,12 @@ test: install
 
 serve: install
 	$(VENV)/bin/relaycc serve
+
+# Differential testing at length: N generated models compiled and compared with the
+# interpreter (make test runs a seeded sample of 100).
+N ?= 1000
+fuzz-diff: install
+	$(VENV_PYTHON) -m tests.differential.run $(N)
 
 bench: install
 	$(VENV_PYTHON) -m bench

@@ -90,14 +90,15 @@ def c_string_lines(data: bytes, bytes_per_line: int = 32) -> Iterator[str]:
 
 
 def emit_pool(symbol: str, pool: ConstantPool) -> list[str]:
-    """The C definition of the pool, or nothing for an empty pool."""
-    if pool.total_bytes == 0:
+    """The C definition of the pool, or nothing when there are no constants. A pool of empty
+    constants only is still defined (one NUL byte): their pointers point into it."""
+    if not pool.arrays:
         return []
     lines = [
         # One more byte than the pool holds: the string literal's terminating NUL.
         f"static const uint8_t {symbol}[{pool.total_bytes} + 1] __attribute__((aligned({pool.alignment}))) ="
     ]
-    literal = list(c_string_lines(pool.data()))
+    literal = list(c_string_lines(pool.data())) or ['""']
     lines += [f"  {line}" for line in literal]
     lines[-1] += ";"
     return lines

@@ -113,6 +113,8 @@ def within_ulps(actual: np.ndarray, expected: np.ndarray, domain: Domain) -> np.
         scale = np.maximum(scale, finite.max() if finite.size else 1.0)
     with np.errstate(invalid="ignore"):
         close = np.abs(actual64 - expected64) <= domain.tolerance(actual.dtype) * scale
+    # Infinities and NaNs match only themselves (inf - inf is within any scaled tolerance).
+    close &= np.isfinite(actual64) & np.isfinite(expected64)
     same_special = (np.isnan(actual64) & np.isnan(expected64)) | (actual64 == expected64)
     return close | same_special
 

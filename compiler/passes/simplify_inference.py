@@ -13,8 +13,9 @@ the channel axis. TVM expresses layer_norm's variance with its two-input `varian
 divides by `sqrt`; we square the centred data and multiply by `rsqrt`, which needs only
 elementwise ops and one more reduction and gives the same values.
 
-A batch_norm or dropout used as a whole tuple (not projected) is left alone, and so is
-`nn.dropout(...).1`: both stay correct, they just keep the original op.
+`nn.dropout(...).1`, the mask, is `ones_like` of the input: inference keeps every element. A
+batch_norm or dropout used as a whole tuple (not projected) is left alone: it stays correct,
+it just keeps the original op.
 """
 
 from __future__ import annotations
@@ -109,8 +110,9 @@ class _Simplifier(ExprMutator):
                 return batch_norm_inference(call, _data_type(original.args[0], name))
             # Inference-mode batch_norm returns its moving statistics unchanged.
             return call.args[2 + post.index]
-        if name == "nn.dropout" and post.index == 0:
-            return call.args[0]
+        if name == "nn.dropout":
+            # In inference the mask keeps every element: ones, like the data.
+            return call.args[0] if post.index == 0 else Call(Op.get("ones_like"), (call.args[0],))
         return post
 
     def rewrite_call(self, pre: Call, post: Call) -> Expr:

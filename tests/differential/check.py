@@ -1,0 +1,122 @@
+"""One generated model, checked every way it can be: the differential oracle.
+
+* print, then parse: the same module;
+* the reference interpreter runs it;
+* the compiled library runs it and agrees with the interpreter: integer and bool outputs bit
+  for bit, float outputs within a tolerance that allows for a chain of rounded operations;
+* the memory plan passes the independent checker (plan_check.py).
+
+The outcome is `matched`, `mismatched` (a silent wrong answer: the bug class this exists for)
+or `crashed` (a stage raised: the stage and the error are kept).
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from compiler import ops
+from compiler.driver import BuildOptions, export, lower
+from compiler.ir.expr import Call, Function, Op
+from compiler.ir.module import IRModule
+from compiler.ir.visitor import post_order
+from compiler.ir.structural import structural_equal
+from compiler.parser import parse
+from compiler.runtime.interpreter import run_main
+from compiler.runtime.module import CompiledModule
+from compiler.testing.generate import GeneratedModel
+from tests.differential.plan_check import plan_problems
+
+# Float outputs: relative to max(1, |expected|) per element. A model is a chain of up to 60
+# rounded operations whose errors the interpreter (float64 inside each op) does not make.
+RTOL = {"float16": 2e-2, "float32": 2e-4, "float64": 1e-9}
+
+
+@dataclass
+class Outcome:
+    kind: str  # matched | mismatched | crashed
+    stage: str = ""
+    message: str = ""
+    fusion_kinds: list[str] = field(default_factory=list)
+    plan_checked: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind
+
+
+def compare(actual: list[np.ndarray], expected: list[np.ndarray]) -> str | None:
+    """Why the compiled outputs differ from the interpreter's, or None."""
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs, interpreter has {len(expected)}"
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        e = np.asarray(e)
+        if a.dtype != e.dtype or a.shape != e.shape:
+            return f"output {k}: {a.dtype}{list(a.shape)}, interpreter {e.dtype}{list(e.shape)}"
+        if a.dtype.kind != "f":
+            bad = np.flatnonzero(a.reshape(-1) != e.reshape(-1))
+        else:
+            a64, e64 = a.astype(np.float64), e.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                close = np.abs(a64 - e64) <= RTOL[str(a.dtype)] * np.maximum(np.abs(e64), 1.0)
+            # Infinities and NaNs match only themselves (inf - inf is within any tolerance).
+            close &= np.isfinite(a64) & np.isfinite(e64)
+            close |= (np.isnan(a64) & np.isnan(e64)) | (a64 == e64)
+            bad = np.flatnonzero(~close.reshape(-1))
+        if bad.size:
+            i = int(bad[0])
+            return (f"output {k}: {bad.size} of {a.size} elements differ; first at flat index {i}: "
+                    f"compiled {a.reshape(-1)[i]!r}, interpreter {e.reshape(-1)[i]!r}")
+    return None
+
+
+def check(model: GeneratedModel, workdir: Path) -> Outcome:
+    stage = "print/parse"
+    try:
+        text = model.text
+        reparsed = parse(text, f"seed{model.seed}.relay")
+        if not structural_equal(reparsed, model.module):
+            return Outcome("mismatched", stage, "printing then parsing gives a different module")
+        stage = "interpret"
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            expected = run_main(model.module, model.inputs)
+        stage = "compile"
+        options = BuildOptions(target=model.target, opt_level=model.opt_level, module_name="fuzz")
+        compiled = lower(model.module, options)
+        assert compiled.aot is not None
+        kinds = fusion_kinds(compiled.source)
+        problems = plan_problems(compiled.aot)
+        if problems:
+            return Outcome("mismatched", "memory plan", "; ".join(problems[:3]), kinds, True)
+        export(compiled, workdir, text)
+        stage = "run"
+        actual = CompiledModule(workdir).run(model.inputs).outputs
+    except Exception as err:  # noqa: BLE001  every failure of any stage is a finding
+        last = traceback.extract_tb(err.__traceback__)[-1]
+        where = f"{Path(last.filename).name}:{last.lineno}"
+        return Outcome("crashed", stage, f"{type(err).__name__}: {err} ({where})")
+    difference = compare(actual, expected)
+    if difference:
+        return Outcome("mismatched", "compare", difference, kinds, True)
+    return Outcome("matched", "", "", kinds, True)
+
+
+def fusion_kinds(mod: IRModule) -> list[str]:
+    """Each primitive function as the pattern kinds of its ops, strongest first
+    ("OUT_ELEMWISE_FUSABLE+ELEMWISE"): which kinds of fusion the model exercised."""
+    kinds = []
+    for _, func in mod.items():
+        if not isinstance(func, Function):
+            continue
+        for node in post_order(func):
+            if isinstance(node, Function) and node.attrs.get("Primitive"):
+                patterns = {
+                    ops.get(call.op.name).pattern for call in post_order(node.body)
+                    if isinstance(call, Call) and isinstance(call.op, Op)
+                }
+                kinds.append("+".join(p.name for p in sorted(patterns, reverse=True)))
+    return kinds

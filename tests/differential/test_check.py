@@ -1,0 +1,50 @@
+"""Differential testing in `make test`: a seeded sample of generated models, each compiled and
+run against the interpreter, its memory plan checked (the long run is `make fuzz-diff`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.testing.generate import GeneratorOptions, generate
+from tests.differential.check import check, compare
+
+SAMPLE_SEEDS = range(1_000_000, 1_000_100)
+# Small and large models alike; both targets, both opt levels.
+OPTIONS = GeneratorOptions(max_ops=30, targets=("c", "cblas, c"))
+
+
+@pytest.mark.parametrize("seed", SAMPLE_SEEDS)
+def test_generated_model_compiles_and_matches_the_interpreter(seed: int, tmp_path: Path) -> None:
+    model = generate(seed, OPTIONS)
+    outcome = check(model, tmp_path)
+    assert outcome.kind == "matched", (
+        f"seed {seed} ({model.target}, opt level {model.opt_level}): {outcome}\n"
+        f"reproduce: python -m tests.differential.run 1 --first-seed {seed} --max-ops 30\n{model.text}"
+    )
+    assert outcome.plan_checked
+
+
+def test_integer_outputs_must_match_bit_for_bit() -> None:
+    expected = [np.array([1, 2, 3], dtype=np.int32)]
+    assert compare([expected[0].copy()], expected) is None
+    message = compare([np.array([1, 2, 4], dtype=np.int32)], expected)
+    assert message is not None and "1 of 3 elements differ" in message and "flat index 2" in message
+
+
+def test_float_outputs_allow_rounding_but_not_a_wrong_value() -> None:
+    expected = [np.array([1.0, -2.0, np.nan, np.inf], dtype=np.float32)]
+    close = np.array([1.00001, -2.00002, np.nan, np.inf], dtype=np.float32)
+    assert compare([close], expected) is None
+    assert compare([np.array([1.01, -2.0, np.nan, np.inf], dtype=np.float32)], expected) is not None
+    assert compare([np.array([1.0, -2.0, 0.0, np.inf], dtype=np.float32)], expected) is not None
+    assert compare([np.array([1.0, -2.0, np.nan, -np.inf], dtype=np.float32)], expected) is not None
+
+
+def test_outputs_of_another_shape_dtype_or_count_are_reported() -> None:
+    expected = [np.zeros((2, 3), np.float32)]
+    assert "float32[3, 2]" in str(compare([np.zeros((3, 2), np.float32)], expected))
+    assert "float64" in str(compare([np.zeros((2, 3), np.float64)], expected))
+    assert "2 outputs" in str(compare([expected[0], expected[0]], expected))

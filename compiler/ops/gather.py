@@ -75,9 +75,9 @@ def _gather_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     for k, (d, i) in enumerate(zip(data.shape, indices.shape)):
         if k == axis:
             if i is not ANY and i < 1:
-                raise TypeRelationError(f"{op}: indices {indices} must have at least one entry along axis {axis}")
+                raise TypeRelationError(f"{op}: indices {indices} need at least one entry along axis {axis}")
         elif not dims_equal(d, i):
-            raise TypeRelationError(f"{op}: data {data} and indices {indices} differ in dim {k} (axis is {axis})")
+            raise TypeRelationError(f"{op}: data {data} and indices {indices} differ in dim {k}")
     return TensorType(indices.shape, data.dtype)
 
 
@@ -100,8 +100,8 @@ def _gather_domain(d: Draw) -> Sample:
     ind_shape = list(shape)
     ind_shape[axis] = d.integer(1, 5)
     extent = shape[axis]
-    indices = np.array([d.choice((0, extent - 1, d.integer(0, extent - 1))) for _ in range(int(np.prod(ind_shape)))])
-    indices = indices.reshape(ind_shape).astype(d.dtype(INDEX_DTYPES))
+    values = [d.choice((0, extent - 1, d.integer(0, extent - 1))) for _ in range(int(np.prod(ind_shape)))]
+    indices = np.array(values).reshape(ind_shape).astype(d.dtype(INDEX_DTYPES))
     return Sample((TensorType(shape, d.dtype(DATA_DTYPES)), indices), {"axis": axis})
 
 
@@ -117,7 +117,10 @@ register(
         domain=Domain(_gather_domain),
         samples=(
             Sample((TensorType((3, 4), F32), np.array([[0, 2, 2, 1]], dtype="int32")), {"axis": 0}),
-            Sample((TensorType((2, 3), "int8"), np.array([[2, 0, 1, 1], [0, 0, 2, 1]], dtype="int64")), {"axis": -1}),
+            Sample(
+                (TensorType((2, 3), "int8"), np.array([[2, 0, 1, 1], [0, 0, 2, 1]], dtype="int64")),
+                {"axis": -1},
+            ),
             Sample(
                 (TensorType((2, 3, 2), "float16"), np.array([[[1, 0]], [[0, 0]]], dtype="int32")), {"axis": 1}
             ),
@@ -140,7 +143,7 @@ def _gather_nd_layout(data: TensorType, indices: TensorType, attrs: Attrs) -> tu
     assert isinstance(m, int)
     b = attrs["batch_dims"]
     if b < 0 or b >= indices.ndim:
-        raise TypeRelationError(f"{op}: batch_dims={b} must lie in [0, {indices.ndim - 1}] for indices {indices}")
+        raise TypeRelationError(f"{op}: batch_dims={b} must lie in [0, {indices.ndim - 1}] for {indices}")
     if m < 1 or m + b > data.ndim:
         raise TypeRelationError(
             f"{op}: index tuples of length {m} with batch_dims={b} do not fit data {data} (need 1 <= M <= "
@@ -164,7 +167,8 @@ def _gather_nd_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 def _gather_nd(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, indices = a
-    m, b = _gather_nd_layout(TensorType(data.shape, str(data.dtype)), TensorType(indices.shape, str(indices.dtype)), attrs)
+    data_type = TensorType(data.shape, str(data.dtype))
+    m, b = _gather_nd_layout(data_type, TensorType(indices.shape, str(indices.dtype)), attrs)
     idx = indices.astype(np.int64)
     grids = np.indices(indices.shape[1:], dtype=np.int64)
     key = tuple(grids[k] for k in range(b)) + tuple(idx[k] for k in range(m))
@@ -185,7 +189,8 @@ def _gather_nd_domain(d: Draw) -> Sample:
     b = d.integer(0, len(shape) - 1)
     m = d.integer(1, len(shape) - b)
     ys = shape[:b] + d.shape(0, 2, 1, 3)
-    values = np.stack([np.array([d.integer(0, shape[b + j] - 1) for _ in range(int(np.prod(ys)))]) for j in range(m)])
+    count = int(np.prod(ys))
+    values = np.array([[d.integer(0, shape[b + j] - 1) for _ in range(count)] for j in range(m)])
     indices = values.reshape((m,) + tuple(ys)).astype(d.dtype(INDEX_DTYPES))
     return Sample((TensorType(shape, d.dtype(DATA_DTYPES)), indices), {"batch_dims": b})
 
@@ -239,7 +244,9 @@ def _scatter_elements_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     data, indices, updates = _scatter_args(types, op)
     _check_mode(op, "reduction", attrs["reduction"], SCATTER_ELEMENTS_REDUCTIONS)
     if not data.ndim == indices.ndim == updates.ndim or data.ndim == 0:
-        raise TypeRelationError(f"{op}: data {data}, indices {indices} and updates {updates} need one rank, at least 1")
+        raise TypeRelationError(
+            f"{op}: data {data}, indices {indices} and updates {updates} need one rank, at least 1"
+        )
     axis = normalize_axis(attrs["axis"], data.ndim, op)
     for k, (d, i, u) in enumerate(zip(data.shape, indices.shape, updates.shape)):
         if not dims_equal(i, u):
@@ -307,7 +314,9 @@ def _bool_combine(reduction: str, old: np.bool_, new: np.bool_) -> bool:
     return bool(new)
 
 
-def _element_target(pos: tuple[int, ...], indices: np.ndarray, shape: tuple[int, ...], attrs: Attrs) -> tuple[int, ...]:
+def _element_target(
+    pos: tuple[int, ...], indices: np.ndarray, shape: tuple[int, ...], attrs: Attrs
+) -> tuple[int, ...]:
     axis = normalize_axis(attrs["axis"], len(shape), "scatter_elements")
     k = int(indices[pos])
     if k < 0:
@@ -384,7 +393,8 @@ def _scatter_elements_domain(d: Draw) -> Sample:
     ind_shape[axis] = d.integer(1, 5)
     extent = shape[axis]
     n = int(np.prod(ind_shape))
-    values = np.array([d.choice((0, extent - 1, -1, -extent, d.integer(-extent, extent - 1))) for _ in range(n)])
+    cases = (0, extent - 1, -1, -extent)
+    values = np.array([d.choice((*cases, d.integer(-extent, extent - 1))) for _ in range(n)])
     indices = values.reshape(ind_shape).astype(d.dtype(INDEX_DTYPES))
     reduction = d.choice(SCATTER_ELEMENTS_REDUCTIONS)
     dtype = d.dtype(DATA_DTYPES)
@@ -407,31 +417,61 @@ register(
         kernel=_scatter_elements_kernel,
         domain=Domain(_scatter_elements_domain, accumulates=True),
         samples=(
-            Sample((TensorType((3, 3), F32), np.array([[1, 0, 2], [0, 2, 1]], dtype="int32"), TensorType((2, 3), F32))),
             Sample(
-                (TensorType((2, 4), F32), np.array([[0, -1, 0], [3, 3, -4]], dtype="int64"), TensorType((2, 3), F32)),
+                (
+                    TensorType((3, 3), F32),
+                    np.array([[1, 0, 2], [0, 2, 1]], dtype="int32"),
+                    TensorType((2, 3), F32),
+                )
+            ),
+            Sample(
+                (
+                    TensorType((2, 4), F32),
+                    np.array([[0, -1, 0], [3, 3, -4]], dtype="int64"),
+                    TensorType((2, 3), F32),
+                ),
                 {"axis": 1, "reduction": "add"},
             ),
             Sample(
-                (TensorType((3, 2), "int32"), np.array([[2, 1], [2, 1]], dtype="int32"), TensorType((2, 2), "int32")),
+                (
+                    TensorType((3, 2), "int32"),
+                    np.array([[2, 1], [2, 1]], dtype="int32"),
+                    TensorType((2, 2), "int32"),
+                ),
                 {"reduction": "mul"},
                 int_high=5,
             ),
             Sample(
-                (TensorType((2, 3), "int8"), np.array([[0, 0, 2]], dtype="int32"), TensorType((1, 3), "int8")),
+                (
+                    TensorType((2, 3), "int8"),
+                    np.array([[0, 0, 2]], dtype="int32"),
+                    TensorType((1, 3), "int8"),
+                ),
                 {"axis": -1, "reduction": "mean"},
                 int_high=100,
             ),
             Sample(
-                (TensorType((4,), "float16"), np.array([1, 1, 3], dtype="int32"), TensorType((3,), "float16")),
+                (
+                    TensorType((4,), "float16"),
+                    np.array([1, 1, 3], dtype="int32"),
+                    TensorType((3,), "float16"),
+                ),
                 {"reduction": "mean"},
             ),
             Sample(
-                (TensorType((3, 2), "float64"), np.array([[0, 1], [0, 1]], dtype="int64"), TensorType((2, 2), "float64")),
+                (
+                    TensorType((3, 2), "float64"),
+                    np.array([[0, 1], [0, 1]], dtype="int64"),
+                    TensorType((2, 2), "float64"),
+                ),
                 {"reduction": "min"},
             ),
             Sample(
-                (TensorType((3, 2), "uint8"), np.array([[0], [2]], dtype="int32"), TensorType((2, 1), "uint8")),
+                (
+                    TensorType((3, 2), "uint8"),
+                    np.array([[0], [2]], dtype="int32"),
+                    TensorType((2, 1), "uint8"),
+                ),
                 {"reduction": "max"},
                 int_high=200,
             ),
@@ -452,7 +492,8 @@ def _scatter_nd_layout(data: TensorType, indices: TensorType, updates: TensorTyp
     expected = indices.shape[1:] + data.shape[m:]
     if updates.ndim != len(expected) or not all(dims_equal(u, e) for u, e in zip(updates.shape, expected)):
         raise TypeRelationError(
-            f"{op}: updates {updates} must have shape indices.shape[1:] + data.shape[{m}:] = {_show(expected)}"
+            f"{op}: updates {updates} must have shape indices.shape[1:] + data.shape[{m}:] = "
+            f"{_show(expected)}"
         )
     return m
 
@@ -530,7 +571,9 @@ register(
         kernel=_scatter_nd_kernel,
         domain=Domain(_scatter_nd_domain, accumulates=True),
         samples=(
-            Sample((TensorType((3, 4), F32), np.array([[0, 2], [1, 1]], dtype="int32"), TensorType((2,), F32))),
+            Sample(
+                (TensorType((3, 4), F32), np.array([[0, 2], [1, 1]], dtype="int32"), TensorType((2,), F32))
+            ),
             Sample(
                 (TensorType((3, 4), F32), np.array([[2, 0, 2]], dtype="int64"), TensorType((3, 4), F32)),
                 {"mode": "add"},
@@ -542,7 +585,11 @@ register(
                 int_high=6,
             ),
             Sample(
-                (TensorType((2, 2, 2), "float16"), np.array([[1, 1]], dtype="int32"), TensorType((2, 2, 2), "float16")),
+                (
+                    TensorType((2, 2, 2), "float16"),
+                    np.array([[1, 1]], dtype="int32"),
+                    TensorType((2, 2, 2), "float16"),
+                ),
                 {"mode": "max"},
             ),
             Sample(
@@ -563,7 +610,7 @@ def _one_hot_axis(ndim: int, axis: int) -> int:
     if axis == -1:
         return ndim
     if not 0 <= axis <= ndim:
-        raise TypeRelationError(f"one_hot: axis {axis} must be -1 or lie in [0, {ndim}] for indices of rank {ndim}")
+        raise TypeRelationError(f"one_hot: axis {axis} must be -1 or lie in [0, {ndim}] for rank {ndim}")
     return axis
 
 
@@ -623,7 +670,11 @@ register(
         type_rel=_one_hot_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_one_hot,
-        attrs=(AttrSpec("depth", "int", 1), AttrSpec("axis", "int", -1), AttrSpec("dtype", "dtype", REQUIRED)),
+        attrs=(
+            AttrSpec("depth", "int", 1),
+            AttrSpec("axis", "int", -1),
+            AttrSpec("dtype", "dtype", REQUIRED),
+        ),
         compute=_one_hot_compute,
         domain=Domain(_one_hot_domain),
         samples=(
@@ -639,7 +690,10 @@ register(
                 (np.array([[1, 0], [2, 1]], dtype="int32"), np.array(2.5, F32), np.array(0.5, F32)),
                 {"depth": 3, "axis": 1, "dtype": "float16"},
             ),
-            Sample((np.array(2, dtype="int32"), np.array(1, "uint8"), np.array(0, "uint8")), {"depth": 3, "dtype": "uint8"}),
+            Sample(
+                (np.array(2, dtype="int32"), np.array(1, "uint8"), np.array(0, "uint8")),
+                {"depth": 3, "dtype": "uint8"},
+            ),
         ),
     )
 )

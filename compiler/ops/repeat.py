@@ -164,7 +164,7 @@ register(
         num_inputs=1,
         type_rel=_reverse_rel,
         pattern=OpPattern.INJECTIVE,
-        reference=lambda a, attrs: np.flip(a[0], axis=normalize_axis(attrs["axis"], a[0].ndim, "reverse")).copy(),
+        reference=lambda a, attrs: np.flip(a[0], normalize_axis(attrs["axis"], a[0].ndim, "reverse")).copy(),
         attrs=(AttrSpec("axis", "int", REQUIRED),),
         compute=_reverse_compute,
         domain=Domain(_reverse_domain),
@@ -242,7 +242,8 @@ def _reverse_sequence_domain(d: Draw) -> Sample:
     seq_axis = d.axis(ndim)
     batch_axis = d.choice([a for a in range(-ndim, ndim) if (a - seq_axis) % ndim])
     extent = shape[seq_axis]
-    lengths = [d.choice((-1, 0, 1, extent, extent + 2, d.integer(0, extent))) for _ in range(shape[batch_axis])]
+    cases = (-1, 0, 1, extent, extent + 2)
+    lengths = [d.choice((*cases, d.integer(0, extent))) for _ in range(shape[batch_axis])]
     seq = np.array(lengths, dtype=d.dtype(SEQ_LENGTH_DTYPES))
     return Sample(
         (TensorType(shape, d.dtype(DATA_DTYPES)), seq), {"seq_axis": seq_axis, "batch_axis": batch_axis}

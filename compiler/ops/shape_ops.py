@@ -232,7 +232,8 @@ def _span(begin: int, end: int | None, rank: int, which: str) -> tuple[int, int]
     e = rank if end is None else (end + rank if end < 0 else end)
     if not 0 <= b <= e <= rank:
         raise TypeRelationError(
-            f"reshape_like: {which}_begin={begin}, {which}_end={end} do not select dims of a rank-{rank} tensor"
+            f"reshape_like: {which}_begin={begin}, {which}_end={end} do not select dims of a rank-{rank} "
+            "tensor"
         )
     return b, e
 
@@ -271,7 +272,8 @@ def _reshape_like_domain(d: Draw) -> Sample:
     factors = [f for f in range(1, count + 1) if count % f == 0]
     first = d.choice(factors)
     middle = [first, count // first] if count // first != 1 or d.boolean() else [first]
-    before, after = [d.integer(1, 3) for _ in range(d.integer(0, 1))], [d.integer(1, 3) for _ in range(d.integer(0, 1))]
+    before = [d.integer(1, 3) for _ in range(d.integer(0, 1))]
+    after = [d.integer(1, 3) for _ in range(d.integer(0, 1))]
     rhs = before + middle + after
     rb, re_ = len(before), len(before) + len(middle)
     attrs: dict[str, object] = {
@@ -280,7 +282,8 @@ def _reshape_like_domain(d: Draw) -> Sample:
         "rhs_begin": rb,
         "rhs_end": d.choice((re_, None if re_ == len(rhs) else re_)),
     }
-    return Sample((TensorType(lhs, d.dtype(DATA_DTYPES)), TensorType(tuple(rhs), d.dtype(DATA_DTYPES))), attrs)
+    like = TensorType(tuple(rhs), d.dtype(DATA_DTYPES))
+    return Sample((TensorType(lhs, d.dtype(DATA_DTYPES)), like), attrs)
 
 
 register(
@@ -376,7 +379,7 @@ def _collapse_sum_like_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "collapse_sum_like"
     data, like = _like_pair(types, op)
     if not _same_dims(broadcast_shapes(data, like, op), data.shape):
-        raise TypeRelationError(f"{op}: {like} does not broadcast to data {data}, so data cannot collapse to it")
+        raise TypeRelationError(f"{op}: {like} does not broadcast to data {data}, so data cannot collapse")
     return like
 
 
@@ -449,7 +452,9 @@ def slice_like_shape(data: Sequence[Dim], like: Sequence[Dim], axes: Sequence[in
         chosen = [normalize_axis(a, len(data), op) for a in axes]
     for axis in chosen:
         if axis >= len(like):
-            raise TypeRelationError(f"{op}: axis {axis} exceeds the rank {len(like)} of shape_like {_show(like)}")
+            raise TypeRelationError(
+                f"{op}: axis {axis} exceeds the rank {len(like)} of shape_like {_show(like)}"
+            )
         target, extent = like[axis], data[axis]
         if target is not ANY and extent is not ANY and target > extent:  # type: ignore[operator]  # ints
             raise TypeRelationError(
@@ -479,7 +484,8 @@ def _slice_like_domain(d: Draw) -> Sample:
     common = min(len(data), len(like))
     axes = None if d.boolean() else [d.choice((a, a - len(data))) for a in d.subset(range(common), 1)]
     return Sample(
-        (TensorType(data, d.dtype(DATA_DTYPES)), TensorType(tuple(like), d.dtype(DATA_DTYPES))), {"axes": axes}
+        (TensorType(data, d.dtype(DATA_DTYPES)), TensorType(tuple(like), d.dtype(DATA_DTYPES))),
+        {"axes": axes},
     )
 
 
@@ -496,7 +502,8 @@ register(
         samples=(
             Sample((TensorType((4, 5), F32), TensorType((2, 3), "int32"))),
             Sample((TensorType((3, 4, 5), "int8"), TensorType((1, 2, 3), F32)), {"axes": [-1, 1]}),
-            Sample((TensorType((4, 5, 2), "float16"), TensorType((3,), F32))),  # fewer dims: leading axes only
+            # shape_like of fewer dims: only its leading axes are cut
+            Sample((TensorType((4, 5, 2), "float16"), TensorType((3,), F32))),
         ),
     )
 )
@@ -517,7 +524,8 @@ def _full_like_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 def _full_like_domain(d: Draw) -> Sample:
     dtype = d.dtype(NUMERIC_DTYPES)
     fill_dtype = d.choice((dtype, dtype, "float32", "int32"))
-    value = d.choice((0, 1, 3, 7)) if not is_float(fill_dtype) or not is_float(dtype) else d.choice((0.0, -1.5, 2.25))
+    both_float = is_float(fill_dtype) and is_float(dtype)
+    value = d.choice((0.0, -1.5, 2.25)) if both_float else d.choice((0, 1, 3, 7))
     return Sample((TensorType(d.shape(0, 3, 1, 4), dtype), np.array(value, dtype=fill_dtype)))
 
 

@@ -9,11 +9,13 @@ import pytest
 
 from compiler import ops
 from compiler.driver import export, lower
+from compiler.ir.expr import Function
 from compiler.ir.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError
-from compiler.parser import parse
+from compiler.parser import parse, parse_expr
+from compiler.passes.infer_type import infer_expr
 from compiler.runtime.interpreter import run_main
 from compiler.runtime.module import CompiledModule
 
@@ -207,3 +209,33 @@ def test_gather_family_parses_prints_and_compiles_end_to_end(tmp_path: Path) -> 
     assert len(got) == len(expected) == 4
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_scatter_kernels_apply_a_fused_epilogue_after_the_last_update(tmp_path: Path) -> None:
+    from compiler.backend.lower_primitive import lower_primitive
+    from tests.compiler.backend.prim_library import build_prim_library
+
+    func = parse_expr(
+        """fn (%x: Tensor[(3, 2), float32], %i: Tensor[(1, 3), int32], %u: Tensor[(3, 2), float32],
+               %j: Tensor[(2, 2), int32], %v: Tensor[(2, 2), float32], Primitive=1) {
+          %0 = scatter_nd(%x, %i, %u, mode="add");
+          %1 = scatter_elements(%x, %j, %v, axis=0, reduction="mul");
+          (negative(%0), exp(%1))
+        }"""
+    )
+    assert isinstance(func, Function)
+    infer_expr(func)
+    prim = lower_primitive(func, "scatter_epilogues")
+    library = build_prim_library([prim], tmp_path, "scatter_epilogues")
+    rng = np.random.default_rng(1)
+    x, u, v = (rng.standard_normal(s).astype(F32) for s in ((3, 2), (3, 2), (2, 2)))
+    i, j = np.array([[2, 0, 2]], I32), np.array([[1, 0], [1, 2]], I32)
+    got = library.run("scatter_epilogues", [x, i, u, j, v])
+    added = x.copy()
+    for k, row in enumerate(i[0]):
+        added[row] += u[k]
+    multiplied = x.copy()
+    for (a, b), value in np.ndenumerate(v):
+        multiplied[j[a, b], b] *= value
+    np.testing.assert_allclose(got[0], -added, rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.exp(multiplied), rtol=1e-6)

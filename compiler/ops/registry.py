@@ -173,6 +173,11 @@ class OpDef:
 
     `domain` (compiler/ops/domain.py) draws valid calls of the op for the property tests and
     the random model generator; every op declares one.
+
+    `extras["constant_args"]` marks an op whose result type depends on the values of constant
+    arguments (arange's length): InferType then calls `type_rel(types, attrs, values)` with the
+    data of each Constant argument (None for the others), and the array inputs of its samples
+    and domain draws are meant as constant arguments of the call.
     """
 
     name: str

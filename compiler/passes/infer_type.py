@@ -256,6 +256,10 @@ class _Inferencer:
             )
         arg_types: Sequence[Type] = [self.value_type(a) for a in call.args]
         try:
+            if opdef.extras.get("constant_args"):
+                # The result type depends on constant argument values (arange's length).
+                values = [a.data if isinstance(a, Constant) else None for a in call.args]
+                return opdef.type_rel(arg_types, call.attrs, values)  # type: ignore[call-arg]  # see OpDef.extras
             return opdef.type_rel(arg_types, call.attrs)
         except ops.TypeRelationError as err:
             raise TypeCheckError(f"in {describe(call)}: {err}", call.span) from None

@@ -19,7 +19,7 @@ import pytest
 from compiler import ops
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.attrs import Attrs
-from compiler.ir.expr import Call, Expr, Function, Op, Tuple, Var
+from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, Var
 from compiler.ir.types import TupleType, Type
 from compiler.ops.registry import OpDef, OpPattern
 from compiler.passes.infer_type import infer_expr
@@ -40,13 +40,32 @@ def func_name(op: OpDef, index: int) -> str:
     return f"test_{op.name.replace('.', '_')}_{index}"
 
 
-def primitive_call(op: OpDef, types: list[Type], attrs: Attrs) -> Function:
+def constant_args(op: OpDef, values: list[object]) -> list[np.ndarray | None] | None:
+    """For an op whose type depends on constant argument values (`extras["constant_args"]`,
+    arange), the sample's arrays as the call's constant arguments; None for other ops."""
+    if not op.extras.get("constant_args"):
+        return None
+    return [v if isinstance(v, np.ndarray) else None for v in values]
+
+
+def runtime_inputs(op: OpDef, values: list[object]) -> list[np.ndarray]:
+    """The arrays the compiled function takes: every input but the constant arguments."""
+    constants = constant_args(op, values)
+    return list(flatten(tuple(v for k, v in enumerate(values) if constants is None or constants[k] is None)))
+
+
+def primitive_call(
+    op: OpDef, types: list[Type], attrs: Attrs, constants: list[np.ndarray | None] | None = None
+) -> Function:
     """`fn (%p0: T0, ..., Primitive=1) { op(%p0, ...) }`, typed. A tuple-typed argument is
-    passed as a tuple of parameters, as FuseOps leaves it (concatenate((%p0, %p1)))."""
+    passed as a tuple of parameters, as FuseOps leaves it (concatenate((%p0, %p1))); an argument
+    with a value in `constants` is passed as that Constant instead."""
     params: list[Var] = []
     args: list[Expr] = []
-    for ty in types:
-        if isinstance(ty, TupleType):
+    for k, ty in enumerate(types):
+        if constants is not None and constants[k] is not None:
+            args.append(Constant(constants[k]))
+        elif isinstance(ty, TupleType):
             fields = []
             for field_ty in ty.fields:
                 fields.append(Var(f"p{len(params)}", field_ty))
@@ -99,8 +118,9 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompiledSamples:
         for index, sample in enumerate(op.samples):
             name = func_name(op, index)
             try:
-                _, types = sample_inputs(op, index)
-                funcs.append(lower_primitive(primitive_call(op, types, op.make_attrs(sample.attrs)), name))
+                values, types = sample_inputs(op, index)
+                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values))
+                funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the sample's own test
                 errors[name] = err
     library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_lowering")), "ops")
@@ -142,7 +162,7 @@ def test_compiled_op_matches_the_reference(op: OpDef, index: int, compiled: Comp
         raise compiled.errors[name]
     values, _ = sample_inputs(op, index)
     expected = list(flatten(op.reference(values, op.make_attrs(op.samples[index].attrs))))  # type: ignore[arg-type]  # tuple inputs too
-    actual = compiled.library.run(name, list(flatten(tuple(values))))
+    actual = compiled.library.run(name, runtime_inputs(op, values))
     assert len(actual) == len(expected), f"{name}: {len(actual)} outputs, reference has {len(expected)}"
     for k, (a, e) in enumerate(zip(actual, expected)):
         assert_matches(a, e, op.pattern >= OpPattern.COMM_REDUCE, f"{name} output {k}")

@@ -24,7 +24,7 @@ from compiler.ops.common import dims_equal
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.transform import tuple_views
-from compiler.tir.compute import Index, Reduction, TensorView
+from compiler.tir.compute import Index, Reduction
 from compiler.tir.expr import Const, PrimExpr, cast
 
 OP = "einsum"
@@ -167,13 +167,16 @@ def _einsum_reduction(inputs: Sequence[object], attrs: Attrs, out_type: Type) ->
         value: PrimExpr | None = None
         for view, labels in zip(views, plan.operands):
             # An ellipsis dim of size 1 broadcasts: it is read at 0.
-            idx = tuple(Const(0) if isinstance(lb, tuple) and dim == 1 else at[lb] for lb, dim in zip(labels, view.shape))
+            idx = tuple(
+                Const(0) if isinstance(lb, tuple) and dim == 1 else at[lb] for lb, dim in zip(labels, view.shape)
+            )
             term = cast(acc, view[idx])
             value = term if value is None else value * term
         assert value is not None
         return value
 
-    return Reduction("sum", tuple(sizes[label] for label in plan.summed), body, acc)  # type: ignore[arg-type]  # static dims
+    extents = tuple(sizes[label] for label in plan.summed)
+    return Reduction("sum", extents, body, acc)  # type: ignore[arg-type]  # static dims when lowering
 
 
 def _einsum_domain(d: Draw) -> Sample:

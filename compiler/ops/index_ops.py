@@ -29,7 +29,6 @@ from compiler.ops.common import (
     broadcast_shapes,
     check_arity,
     dims_equal,
-    normalize_axis,
     static_dims,
     tensor_arg,
 )
@@ -529,7 +528,9 @@ def _matrix_set_diag_rel(types: Sequence[Type], attrs: Attrs) -> Type:
         expected.append(max(diagonal_length(rows, cols, k) for k in range(k1, k2 + 1)))
     if diagonal.ndim != len(expected) or not all(dims_equal(a, b) for a, b in zip(diagonal.shape, expected)):
         shown = "(" + ", ".join(str(d) for d in expected) + ")"
-        raise TypeRelationError(f"{op}: diagonals {k1}..{k2} of {data} need a diagonal of shape {shown}, got {diagonal}")
+        raise TypeRelationError(
+            f"{op}: diagonals {k1}..{k2} of {data} need a diagonal of shape {shown}, got {diagonal}"
+        )
     return data
 
 

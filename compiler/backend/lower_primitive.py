@@ -351,15 +351,15 @@ class PrimitiveLowering:
             if not isinstance(field_ty, TensorType):
                 raise UnsupportedError(f"{_op_suffix(node)}: a nested tuple result cannot be lowered")
             index = next(
-                (i for i, o in enumerate(outputs) if o.node is node and o.path == (k,) and i not in written), None
+                (i for i, o in enumerate(outputs) if o.node is node and o.path == (k,) and i not in written),
+                None,
             )
             if index is not None:
                 written.add(index)
                 buffers.append(self.outputs[index])
                 continue
-            temp = te.Buffer(
-                self.ctx.fresh(f"T_{_op_suffix(node)}"), static_shape(field_ty, "intermediate"), field_ty.dtype
-            )
+            name = self.ctx.fresh(f"T_{_op_suffix(node)}")
+            temp = te.Buffer(name, static_shape(field_ty, "intermediate"), field_ty.dtype)
             self.temps.append(temp)
             buffers.append(temp)
         opdef = ops.get(node.op.name)  # type: ignore[union-attr]  # anchors are op calls

@@ -82,7 +82,8 @@ def plan_einsum(equation: str, ranks: Sequence[int]) -> EinsumPlan:
         head, tail, dots = _split_term(rhs, "output")
         if ellipsis_rank and not dots:
             raise TypeRelationError(
-                f"{OP}: equation {equation!r} has {ellipsis_rank} dims under '...' but its output has no '...'"
+                f"{OP}: equation {equation!r} has {ellipsis_rank} dims under '...' "
+                "but its output has no '...'"
             )
         output = [*head, *(ellipsis_dims if dots else []), *tail]
         for ch in head + tail:
@@ -126,7 +127,8 @@ def label_sizes(plan: EinsumPlan, shapes: Sequence[Sequence[Dim]], equation: str
 
 def _operand_types(types: Sequence[Type]) -> tuple[TensorType, ...]:
     if len(types) != 1 or not isinstance(types[0], TupleType) or not types[0].fields:
-        raise TypeRelationError(f"{OP} expects one non-empty tuple of tensors, got {', '.join(map(str, types))}")
+        shown = ", ".join(map(str, types))
+        raise TypeRelationError(f"{OP} expects one non-empty tuple of tensors, got {shown}")
     fields = types[0].fields
     if not all(isinstance(f, TensorType) for f in fields):
         raise TypeRelationError(f"{OP} expects a tuple of tensors, got {types[0]}")
@@ -168,7 +170,8 @@ def _einsum_reduction(inputs: Sequence[object], attrs: Attrs, out_type: Type) ->
         for view, labels in zip(views, plan.operands):
             # An ellipsis dim of size 1 broadcasts: it is read at 0.
             idx = tuple(
-                Const(0) if isinstance(lb, tuple) and dim == 1 else at[lb] for lb, dim in zip(labels, view.shape)
+                Const(0) if isinstance(lb, tuple) and dim == 1 else at[lb]
+                for lb, dim in zip(labels, view.shape)
             )
             term = cast(acc, view[idx])
             value = term if value is None else value * term
@@ -183,8 +186,8 @@ def _einsum_domain(d: Draw) -> Sample:
     """A contraction from a short list of classic forms, or a random one over a few letters."""
     dtype = d.choice((F32, F32, "float64", "float16", "int32", "int64"))
     forms = (
-        "ij,jk->ik", "bij,bjk->bik", "ii->i", "ii", "ij->ji", "i,j->ij", "ij,ij->", "...ij,...jk", "i...->...",
-        "ijk", "ab,b", "abc,cd,de->ae", "...", "ba",
+        "ij,jk->ik", "bij,bjk->bik", "ii->i", "ii", "ij->ji", "i,j->ij", "ij,ij->", "...ij,...jk",
+        "i...->...", "ijk", "ab,b", "abc,cd,de->ae", "...", "ba",
     )
     equation = d.choice((*forms, "random"))
     if equation == "random":
@@ -217,17 +220,28 @@ register(
         reduction=_einsum_reduction,
         domain=Domain(draw=_einsum_domain, ulps=64.0, accumulates=True),
         samples=(
-            Sample(((TensorType((3, 4), F32), TensorType((4, 5), F32)),), {"equation": "ij,jk->ik"}, low=0.5, high=1.5),
+            Sample(
+                ((TensorType((3, 4), F32), TensorType((4, 5), F32)),),
+                {"equation": "ij,jk->ik"},
+                low=0.5,
+                high=1.5,
+            ),
             Sample(((TensorType((2, 3, 4), F32), TensorType((2, 4, 3), F32)),), {"equation": "bij,bjk->bik"},
                    low=0.5, high=1.5),
             Sample(((TensorType((4, 4), "int32"),),), {"equation": "ii->i"}),
             Sample(((TensorType((3, 4), "int64"),),), {"equation": "ij->ji"}),
             Sample(((TensorType((3,), F32), TensorType((4,), F32)),), {"equation": "i,j"}),
-            Sample(((TensorType((2, 1, 2, 3), F32), TensorType((4, 3, 2), F32)),), {"equation": "...ij,...jk"},
-                   low=0.5, high=1.5),
+            Sample(
+                ((TensorType((2, 1, 2, 3), F32), TensorType((4, 3, 2), F32)),),
+                {"equation": "...ij,...jk"},
+                low=0.5,
+                high=1.5,
+            ),
             Sample(((TensorType((3, 2), "float16"), TensorType((2,), "float16")),), {"equation": "ab,b->a"},
                    low=0.5, high=1.5),
-            Sample(((TensorType((2, 3), "float64"), TensorType((2, 3), "float64")),), {"equation": "ij,ij->"}),
+            Sample(
+                ((TensorType((2, 3), "float64"), TensorType((2, 3), "float64")),), {"equation": "ij,ij->"}
+            ),
         ),
     )
 )

@@ -114,7 +114,8 @@ def _meshgrid_compute(
 def _meshgrid_domain(d: Draw) -> Sample:
     dtype = d.dtype(VALUE_DTYPES)
     count = d.integer(1, 4)
-    fields = tuple(TensorType(() if d.integer(0, 4) == 0 else (d.integer(1, 4),), dtype) for _ in range(count))
+    shapes = [() if d.integer(0, 4) == 0 else (d.integer(1, 4),) for _ in range(count)]
+    fields = tuple(TensorType(shape, dtype) for shape in shapes)
     return Sample((TupleType(fields),), {"indexing": d.choice(("ij", "xy"))})
 
 
@@ -168,7 +169,8 @@ def _trilu_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_t
     # as `col - row` against k: gcc 12 -O3 -march=native miscompiles `row >= col - k`.
     offset, kk = col - row, cast("int32", k[()])
     keep = offset >= kk if attrs["upper"] else offset <= kk
-    return select(keep, data[tuple(idx)], Const(0, data.dtype) if data.dtype != "bool" else Const(False, "bool"))
+    zero = Const(False, "bool") if data.dtype == "bool" else Const(0, data.dtype)
+    return select(keep, data[tuple(idx)], zero)
 
 
 def _trilu_domain(d: Draw) -> Sample:
@@ -220,10 +222,14 @@ def _unravel_index(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     for extent in reversed(shape.astype(np.int64).tolist()):
         coords.append(rest % extent)
         rest = rest // extent
-    return np.stack(coords[::-1]).astype(indices.dtype) if coords else np.zeros((0, *indices.shape), indices.dtype)
+    if not coords:
+        return np.zeros((0, *indices.shape), indices.dtype)
+    return np.stack(coords[::-1]).astype(indices.dtype)
 
 
-def _unravel_index_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+def _unravel_index_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
     indices, shape = inputs
     dtype = indices.dtype
     rank = static_dims(shape.shape, "unravel_index")[0]
@@ -276,11 +282,14 @@ def _searchsorted_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if sequence.ndim == 0:
         raise TypeRelationError(f"{op}: sorted_sequence must have rank 1 or more, got {sequence}")
     if sequence.dtype != values.dtype:
-        raise TypeRelationError(f"{op} needs sorted_sequence and values of one dtype, got {sequence} and {values}")
+        raise TypeRelationError(
+            f"{op} needs sorted_sequence and values of one dtype, got {sequence} and {values}"
+        )
     if sequence.ndim > 1:
         if sequence.ndim != values.ndim:
             raise TypeRelationError(
-                f"{op}: a multi-dimensional sorted_sequence {sequence} needs values of the same rank, got {values}"
+                f"{op}: a multi-dimensional sorted_sequence {sequence} needs values of the same rank, "
+                f"got {values}"
             )
         for k in range(values.ndim - 1):
             if not dims_equal(sequence.shape[k], values.shape[k]):
@@ -415,7 +424,9 @@ def _sparse_to_dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if default.ndim != 0:
         raise TypeRelationError(f"{op}: default_value must be a scalar, got {default}")
     if default.dtype != values.dtype:
-        raise TypeRelationError(f"{op}: default_value {default} must have the dtype of sparse_values {values}")
+        raise TypeRelationError(
+            f"{op}: default_value {default} must have the dtype of sparse_values {values}"
+        )
     return TensorType(tuple(shape), values.dtype)
 
 
@@ -433,7 +444,9 @@ def _sparse_to_dense(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out
 
 
-def _sparse_to_dense_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+def _sparse_to_dense_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
     indices, values, default = inputs
     dims = static_dims(indices.shape, "sparse_to_dense")
     count = dims[0] if dims else 1
@@ -487,7 +500,9 @@ register(
                    {"output_shape": [3, 4]}),
             Sample((np.array([0, 3], "int64"), TensorType((2,), "int32"), TensorType((), "int32")),
                    {"output_shape": [5]}, int_high=9),
-            Sample((np.array(2, "int32"), TensorType((), "int8"), TensorType((), "int8")), {"output_shape": [4]}),
+            Sample(
+                (np.array(2, "int32"), TensorType((), "int8"), TensorType((), "int8")), {"output_shape": [4]}
+            ),
             # Rows of a 2-D output set whole by 1-D indices; index 7 is outside and ignored.
             Sample((np.array([1, 7], "int32"), TensorType((2,), F32), TensorType((), F32)),
                    {"output_shape": [3, 2]}),
@@ -517,8 +532,11 @@ def _matrix_set_diag_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if k1 > k2:
         raise TypeRelationError(f"{op}: k1={k1} must not exceed k2={k2}")
     rows, cols = data.shape[-2], data.shape[-1]
-    if (rows is not ANY and rows <= -k1) or (cols is not ANY and cols <= k2):  # type: ignore[operator]  # ints
-        raise TypeRelationError(f"{op}: diagonals {k1}..{k2} lie outside the {rows}x{cols} matrices of {data}")
+    outside = (rows is not ANY and rows <= -k1) or (cols is not ANY and cols <= k2)  # type: ignore[operator]
+    if outside:
+        raise TypeRelationError(
+            f"{op}: diagonals {k1}..{k2} lie outside the {rows}x{cols} matrices of {data}"
+        )
     band = k1 != k2
     expected: list[Dim] = list(data.shape[:-2]) + ([k2 - k1 + 1] if band else [])
     if rows is ANY or cols is ANY:
@@ -556,7 +574,9 @@ def _matrix_set_diag(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out
 
 
-def _matrix_set_diag_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+def _matrix_set_diag_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
     data, diagonal = inputs
     rows, cols = static_dims(data.shape, "matrix_set_diag")[-2:]
     k1, k2 = attrs["k1"], attrs["k2"]
@@ -675,7 +695,15 @@ register(
         domain=Domain(draw=_adv_index_domain),
         samples=(
             Sample(((TensorType((4, 5), F32), np.array([3, 0, 1], "int32")),)),
-            Sample(((TensorType((4, 5, 2), "int32"), np.array([[0], [3]], "int64"), np.array([1, 4, 2], "int64")),)),
+            Sample(
+                (
+                    (
+                        TensorType((4, 5, 2), "int32"),
+                        np.array([[0], [3]], "int64"),
+                        np.array([1, 4, 2], "int64"),
+                    ),
+                )
+            ),
             Sample(((TensorType((3, 4), "float16"), np.array(2, "int32"), np.array([[0, 3]], "int32")),)),
         ),
     )
@@ -706,7 +734,9 @@ def _sliding_window_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             f"(one per dim from axis {axis} of {data})"
         )
     if min(window) < 1 or min(strides) < 1:
-        raise TypeRelationError(f"{op}: window_shape {list(window)} and strides {list(strides)} must be positive")
+        raise TypeRelationError(
+            f"{op}: window_shape {list(window)} and strides {list(strides)} must be positive"
+        )
     for w, extent in zip(window, data.shape[axis:]):
         if extent is not ANY and w > extent:  # type: ignore[operator]  # an int here
             raise TypeRelationError(f"{op}: window {list(window)} does not fit in {data}")
@@ -723,7 +753,9 @@ def _sliding_window(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.ascontiguousarray(views[stepped])
 
 
-def _sliding_window_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+def _sliding_window_compute(
+    idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type
+) -> PrimExpr:
     data = inputs[0]
     axis, strides = attrs["axis"], attrs["strides"]
     n = len(strides)
@@ -756,7 +788,10 @@ register(
         domain=Domain(draw=_sliding_window_domain),
         samples=(
             Sample((TensorType((2, 6), F32),), {"axis": 1, "window_shape": [3], "strides": [2]}),
-            Sample((TensorType((2, 5, 4), "int32"),), {"axis": 0, "window_shape": [1, 2, 4], "strides": [1, 2, 3]}),
+            Sample(
+                (TensorType((2, 5, 4), "int32"),),
+                {"axis": 0, "window_shape": [1, 2, 4], "strides": [1, 2, 3]},
+            ),
             Sample((TensorType((3, 4, 5), "int8"),), {"axis": 1, "window_shape": [4, 2], "strides": [1, 3]}),
         ),
     )

@@ -146,7 +146,10 @@ def rank_sort_loops(
     t = ctx.var("row")
     row_vars = [ctx.var("i") for _ in outer_dims]
     col_vars = [ctx.var("j") for _ in inner_dims]
-    lets = [*zip(row_vars, unflatten(t // inner, outer_dims)), *zip(col_vars, unflatten(t % inner, inner_dims))]
+    lets = [
+        *zip(row_vars, unflatten(t // inner, outer_dims)),
+        *zip(col_vars, unflatten(t % inner, inner_dims)),
+    ]
 
     def at(pos: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
         return (*row_vars, pos, *col_vars)
@@ -288,7 +291,11 @@ register(
         type_rel=_argsort_rel,
         pattern=OpPattern.OPAQUE,
         reference=_argsort_reference,
-        attrs=(AttrSpec("axis", "int", -1), AttrSpec("is_ascend", "bool", True), AttrSpec("dtype", "dtype", "int32")),
+        attrs=(
+            AttrSpec("axis", "int", -1),
+            AttrSpec("is_ascend", "bool", True),
+            AttrSpec("dtype", "dtype", "int32"),
+        ),
         kernel=_argsort_kernel,
         domain=Domain(draw=_argsort_domain),
         samples=(
@@ -322,7 +329,9 @@ register(
             Sample((TensorType((3, 5), F32),), {"k": 2}),
             Sample((TensorType((4, 6), "int32"),), {"k": 3, "is_ascend": True}, int_high=3),
             Sample((TensorType((5, 3), F32),), {"k": 0, "axis": 0, "ret_type": "values"}),
-            Sample((TensorType((2, 7), "uint8"),), {"k": 4, "ret_type": "indices", "dtype": "int64"}, int_high=2),
+            Sample(
+                (TensorType((2, 7), "uint8"),), {"k": 4, "ret_type": "indices", "dtype": "int64"}, int_high=2
+            ),
             Sample((TensorType((2, 3, 4), "float16"),), {"k": 3, "axis": 1}),
         ),
     )

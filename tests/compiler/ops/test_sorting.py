@@ -73,7 +73,8 @@ def test_topk_returns_values_and_indices_of_the_largest_first() -> None:
 
 def test_topk_with_k_below_one_keeps_the_whole_axis() -> None:
     x = np.array([[1.0, 3.0], [2.0, 0.0], [5.0, 4.0]], F32)
-    np.testing.assert_array_equal(run("topk", x, k=0, axis=0, ret_type="values"), [[5.0, 4.0], [2.0, 3.0], [1.0, 0.0]])
+    expected = [[5.0, 4.0], [2.0, 3.0], [1.0, 0.0]]
+    np.testing.assert_array_equal(run("topk", x, k=0, axis=0, ret_type="values"), expected)
     assert infer("topk", t(3, "?"), k=-1, axis=1, ret_type="values") == t(3, "?")
 
 

@@ -180,7 +180,7 @@ def rank_sort_loops(
 def _kernel_buffers(out: object, count: int, op: str) -> tuple[te.Buffer, ...]:
     buffers = out if isinstance(out, tuple) else (out,)
     if len(buffers) != count or not all(isinstance(b, te.Buffer) for b in buffers):
-        raise TypeRelationError(f"{op}: the kernel expects {count} output buffer(s), got {out!r}")
+        raise ValueError(f"{op}: the kernel expects {count} output buffer(s), got {out!r}")
     return buffers  # type: ignore[return-value]  # checked above
 
 

@@ -195,6 +195,9 @@ register(
             Sample((TensorType((3, 3), F32), np.array(-1, "int32")), {"upper": True}),
             Sample((TensorType((2, 4, 3), "uint8"), np.array(-2, "int32")), {"upper": False}),
             Sample((TensorType((3, 4), "float64"), np.array(9, "int32"))),
+            # Square 5x5 and 6x6 matrices: gcc 12 -O3 -mavx2 miscompiled `row >= col - k` on these.
+            Sample((TensorType((5, 5), F32), np.array(1, "int32")), {"upper": False}),
+            Sample((TensorType((6, 6), "int32"), np.array(0, "int32")), {"upper": False}),
         ),
     )
 )

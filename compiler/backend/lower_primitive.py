@@ -109,7 +109,11 @@ class PrimitiveLowering:
             direct = next(
                 (i for i, o in enumerate(outputs) if o.node is node and not o.path and i not in written), None
             )
-            if node in plan.fused_into_output:
+            if isinstance(node.checked_type, TupleType):
+                # A tuple-valued kernel (topk) writes one buffer per field: the function's
+                # output where that field is one, a temporary otherwise.
+                self.materialized[node] = self._emit_tuple_anchor(node, outputs, written, param_views)
+            elif node in plan.fused_into_output:
                 index = plan.fused_into_output[node]
                 out_node = outputs[index].node
                 self._emit_anchor(node, self.outputs[index], param_views, out_node)
@@ -335,6 +339,38 @@ class PrimitiveLowering:
             raise UnsupportedError(f"operator {opdef.name} has no loop lowering yet")
         assert isinstance(stmt, Stmt)
         self.stmts.append(stmt)
+
+    def _emit_tuple_anchor(
+        self, node: Call, outputs: Sequence[_Output], written: set[int], param_views: dict[Expr, View]
+    ) -> tuple[TensorView, ...]:
+        """Emit a kernel whose result is a tuple of tensors; its `out` is a tuple of buffers."""
+        ty = node.checked_type
+        assert isinstance(ty, TupleType)
+        buffers: list[te.Buffer] = []
+        for k, field_ty in enumerate(ty.fields):
+            if not isinstance(field_ty, TensorType):
+                raise UnsupportedError(f"{_op_suffix(node)}: a nested tuple result cannot be lowered")
+            index = next(
+                (i for i, o in enumerate(outputs) if o.node is node and o.path == (k,) and i not in written),
+                None,
+            )
+            if index is not None:
+                written.add(index)
+                buffers.append(self.outputs[index])
+                continue
+            name = self.ctx.fresh(f"T_{_op_suffix(node)}")
+            temp = te.Buffer(name, static_shape(field_ty, "intermediate"), field_ty.dtype)
+            self.temps.append(temp)
+            buffers.append(temp)
+        opdef = ops.get(node.op.name)  # type: ignore[union-attr]  # anchors are op calls
+        if opdef.kernel is None:
+            raise UnsupportedError(f"operator {opdef.name} has a tuple result but no kernel")
+        views = self._views(param_views, {})
+        inputs = [self._materialize_input(views[a]) for a in node.args]
+        stmt = opdef.kernel(self.ctx, inputs, tuple(buffers), node.attrs, ty, lambda value, idx: value)
+        assert isinstance(stmt, Stmt)
+        self.stmts.append(stmt)
+        return tuple(TensorView.of_buffer(b) for b in buffers)
 
     def _epilogue(
         self, anchor: Call, out_node: Expr | None, param_views: dict[Expr, View]

@@ -20,3 +20,4 @@ from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401 
 from compiler.ops import call  # noqa: E402,F401  isort:skip
 from compiler.ops import annotation  # noqa: E402,F401  isort:skip
 from compiler.ops import repeat, gather, shape_ops  # noqa: E402,F401  isort:skip
+from compiler.ops import sorting, index_ops, einsum  # noqa: E402,F401  isort:skip

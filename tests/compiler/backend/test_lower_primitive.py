@@ -176,6 +176,19 @@ fn (%p0: Tensor[(4), int8], %p1: Tensor[(4), int8], %p2: Tensor[(4), int8], Prim
   divide(%0, %p2)
 }"""
 
+# A kernel with a tuple result writes the function's outputs directly ...
+TOPK = """
+fn (%p0: Tensor[(2, 5), float32], Primitive=1) {
+  topk(%p0, k=3)
+}"""
+
+# ... or temporaries, when the result is built from its fields.
+TOPK_FIELDS_SWAPPED = """
+fn (%p0: Tensor[(2, 5), float32], Primitive=1) {
+  %0 = topk(%p0, k=3);
+  (%0.1, %0.0)
+}"""
+
 # name -> (primitive, inputs, numpy result(s))
 rng = np.random.default_rng(7)
 X23 = rng.uniform(-2, 2, (2, 3)).astype(np.float32)
@@ -184,6 +197,7 @@ B3 = rng.uniform(-2, 2, (3,)).astype(np.float32)
 X43 = rng.uniform(-2, 2, (4, 3)).astype(np.float32)
 I25 = np.array([[-3, 7, 1, 0, 4], [5, -9, 2, 2, -1]], dtype=np.int32)
 HALVES = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, 3.2, -7.5], dtype=np.float32)
+T25 = np.arange(10, dtype=np.float32).reshape(2, 5)
 I8 = (np.array([100, -100, 7, -128], np.int8), np.array([100, -100, 0, -1], np.int8), np.array([2, 3, 2, 1], np.int8))
 
 CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
@@ -203,6 +217,12 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
     "softmax_by_hand": (SOFTMAX_BY_HAND, (X23,), (np.exp(X23) / np.exp(X23).sum(axis=1, keepdims=True),)),
     "round_half_away": (ROUND, (HALVES,), (np.array([1, 2, 3, -1, -3, 0, 3, -8], np.float32),)),
     "int8_add_divide": (INT8_ADD_DIVIDE, I8, (np.array([-28, 18, 3, 127], np.int8),)),
+    "topk": (TOPK, (T25,), (np.array([[4, 3, 2], [9, 8, 7]], np.float32), np.array([[4, 3, 2]] * 2, np.int32))),
+    "topk_fields_swapped": (
+        TOPK_FIELDS_SWAPPED,
+        (T25,),
+        (np.array([[4, 3, 2]] * 2, np.int32), np.array([[4, 3, 2], [9, 8, 7]], np.float32)),
+    ),
 }
 
 
@@ -313,6 +333,19 @@ def test_field_of_a_tuple_valued_op_is_computed_inline() -> None:
     (store,) = stores(func)
     assert func.outputs[0].shape == (4, 2)
     assert intrinsics(store, "exp") and loads_of(store, func.inputs[0])
+
+
+def test_tuple_valued_kernel_writes_each_field_to_its_output() -> None:
+    func = lower(TOPK)
+    assert temporaries(func) == []
+    assert [(b.shape, b.dtype) for b in func.outputs] == [((2, 3), "float32"), ((2, 3), "int32")]
+    assert {s.buffer.name for s in stores(func)} == {b.name for b in func.outputs}
+
+
+def test_tuple_valued_kernel_read_by_fields_writes_temporaries() -> None:
+    func = lower(TOPK_FIELDS_SWAPPED)
+    assert [(t.shape, t.dtype) for t in temporaries(func)] == [((2, 3), "float32"), ((2, 3), "int32")]
+    assert [b.dtype for b in func.outputs] == ["int32", "float32"]
 
 
 def test_reduction_feeding_a_broadcast_is_materialized_and_the_last_one_is_not() -> None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
-from compiler.ops.conv_nd import conv_attrs, conv_geometry, conv_kernel, conv_numpy, conv_type, draw_dtypes, draw_padding
+from compiler.ops.conv_nd import conv_attrs, conv_geometry, conv_kernel, conv_numpy, conv_type, draw_dtypes, draw_padding, int8_ramp
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 
@@ -121,7 +121,7 @@ register(
                  "out_layout": "NCHW16c"},
             ),
             Sample(
-                (TensorType((1, 2, 3, 3, 4), "uint8"), TensorType((1, 2, 2, 2, 4, 4), "int8")),
+                (TensorType((1, 2, 3, 3, 4), "uint8"), int8_ramp(1, 2, 2, 2, 4, 4)),
                 {"channels": 4, "kernel_size": [2, 2], "data_layout": "NCHW4c", "kernel_layout": "OIHW4i4o",
                  "out_layout": "NCHW4c", "out_dtype": "int32"},
                 int_high=120,
@@ -152,7 +152,7 @@ register(
                  "data_layout": "NCHW4c", "kernel_layout": "OIHW1i4o", "out_layout": "NCHW4c"},
             ),
             Sample(
-                (TensorType((1, 2, 4, 4, 2), "int8"), TensorType((2, 1, 3, 3, 1, 2), "int8")),
+                (int8_ramp(1, 2, 4, 4, 2), int8_ramp(2, 1, 3, 3, 1, 2)),
                 {"padding": [1], "groups": 4, "data_layout": "NCHW2c", "kernel_layout": "OIHW1i2o",
                  "out_layout": "NCHW", "out_dtype": "int32"},
                 int_high=100,

@@ -299,6 +299,13 @@ def conv_attrs(rank: int, data_layout: str, kernel_layout: str) -> tuple[AttrSpe
     )
 
 
+def int8_ramp(*shape: int) -> np.ndarray:
+    """A fixed int8 array spanning -128..127, for samples whose weights must be negative too
+    (random sample integers are drawn non-negative)."""
+    count = int(np.prod(shape))
+    return ((np.arange(count) * 37) % 256 - 128).astype("int8").reshape(shape)
+
+
 # --- domains ----------------------------------------------------------------------------------
 
 
@@ -402,7 +409,7 @@ register(
                 {"strides": [4], "data_layout": "NWC", "kernel_layout": "WIO", "out_layout": "NCW"},
             ),
             Sample(
-                (TensorType((2, 3, 7), "uint8"), TensorType((2, 3, 3), "int8")),
+                (TensorType((2, 3, 7), "uint8"), int8_ramp(2, 3, 3)),
                 {"padding": [1, 1], "out_dtype": "int32"},
                 int_high=120,
             ),
@@ -435,7 +442,7 @@ register(
                 {"padding": [0, 1, 0, 1, 0, 1], "groups": 2, "data_layout": "NDHWC", "kernel_layout": "DHWIO"},
             ),
             Sample(
-                (TensorType((1, 3, 4, 4, 4), "int8"), TensorType((2, 3, 2, 2, 2), "uint8")),
+                (int8_ramp(1, 3, 4, 4, 4), TensorType((2, 3, 2, 2, 2), "uint8")),
                 {"strides": [3], "out_dtype": "int32", "out_layout": "NDHWC"},
                 int_high=100,
             ),

@@ -29,6 +29,7 @@ from compiler.ops.conv_nd import (
     draw_dtypes,
     draw_padding,
     draw_per_axis,
+    int8_ramp,
     padding_nd,
 )
 from compiler.ops.domain import Domain, Draw
@@ -133,7 +134,7 @@ _register(
             {"strides": [4], "data_layout": "NWC", "kernel_layout": "WIO", "groups": 3, "kernel_size": [2]},
         ),
         Sample(
-            (TensorType((1, 2, 6), "uint8"), TensorType((2, 2, 3), "int8")),
+            (TensorType((1, 2, 6), "uint8"), int8_ramp(2, 2, 3)),
             {"strides": [2], "padding": [2, 0], "output_padding": [1], "out_dtype": "int32"},
             int_high=120,
         ),
@@ -159,7 +160,7 @@ _register(
             {"strides": [2, 3], "padding": [1], "data_layout": "NHWC", "kernel_layout": "HWIO", "out_layout": "NCHW"},
         ),
         Sample(
-            (TensorType((1, 2, 3, 3), "int8"), TensorType((2, 2, 2, 2), "int8")),
+            (int8_ramp(1, 2, 3, 3), int8_ramp(2, 2, 2, 2)),
             {"strides": [2, 2], "out_dtype": "int32"},
             int_high=100,
         ),

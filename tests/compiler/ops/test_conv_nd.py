@@ -210,3 +210,20 @@ def test_conv_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None
     export(lower(parse(MODEL)), tmp_path, "")
     result = CompiledModule(tmp_path).run(inputs)
     np.testing.assert_allclose(result.outputs[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_and_dense_take_uint8_data_with_int8_weights_into_int32() -> None:
+    rng = np.random.default_rng(10)
+    x = rng.integers(0, 256, (1, 3, 5, 5)).astype("uint8")
+    w = rng.integers(-128, 128, (2, 3, 3, 3)).astype("int8")
+    out = run(ops.get("nn.conv2d"), x, w, padding=[1, 1], out_dtype="int32")
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, loop_conv(x, w, (1, 1), (1, 1), (1, 1), (1, 1), 1, dtype=np.int64))
+    dense = ops.get("nn.dense")
+    a = rng.integers(0, 256, (3, 16)).astype("uint8")
+    b = rng.integers(-128, 128, (4, 16)).astype("int8")
+    attrs = dense.make_attrs({"units": None, "out_dtype": "int32"})
+    assert dense.type_rel([TensorType(a.shape, "uint8"), TensorType(b.shape, "int8")], attrs) == t(3, 4, dtype="int32")
+    got = dense.reference([a, b], attrs)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64).T)
+    assert got.dtype == np.int32

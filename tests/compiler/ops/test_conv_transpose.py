@@ -174,3 +174,14 @@ def test_transpose_model_compiles_and_matches_the_interpreter(tmp_path: Path) ->
     export(lower(parse(MODEL)), tmp_path, "")
     result = CompiledModule(tmp_path).run(inputs)
     np.testing.assert_allclose(result.outputs[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_conv3d_transpose_attrs_round_trip_through_text() -> None:
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 2, 3, 2), float32], %w: Tensor[(1, 2, 2, 2, 2), float32]) {
+  nn.conv3d_transpose(%x, %w, channels=4, kernel_size=[1, 2, 2], strides=[2, 1, 3], output_padding=[1, 0, 2], padding=[0, 1, 0, 0, 0, 1], dilation=[1, 2, 1], groups=2, data_layout="NDHWC", kernel_layout="DHWIO", out_dtype="float64")
+}
+"""
+    mod = parse(text)
+    assert structural_equal(parse(astext(mod)), mod)
+    assert mod.main.body.checked_type == TensorType((1, 4, 3, 9, 4), "float64")

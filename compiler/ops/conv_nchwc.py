@@ -14,12 +14,21 @@ The depthwise op is a convolution with one input channel per group, `groups` = i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
-from compiler.ops.conv_nd import conv_attrs, conv_geometry, conv_kernel, conv_numpy, conv_type, draw_dtypes, draw_padding, int8_ramp
+from compiler.ops.conv_nd import (
+    conv_attrs,
+    conv_geometry,
+    conv_kernel,
+    conv_numpy,
+    conv_type,
+    draw_dtypes,
+    draw_padding,
+    int8_ramp,
+)
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 
@@ -33,8 +42,8 @@ def _nchwc_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_arity(types, 2, NCHWC)
     data, weight = tensor_arg(types, 0, NCHWC), tensor_arg(types, 1, NCHWC)
     if attrs["channels"] is None or attrs["kernel_size"] is None:
-        raise TypeRelationError(f"{NCHWC}: channels and kernel_size must be set (got channels={attrs['channels']}, "
-                                f"kernel_size={attrs['kernel_size'] and list(attrs['kernel_size'])})")
+        given = f"channels={attrs['channels']}, kernel_size={attrs['kernel_size'] and list(attrs['kernel_size'])}"
+        raise TypeRelationError(f"{NCHWC}: channels and kernel_size must be set (got {given})")
     return conv_type(conv_geometry(NCHWC, data, weight, attrs, 2), attrs, data, NCHWC)
 
 
@@ -50,7 +59,7 @@ def _depthwise_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return conv_type(g, attrs, data, DEPTHWISE)
 
 
-def _blocked_domain(depthwise: bool):  # noqa: ANN202
+def _blocked_domain(depthwise: bool) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
         data_dtype, weight_dtype, out_dtype = draw_dtypes(d)
         ic_bn = d.choice((1, 2, 4, 8))

@@ -21,7 +21,7 @@ Groups: conv1d checks the weight's input channels against C/groups like conv2d a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +34,16 @@ from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.conv_direct import ConvSpec, conv_direct_loops
 from compiler.ops.layout import Layout, parse_layout, transform_array, transform_shape
 from compiler.ops.nn import accumulator_dtype, result_dtype
-from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.registry import (
+    AttrSpec,
+    OpDef,
+    OpPattern,
+    Reference,
+    Sample,
+    TypeRel,
+    TypeRelationError,
+    register,
+)
 from compiler.ops.window import window_extent
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -42,6 +51,7 @@ from compiler.tir.stmt import Stmt
 
 F32 = "float32"
 SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+KernelBuilder = Callable[[KernelContext, Sequence[TensorView], Buffer, Attrs, Type, Epilogue], Stmt]
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,7 @@ def conv_geometry(
         o, wi = k[0], k[1]
         if o is not ANY and o % groups:  # type: ignore[operator]  # o is an int here
             raise TypeRelationError(f"{op}: {o} output channels do not split into groups={groups}")
-        if c is not ANY and wi is not ANY and (c % groups or c // groups != wi):  # type: ignore[operator]
+        if c is not ANY and wi is not ANY and (c % groups or c // groups != wi):  # type: ignore[operator]  # ints here
             raise TypeRelationError(
                 f"{op}: data {data} has {c} channels, so with groups={groups} the weight needs "
                 f"{c}/{groups} input channels, but weight {weight} has {wi}"
@@ -251,7 +261,7 @@ def conv_reference(g: ConvGeometry, data: np.ndarray, weight: np.ndarray, out_dt
     return transform_array(canonical, g.data_canonical, g.out_layout).astype(out_dtype)
 
 
-def conv_relation(op: str, rank: int, transposed: bool = False):  # noqa: ANN201  (a TypeRel)
+def conv_relation(op: str, rank: int, transposed: bool = False) -> TypeRel:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         check_arity(types, 2, op)
         data, weight = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
@@ -260,7 +270,7 @@ def conv_relation(op: str, rank: int, transposed: bool = False):  # noqa: ANN201
     return rel
 
 
-def conv_numpy(op: str, rank: int, transposed: bool = False):  # noqa: ANN201  (a Reference)
+def conv_numpy(op: str, rank: int, transposed: bool = False) -> Reference:
     def reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         data, weight = a
         data_ty = TensorType(data.shape, str(data.dtype))
@@ -270,7 +280,7 @@ def conv_numpy(op: str, rank: int, transposed: bool = False):  # noqa: ANN201  (
     return reference
 
 
-def conv_kernel(op: str, rank: int, transposed: bool = False):  # noqa: ANN201  (a kernel builder)
+def conv_kernel(op: str, rank: int, transposed: bool = False) -> KernelBuilder:
     def kernel(
         ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
     ) -> Stmt:
@@ -314,7 +324,8 @@ def draw_dtypes(d: Draw) -> tuple[str, str, str]:
     either signedness accumulated into int32 (the quantized convolutions)."""
     kind = d.choice(("float32", "float32", "float64", "int8", "uint8", "mixed"))
     if kind == "mixed":
-        return d.choice((("uint8", "int8"), ("int8", "uint8"))) + ("int32",)  # type: ignore[return-value]
+        data, weight = d.choice((("uint8", "int8"), ("int8", "uint8")))
+        return data, weight, "int32"
     if kind in ("int8", "uint8"):
         return kind, kind, d.choice(("int32", "int32", ""))
     return kind, kind, ""
@@ -331,7 +342,9 @@ def draw_per_axis(d: Draw, rank: int, options: Sequence[int]) -> list[int]:
     return [d.choice(options) for _ in range(rank)]
 
 
-def _conv_domain(rank: int, op: str, data_layouts: Sequence[str], kernel_layouts: Sequence[str]):  # noqa: ANN202
+def _conv_domain(
+    rank: int, op: str, data_layouts: Sequence[str], kernel_layouts: Sequence[str]
+) -> Callable[[Draw], Sample]:
     spatial = SPATIAL[rank]
 
     def draw(d: Draw) -> Sample:

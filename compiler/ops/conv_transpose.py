@@ -18,7 +18,7 @@ with the kernel flipped (compiler/ops/kernels/conv_direct.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.ir.types import TensorType
 from compiler.ops.conv_nd import (
@@ -56,7 +56,9 @@ def transpose_attrs(rank: int, data_layout: str, kernel_layout: str) -> tuple[At
     )
 
 
-def _transpose_domain(rank: int, op: str, data_layouts: Sequence[str], kernel_layouts: Sequence[str]):  # noqa: ANN202
+def _transpose_domain(
+    rank: int, op: str, data_layouts: Sequence[str], kernel_layouts: Sequence[str]
+) -> Callable[[Draw], Sample]:
     spatial = SPATIAL[rank]
 
     def draw(d: Draw) -> Sample:
@@ -102,7 +104,9 @@ def _transpose_domain(rank: int, op: str, data_layouts: Sequence[str], kernel_la
     return draw
 
 
-def _register(name: str, rank: int, data_layouts: Sequence[str], kernel_layouts: Sequence[str], samples) -> None:  # noqa: ANN001
+def _register(
+    name: str, rank: int, data_layouts: Sequence[str], kernel_layouts: Sequence[str], samples: tuple[Sample, ...]
+) -> None:
     register(
         OpDef(
             name=name,

@@ -227,3 +227,30 @@ def test_conv2d_and_dense_take_uint8_data_with_int8_weights_into_int32() -> None
     got = dense.reference([a, b], attrs)
     np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64).T)
     assert got.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose", "nn.conv2d_transpose", "nn.conv3d_transpose",
+        "nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc",
+    ],
+)
+def test_convolution_domains_draw_calls_the_relation_and_reference_agree_on(name: str) -> None:
+    import warnings
+
+    from compiler.ops.domain import RandomDraw
+    from tests.compiler.ops.samples import materialize
+
+    op = ops.get(name)
+    assert op.domain is not None
+    for seed in range(60):
+        sample = op.domain.draw(RandomDraw(seed))
+        rng = np.random.default_rng(seed)
+        values, types = zip(*(materialize(entry, sample, rng) for entry in sample.inputs))
+        attrs = op.make_attrs(sample.attrs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ty = op.type_rel(list(types), attrs)
+            out = op.reference(list(values), attrs)
+        assert isinstance(ty, TensorType) and out.shape == ty.shape and str(out.dtype) == ty.dtype, sample

@@ -27,7 +27,7 @@ from compiler.ops.kernels.gemm import PARALLEL_MIN_MACS, loop_nest
 from compiler.ops.layout import Layout
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
-from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
 
 ROW_CHUNK = 128
 PARALLEL_MIN_PACK = 1 << 15
@@ -101,7 +101,7 @@ def conv_direct_loops(
         )
     packed = te.Buffer(ctx.fresh("packed"), (n, c, *packed_sizes), dtype)
     pack = _pack(ctx, data, packed, spec, offsets, tuple(sizes))
-    body = _convolve(ctx, packed, weight, out, epilogue, spec, steps, c // spec.groups, o // spec.groups)
+    body = _convolve(ctx, packed, weight, out, epilogue, spec, steps, offsets, c // spec.groups, o // spec.groups)
     return Allocate(packed, seq(pack, body))
 
 
@@ -158,6 +158,7 @@ def _convolve(
     epilogue: Epilogue,
     spec: ConvSpec,
     steps: tuple[int, ...],
+    offsets: tuple[int, ...],
     cg: int,
     og: int,
 ) -> Stmt:
@@ -196,7 +197,15 @@ def _convolve(
             index.append(ys[j] * steps[j] + taps[j] * spec.dilation[j])
         index.append((x0 + x) * steps[-1] + taps[-1] * spec.dilation[-1])
         update = Store(acc, (x,), acc[x] + wv * packed[tuple(index)])
-        return LetStmt(wv, weight_value(ci, taps), For(x, te.const(0), width, update, ForKind.VECTORIZED))
+        stmt: Stmt = LetStmt(wv, weight_value(ci, taps), For(x, te.const(0), width, update, ForKind.VECTORIZED))
+        if spec.transposed:
+            # Along the outer axes a tap either reads a spread-out data row or a row of zeros
+            # between them, the same for the whole output row: skip the zero rows.
+            for j in range(nd - 1):
+                if spec.strides[j] > 1:
+                    phase = (ys[j] + taps[j] * spec.dilation[j] - offsets[j]) % spec.strides[j]
+                    stmt = IfThenElse(te.eq(phase, 0), stmt)
+        return stmt
 
     def store(x: te.PrimExpr) -> Stmt:
         coords = {"N": img, "C": oc}

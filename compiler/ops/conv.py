@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
-from compiler.ops.common import check_arity, dims_equal, same_dtype, tensor_arg
+from compiler.ops.common import check_arity, dims_equal, tensor_arg
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_loops
@@ -93,7 +93,8 @@ def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2
 def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_arity(types, 2, OP)
     data, weight = tensor_arg(types, 0, OP), tensor_arg(types, 1, OP)
-    same_dtype(data, weight, OP)
+    # As in TVM, data and weight dtypes may differ (uint8 data, int8 weight): both are cast to
+    # the output dtype before multiplying.
     geometry = conv2d_geometry(data, weight, attrs)
     return TensorType(
         from_canonical(geometry.out_shape_nchw, geometry.out_pos), result_dtype(attrs, data, OP)
@@ -105,9 +106,10 @@ def _conv2d(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     g = conv2d_geometry(
         TensorType(data.shape, str(data.dtype)), TensorType(weight.shape, str(weight.dtype)), attrs
     )
-    acc = accumulator_dtype(data.dtype)
-    x = np.transpose(data, g.data_pos).astype(acc)
-    k = np.transpose(weight, g.kernel_pos).astype(acc)
+    out_dtype = attrs["out_dtype"] or data.dtype
+    acc = accumulator_dtype(np.dtype(out_dtype))
+    x = np.transpose(data, g.data_pos).astype(out_dtype).astype(acc)
+    k = np.transpose(weight, g.kernel_pos).astype(out_dtype).astype(acc)
     top, left, bottom, right = g.padding
     x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     n, c = x.shape[:2]
@@ -219,6 +221,16 @@ register(
             Sample(
                 (TensorType((1, 2, 4, 4), "int8"), TensorType((2, 2, 2, 2), "int8")),
                 {"kernel_layout": "OHWI", "out_dtype": "int32"},
+            ),
+            Sample(
+                (TensorType((1, 3, 5, 5), "uint8"), (np.arange(108) * 37 % 256 - 128).astype("int8").reshape(4, 3, 3, 3)),
+                {"padding": [1, 1], "out_dtype": "int32"},
+                int_high=120,
+            ),
+            Sample(
+                (TensorType((1, 4, 4, 8), "int8"), TensorType((2, 2, 8, 16), "uint8")),
+                {"strides": [2, 2], "data_layout": "NHWC", "kernel_layout": "HWIO", "out_dtype": "int32"},
+                int_high=100,
             ),
         ),
         domain=Domain(_conv2d_domain, ulps=16.0, accumulates=True),

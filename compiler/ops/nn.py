@@ -255,7 +255,7 @@ def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.dense"
     check_arity(types, 2, op)
     data, weight = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
-    same_dtype(data, weight, op)
+    # Data and weight dtypes may differ (uint8 x int8): both are cast to the output dtype.
     shape = _matmul_shape(data, weight, attrs["units"], False, True, op)
     return TensorType(shape, result_dtype(attrs, data, op))
 
@@ -348,7 +348,9 @@ register(
         num_inputs=2,
         type_rel=_dense_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        reference=lambda a, attrs: _matmul(a[0], a[1], False, True, _out(a, attrs)),
+        reference=lambda a, attrs: _matmul(
+            a[0].astype(_out(a, attrs)), a[1].astype(_out(a, attrs)), False, True, _out(a, attrs)
+        ),
         kernel=_dense_kernel,
         attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
         samples=(
@@ -358,6 +360,16 @@ register(
                 (TensorType((2, 6), "int8"), TensorType((3, 6), "int8")),
                 {"units": None, "out_dtype": "int32"},
                 int_high=5,
+            ),
+            Sample(
+                (TensorType((3, 40), "uint8"), (np.arange(200) * 37 % 256 - 128).astype("int8").reshape(5, 40)),
+                {"units": 5, "out_dtype": "int32"},
+                int_high=120,
+            ),
+            Sample(
+                (TensorType((2, 7), "int8"), TensorType((4, 7), "uint8")),
+                {"units": None, "out_dtype": "int32"},
+                int_high=100,
             ),
         ),
         domain=Domain(_dense_domain, ulps=16.0, accumulates=True),

@@ -531,6 +531,11 @@ register(
             Sample((TensorType((1, 3, 4, 5), F32),), {"src_layout": "NCHW", "dst_layout": "NHWC"}),
             Sample((TensorType((2, 8, 3, 2), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW4c"}),
             Sample((TensorType((1, 2, 3, 2, 4), F32),), {"src_layout": "NCHW4c", "dst_layout": "NHWC2c"}),
+            Sample((TensorType((1, 16, 2, 3), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW16c"}),
+            Sample((TensorType((2, 1, 3, 2, 8), "int8"),), {"src_layout": "NCHW8c", "dst_layout": "NCHW"}),
+            Sample((TensorType((16, 8, 3, 3), F32),), {"src_layout": "OIHW", "dst_layout": "OIHW8i8o"}),
+            Sample((TensorType((2, 2, 1, 3, 4, 8), F32),), {"src_layout": "OIHW4i8o", "dst_layout": "OIHW"}),
+            Sample((TensorType((1, 4, 2, 2, 4), F32),), {"src_layout": "NCHW4c", "dst_layout": "NCHW8c"}),
         ),
         domain=Domain(_layout_transform_domain),
     )

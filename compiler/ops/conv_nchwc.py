@@ -1,0 +1,172 @@
+"""nn.contrib_conv2d_NCHWc and nn.contrib_depthwise_conv2d_NCHWc: conv2d on channel-blocked
+tensors, as TVM's AlterOpLayout produces them for x86.
+
+Data is NCHW[x]c: (N, C/x, H, W, x), channel `c = C_outer * x + c_inner`; the weight is
+OIHW[x]i[y]o: (O/y, I/x, KH, KW, x, y) for the dense op, OIHW1i[y]o: (O/y, 1, KH, KW, 1, y) for
+the depthwise one; the output is laid out as `out_layout` (usually NCHW[y]c). Both take
+Conv2DAttrs. Seen through their layouts these are ordinary grouped convolutions, so they share
+the N-d geometry, reference and loops of compiler/ops/conv_nd.py.
+
+As in TVM, contrib_conv2d_NCHWc needs `channels` and `kernel_size` (its relation reads the output
+shape from them rather than from the blocked weight); here the weight is checked against them.
+The depthwise op is a convolution with one input channel per group, `groups` = input channels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType, Type
+from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.conv_nd import (
+    conv_attrs,
+    conv_geometry,
+    conv_kernel,
+    conv_numpy,
+    conv_type,
+    draw_dtypes,
+    draw_padding,
+    int8_ramp,
+)
+from compiler.ops.domain import Domain, Draw
+from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+
+F32 = "float32"
+NCHWC = "nn.contrib_conv2d_NCHWc"
+DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
+ULPS = 64.0
+
+
+def _nchwc_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 2, NCHWC)
+    data, weight = tensor_arg(types, 0, NCHWC), tensor_arg(types, 1, NCHWC)
+    if attrs["channels"] is None or attrs["kernel_size"] is None:
+        given = f"channels={attrs['channels']}, kernel_size={attrs['kernel_size'] and list(attrs['kernel_size'])}"
+        raise TypeRelationError(f"{NCHWC}: channels and kernel_size must be set (got {given})")
+    return conv_type(conv_geometry(NCHWC, data, weight, attrs, 2), attrs, data, NCHWC)
+
+
+def _depthwise_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 2, DEPTHWISE)
+    data, weight = tensor_arg(types, 0, DEPTHWISE), tensor_arg(types, 1, DEPTHWISE)
+    g = conv_geometry(DEPTHWISE, data, weight, attrs, 2)
+    if g.data[1] != g.groups or g.kernel[1] != 1:
+        raise TypeRelationError(
+            f"{DEPTHWISE}: a depthwise convolution needs groups equal to the {g.data[1]} input channels of "
+            f"data {data} and one input channel per filter, got groups={g.groups} and weight {weight}"
+        )
+    return conv_type(g, attrs, data, DEPTHWISE)
+
+
+def _blocked_domain(depthwise: bool) -> Callable[[Draw], Sample]:
+    def draw(d: Draw) -> Sample:
+        data_dtype, weight_dtype, out_dtype = draw_dtypes(d)
+        ic_bn = d.choice((1, 2, 4, 8))
+        oc_bn = d.choice((1, 2, 4, 8))
+        c = ic_bn * d.integer(1, 2)
+        if depthwise:
+            ic_bn = oc_bn  # channel multiplier 1 or 2 keeps O = C * m blockable by oc_bn
+            c = oc_bn * d.integer(1, 2)
+            o = c * d.choice((1, 2))
+            groups, cg = c, 1
+        else:
+            o = oc_bn * d.integer(1, 2)
+            groups, cg = 1, c
+        kh, kw = d.integer(1, 3), d.integer(1, 3)
+        strides = [d.choice((1, 2, 4)), d.choice((1, 2, 4))]
+        dilation = d.choice(([1, 1], [1, 1], [2, 1], [2, 2]))
+        padding = draw_padding(d, 2, 2)
+        top, left = padding[0], padding[1 % len(padding)]
+        bottom = padding[2] if len(padding) == 4 else top
+        right = padding[3] if len(padding) == 4 else left
+        h = max(1, (kh - 1) * dilation[0] + 1 - top - bottom) + d.integer(0, 4)
+        w = max(1, (kw - 1) * dilation[1] + 1 - left - right) + d.integer(0, 4)
+        n = d.integer(1, 2)
+        out_layout = d.choice((f"NCHW{oc_bn}c", f"NCHW{oc_bn}c", "NCHW", "NHWC"))
+        if depthwise:
+            weight = (o // oc_bn, 1, kh, kw, 1, oc_bn)
+            kernel_layout = f"OIHW1i{oc_bn}o"
+        else:
+            weight = (o // oc_bn, cg // ic_bn, kh, kw, ic_bn, oc_bn)
+            kernel_layout = f"OIHW{ic_bn}i{oc_bn}o"
+        attrs: dict[str, object] = {
+            "strides": strides, "padding": padding, "dilation": dilation, "groups": groups,
+            "channels": o, "kernel_size": [kh, kw], "data_layout": f"NCHW{ic_bn}c",
+            "kernel_layout": kernel_layout, "out_layout": out_layout, "out_dtype": out_dtype,
+        }
+        return Sample(
+            (TensorType((n, c // ic_bn, h, w, ic_bn), data_dtype), TensorType(weight, weight_dtype)),
+            attrs,
+            int_high=d.choice((4, 100)),
+        )
+
+    return draw
+
+
+register(
+    OpDef(
+        name=NCHWC,
+        num_inputs=2,
+        type_rel=_nchwc_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=conv_numpy(NCHWC, 2),
+        kernel=conv_kernel(NCHWC, 2),
+        attrs=conv_attrs(2, "NCHW", "OIHW"),
+        samples=(
+            Sample(
+                (TensorType((1, 2, 5, 5, 8), F32), TensorType((1, 2, 3, 3, 8, 8), F32)),
+                {"padding": [1, 1], "channels": 8, "kernel_size": [3, 3], "data_layout": "NCHW8c",
+                 "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"},
+            ),
+            Sample(
+                (TensorType((2, 1, 7, 6, 4), F32), TensorType((2, 1, 2, 3, 4, 4), F32)),
+                {"strides": [3, 2], "padding": [1, 0, 2, 1], "dilation": [2, 1], "channels": 8, "kernel_size": [2, 3],
+                 "data_layout": "NCHW4c", "kernel_layout": "OIHW4i4o", "out_layout": "NCHW8c"},
+            ),
+            Sample(
+                (TensorType((1, 4, 4, 4, 4), F32), TensorType((2, 4, 1, 1, 4, 16), F32)),
+                {"channels": 32, "kernel_size": [1, 1], "data_layout": "NCHW4c", "kernel_layout": "OIHW4i16o",
+                 "out_layout": "NCHW16c"},
+            ),
+            Sample(
+                (TensorType((1, 2, 3, 3, 4), "uint8"), int8_ramp(1, 2, 2, 2, 4, 4)),
+                {"channels": 4, "kernel_size": [2, 2], "data_layout": "NCHW4c", "kernel_layout": "OIHW4i4o",
+                 "out_layout": "NCHW4c", "out_dtype": "int32"},
+                int_high=120,
+            ),
+        ),
+        domain=Domain(_blocked_domain(False), ulps=ULPS, accumulates=True),
+    )
+)
+
+register(
+    OpDef(
+        name=DEPTHWISE,
+        num_inputs=2,
+        type_rel=_depthwise_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=conv_numpy(DEPTHWISE, 2),
+        kernel=conv_kernel(DEPTHWISE, 2),
+        attrs=conv_attrs(2, "NCHW", "OIHW"),
+        samples=(
+            Sample(
+                (TensorType((1, 2, 5, 5, 8), F32), TensorType((2, 1, 3, 3, 1, 8), F32)),
+                {"padding": [1, 1], "groups": 16, "channels": 16, "kernel_size": [3, 3], "data_layout": "NCHW8c",
+                 "kernel_layout": "OIHW1i8o", "out_layout": "NCHW8c"},
+            ),
+            Sample(
+                (TensorType((1, 1, 6, 7, 4), F32), TensorType((2, 1, 2, 2, 1, 4), F32)),
+                {"strides": [3, 2], "padding": [0, 1], "dilation": [2, 2], "groups": 4, "channels": 8,
+                 "data_layout": "NCHW4c", "kernel_layout": "OIHW1i4o", "out_layout": "NCHW4c"},
+            ),
+            Sample(
+                (int8_ramp(1, 2, 4, 4, 2), int8_ramp(2, 1, 3, 3, 1, 2)),
+                {"padding": [1], "groups": 4, "data_layout": "NCHW2c", "kernel_layout": "OIHW1i2o",
+                 "out_layout": "NCHW", "out_dtype": "int32"},
+                int_high=100,
+            ),
+        ),
+        domain=Domain(_blocked_domain(True), ulps=ULPS, accumulates=True),
+    )
+)

@@ -73,6 +73,19 @@ def _build_parser() -> argparse.ArgumentParser:
                               "--target is used after those that are")
         sub.set_defaults(handler=_compile, executor=(name == "compile"))
 
+    ops_cmd = commands.add_parser("ops", help="list the supported operators with their attributes and defaults")
+    ops_cmd.add_argument("names", nargs="*", metavar="OP", help="only these operators (default: all)")
+    ops_cmd.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    ops_cmd.set_defaults(handler=_ops)
+
+    inspect = commands.add_parser(
+        "inspect", help="describe a model: inputs, outputs, operators, functions, whether it compiles"
+    )
+    inspect.add_argument("model", type=Path, metavar="MODEL.relay")
+    inspect.add_argument("--target", default="c", help='target to check compilation for (default "c")')
+    inspect.add_argument("--json", action="store_true", help="print the description as JSON")
+    inspect.set_defaults(handler=_inspect)
+
     run = commands.add_parser("run", help="run a compiled model directory with numpy inputs")
     run.add_argument("outdir", type=Path, metavar="OUTDIR")
     run.add_argument("--inputs", type=Path, required=True, metavar="INPUTS.npz")
@@ -134,6 +147,41 @@ def _run(args: argparse.Namespace) -> int:
     save_outputs(args.output, result.outputs)
     if args.repeat is not None:
         print(json.dumps({"median_us": round(result.median_us, 3), "min_us": round(result.min_us, 3)}))
+    return 0
+
+
+def _ops(args: argparse.Namespace) -> int:
+    from compiler import ops  # noqa: F401  registers every family
+    from compiler.ops.catalog import catalog
+
+    entries = catalog()
+    if args.names:
+        known = {e["name"] for e in entries}
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            raise InputError(f"unknown operator {unknown[0]!r}; `relaycc ops` lists them all")
+        entries = [e for e in entries if e["name"] in args.names]
+    if args.json:
+        print(json.dumps(entries, indent=1))
+        return 0
+    for entry in entries:
+        attrs = ", ".join(
+            f"{a['name']}" + ("" if a["required"] else f"={json.dumps(a['default'])}")
+            for a in entry["attrs"]  # type: ignore[attr-defined]
+        )
+        print(f"{entry['name']:<36} {entry['family']:<14} {entry['pattern']:<21} {attrs}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    model = _existing_file(args.model)
+
+    from compiler.driver import BuildOptions
+    from compiler.inspection import inspect_module, render
+    from compiler.parser import parse_file
+
+    info = inspect_module(parse_file(str(model)), BuildOptions(target=args.target))
+    print(json.dumps(info, indent=1) if args.json else render(info))
     return 0
 
 

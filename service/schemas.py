@@ -4,7 +4,7 @@ document shows."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -364,6 +364,25 @@ class CodegenInfo(BaseModel):
     patterns: list[PatternInfo]
 
 
+class OperatorAttrInfo(BaseModel):
+    name: str
+    kind: str = Field(description="int, float, bool, str, dtype, ints, int_or_ints, nested_ints or any.")
+    required: bool
+    default: Any = Field(default=None, description="TVM's default, when the attribute has one.")
+
+
+class OperatorInfo(BaseModel):
+    name: str
+    family: str = Field(description="The op family module under compiler/ops/.")
+    inputs: int | None = Field(description="Positional arguments; null for a variable number.")
+    pattern: str = Field(description="FuseOps pattern kind, e.g. ELEMWISE or OUT_ELEMWISE_FUSABLE.")
+    compiled: Literal["loops", "decomposed", "interpreter"] = Field(
+        description="loops: compiled to its own loop nest; decomposed: rewritten into other ops first; "
+        "interpreter: runs only in the reference interpreter."
+    )
+    attrs: list[OperatorAttrInfo]
+
+
 class TargetsInfo(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -384,3 +403,6 @@ class TargetsInfo(BaseModel):
     codegen_documents: bool = Field(description="Whether `codegens` documents are accepted by POST /compile.")
     user_c_allowed: bool = Field(description="Whether codegen documents may bring C sources.")
     allowed_cflags: list[str]
+    operators: list[OperatorInfo] = Field(
+        default_factory=list, description="Every supported operator, as `relaycc ops --json` lists it."
+    )

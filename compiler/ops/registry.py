@@ -10,6 +10,7 @@ Family modules (`compiler/ops/<family>.py`) call `register(OpDef(...))`; importi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -228,11 +229,34 @@ class OpDef:
 _REGISTRY: dict[str, OpDef] = {}
 
 
+_FAMILIES: dict[str, str] = {}
+
+
 def register(opdef: OpDef) -> OpDef:
     if opdef.name in _REGISTRY:
         raise ValueError(f"operator {opdef.name} registered twice")
     _REGISTRY[opdef.name] = opdef
+    _FAMILIES[opdef.name] = _registering_family()
     return opdef
+
+
+def _registering_family() -> str:
+    """The family module whose import registers an op: the outermost caller inside
+    compiler.ops (a factory such as elemwise.unary may be called from another family)."""
+    family = "registry"
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith("compiler.ops."):
+            break
+        family = module.rsplit(".", 1)[-1]
+        frame = frame.f_back  # type: ignore[assignment]
+    return family
+
+
+def family_of(name: str) -> str:
+    """The family (module name under compiler/ops/) that registered operator `name`."""
+    return _FAMILIES.get(name, "")
 
 
 def lookup(name: str) -> OpDef | None:

@@ -6,9 +6,10 @@ from fastapi import APIRouter, Depends
 
 from compiler.byoc.codegen_config import builtin, builtin_names
 from compiler.driver import HOST_TARGETS
+from compiler.ops.catalog import catalog
 from service.normalize import ALLOWED_CFLAGS
 from service.routes.docs import AUTHENTICATED, problem_responses
-from service.schemas import CodegenInfo, TargetsInfo
+from service.schemas import CodegenInfo, OperatorInfo, TargetsInfo
 from service.security import client_identity
 from service.state import StateDep
 
@@ -19,7 +20,8 @@ router = APIRouter(tags=["targets"], dependencies=[Depends(client_identity)])
     "/targets",
     summary="Targets and codegens",
     description="The host targets, the built-in external codegens with their patterns, whether "
-    "codegen documents (and their C sources) are accepted, and the C flags a request may choose.",
+    "codegen documents (and their C sources) are accepted, the C flags a request may choose, and every "
+    "supported operator with its attributes and defaults.",
     responses=problem_responses(*AUTHENTICATED),
 )
 def list_targets(state: StateDep) -> TargetsInfo:
@@ -43,4 +45,5 @@ def list_targets(state: StateDep) -> TargetsInfo:
         codegen_documents=True,
         user_c_allowed=state.settings.allow_user_c,
         allowed_cflags=sorted(ALLOWED_CFLAGS) + ["-DNAME[=VALUE]"],
+        operators=[OperatorInfo.model_validate(entry) for entry in catalog()],
     )

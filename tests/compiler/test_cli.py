@@ -269,3 +269,55 @@ def test_compile_reports_a_missing_codegen_file_on_one_line(tmp_path: Path) -> N
     )
     assert result.returncode == 1
     assert result.stderr.strip() == f"error: {tmp_path / 'absent.json'}: no such codegen file"
+
+
+def test_ops_lists_operators_with_attributes_and_defaults() -> None:
+    result = run_relaycc("ops")
+    assert result.returncode == 0, result.stderr
+    pool = next(line for line in result.stdout.splitlines() if line.startswith("nn.max_pool2d "))
+    assert "OUT_ELEMWISE_FUSABLE" in pool and "pool_size," in pool and "strides=[1, 1]" in pool
+
+
+def test_ops_json_gives_the_catalog_for_the_named_operators() -> None:
+    import json
+
+    result = run_relaycc("ops", "--json", "nn.conv2d", "exp")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)
+    assert [e["name"] for e in entries] == ["exp", "nn.conv2d"]
+    groups = next(a for a in entries[1]["attrs"] if a["name"] == "groups")
+    assert groups["default"] == 1 and groups["required"] is False
+
+
+def test_ops_with_an_unknown_name_is_a_one_line_error() -> None:
+    assert "unknown operator 'nn.bogus'" in assert_one_line_error(run_relaycc("ops", "nn.bogus"))
+
+
+def test_inspect_describes_inputs_outputs_operators_and_compilability(tmp_path: Path) -> None:
+    result = run_relaycc("inspect", write(tmp_path / "m.relay", SUM_AND_PRODUCT))
+    assert result.returncode == 0, result.stderr
+    assert "  %x: Tensor[(3), float32]" in result.stdout
+    assert "  out1: Tensor[(3), float32]" in result.stdout
+    assert "  add x1" in result.stdout and "  multiply x1" in result.stdout
+    assert "compiles to AOT C: yes" in result.stdout
+
+
+def test_inspect_json_says_why_a_model_runs_in_the_interpreter_only(tmp_path: Path) -> None:
+    import json
+
+    model = write(tmp_path / "if.relay", """#[version = "0.0.5"]
+def @main(%c: bool, %x: Tensor[(2), float32]) {
+  if (%c) { %x } else { negative(%x) }
+}
+""")
+    result = run_relaycc("inspect", "--json", model)
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["compiles_to_c"] is False
+    assert info["interpreter_only_because"].startswith(f"{model}:3:3: error:")
+    assert info["inputs"][0] == {"name": "c", "shape": [], "dtype": "bool"}
+
+
+def test_inspect_of_a_broken_model_is_its_located_error(tmp_path: Path) -> None:
+    line = assert_one_line_error(run_relaycc("inspect", write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)))
+    assert re.search(r"bad\.relay:3:3: error: .*not_an_operator", line), line

@@ -25,3 +25,14 @@ def test_targets_list_hosts_codegens_and_allowed_flags(client: TestClient) -> No
 def test_targets_say_when_user_c_is_not_allowed(tmp_path: Path) -> None:
     with TestClient(make_app(make_settings(tmp_path / "store", allow_user_c=False))) as client:
         assert client.get("/targets").json()["user_c_allowed"] is False
+
+
+def test_targets_list_every_operator_as_relaycc_ops_does(client: TestClient) -> None:
+    from compiler.ops.catalog import catalog
+
+    operators = client.get("/targets").json()["operators"]
+    assert [op["name"] for op in operators] == [entry["name"] for entry in catalog()]
+    pool = next(op for op in operators if op["name"] == "nn.max_pool2d")
+    assert pool["family"] == "pool" and pool["compiled"] == "loops"
+    strides = next(a for a in pool["attrs"] if a["name"] == "strides")
+    assert strides == {"name": "strides", "kind": "ints", "required": False, "default": [1, 1]}

@@ -19,6 +19,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.domain import Domain
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
@@ -92,8 +93,10 @@ def unary(
     low: float = -2.0,
     high: float = 2.0,
     compute: ScalarFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
-    """Register an attribute-free elementwise op computing `fn` (numpy) / `compute` (loops)."""
+    """Register an attribute-free elementwise op computing `fn` (numpy) / `compute` (loops);
+    `domain` draws its valid calls (compiler/ops/domain.py)."""
     return register(
         OpDef(
             name=name,
@@ -103,6 +106,7 @@ def unary(
             reference=lambda arrays, attrs: _in_input_dtype(fn, arrays[0]),
             samples=_default_samples(kinds, low, high),
             compute=None if compute is None else elementwise_compute(compute),
+            domain=domain,
         )
     )
 

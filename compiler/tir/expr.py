@@ -19,12 +19,18 @@ _ids = itertools.count()
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "tdiv", "tmod", "min", "max")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("&&", "||")
-BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
-UNARY_OPS = ("neg", "!")
+# Bitwise operators on integers (and bools); shifts are C's, their amount in [0, bits).
+BITWISE_OPS = ("&", "|", "^", "<<", ">>")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS + BITWISE_OPS
+UNARY_OPS = ("neg", "!", "~")
 # Math intrinsics available to computes; each maps to a C math.h function per dtype.
 INTRINSICS = (
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "fabs", "floor", "ceil", "round",
     "pow", "isnan", "isinf", "fmod",
+    "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "log2", "log10", "trunc",
+    # The argument's bits read as `dtype` (a type of the same width).
+    "reinterpret",
 )
 
 

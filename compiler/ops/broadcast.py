@@ -20,6 +20,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import broadcast_shapes, check_arity, same_dtype, tensor_arg
+from compiler.ops.domain import Domain
 from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
@@ -157,9 +158,10 @@ def binary(
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] | None = None,
     compute: ScalarBinaryFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
     """Register a broadcasting binary op computing `fn` (numpy) / `compute` (loops) on operands
-    of one dtype in `kinds`."""
+    of one dtype in `kinds`; `domain` draws its valid calls."""
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         lhs, rhs = arrays
@@ -178,6 +180,7 @@ def binary(
             reference=reference,
             samples=_samples_for(kinds) if samples is None else samples,
             compute=None if compute is None else loop_compute,
+            domain=domain,
         )
     )
 

@@ -24,6 +24,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.broadcast import trunc_divide_ints
 from compiler.ops.common import check_arity, normalize_axis, tensor_arg
+from compiler.ops.domain import Domain
 from compiler.ops.elemwise import ANY_DTYPE, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, Reduction, TensorView
@@ -180,9 +181,10 @@ def reduction(
     result_dtype: str | None = None,
     samples: tuple[Sample, ...] = _SAMPLES,
     lowering: ReductionFn | None = None,
+    domain: Domain | None = None,
 ) -> OpDef:
     """Register a reduction whose numpy form is `compute` (which drops the reduced axes) and
-    whose loop form is `lowering`."""
+    whose loop form is `lowering`; `domain` draws its valid calls."""
 
     def type_rel(types: Sequence[Type], call_attrs: Attrs) -> Type:
         check_arity(types, 1, name)
@@ -209,6 +211,7 @@ def reduction(
             attrs=attrs,
             samples=samples,
             reduction=lowering,
+            domain=domain,
         )
     )
 

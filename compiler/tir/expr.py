@@ -246,6 +246,8 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> PrimExpr:
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op}")
     ea, eb = as_expr(a), as_expr(b)
+    if op in BITWISE_OPS and ea.dtype.startswith("float"):
+        raise ValueError(f"bitwise operator {op} on {ea.dtype} operands")
     # Python literals take the dtype of the other operand, so `x * 2.0` stays float32.
     if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
         ea = Const(a, eb.dtype) if not isinstance(a, bool) else ea
@@ -278,6 +280,8 @@ def unary(op: str, a: ExprLike) -> PrimExpr:
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op}")
     ea = as_expr(a)
+    if op == "~" and ea.dtype.startswith("float"):
+        raise ValueError(f"bitwise operator ~ on a {ea.dtype} operand")
     return Unary(op, ea, "bool" if op == "!" else ea.dtype)
 
 

@@ -139,3 +139,13 @@ def test_text_model_of_math_ops_compiles_and_matches_the_interpreter(tmp_path: P
     out = check_text_model(MODEL, {"x": x, "y": y}, tmp_path)
     assert out[1][0, 0] and not out[1][1, 1]
     assert out[0][0, 0] == 0.0  # sign(NaN) is 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_calls_print_and_parse_back(name: str) -> None:
+    from compiler.ir.printer import astext
+    from compiler.ir.structural import structural_equal
+    from compiler.parser import parse
+
+    mod = parse(f'#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) {{ {name}(%x) }}')
+    assert structural_equal(parse(astext(mod)), mod)

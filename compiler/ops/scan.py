@@ -26,6 +26,7 @@ from compiler.ops.math import drawn_array
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
+from compiler.tir.dtypes import is_float
 from compiler.tir.stmt import Allocate, For, ForKind, Stmt, Store, seq
 
 SCAN_ATTRS = (
@@ -137,13 +138,12 @@ def _scan_domain(product_like: bool) -> Callable[[Draw], Sample]:
         dtype = d.choice((None, _WIDER[source])) if source != "bool" else "int32"
         attrs = {"axis": axis, "dtype": dtype, "exclusive": d.choice((False, True, None))}
         if product_like:
-            # Factors near one: no float overflow and no signed integer overflow (undefined in C).
-            if source == "bool":
-                entry: object = TensorType(shape, source)
-            else:
-                entry = drawn_array(d, shape, source, (-1.0, 1.0, 1.0, 2.0, 0.5, 0.0) if source.startswith("float")
-                                    else (-1, 1, 1, 2, 0))
-            return Sample((entry,), attrs)
+            # Factors near one: no float overflow (1.1 ** 64 fits float16) and no signed integer
+            # overflow (undefined in C).
+            if source != "bool" and d.boolean():
+                values = (-1.0, 1.0, 1.0, 1.25, 0.5, 0.0) if is_float(source) else (-1, 1, 1, 2, 0)
+                return Sample((drawn_array(d, shape, source, values),), attrs)
+            return Sample((TensorType(shape, source),), attrs, low=-1.1, high=1.1, int_high=2)
         return Sample((TensorType(shape, source),), attrs, int_high=d.choice((4, 1 << 20)))
 
     return draw

@@ -194,6 +194,17 @@ def _sigmoid(a: Sequence[str], dtype: str) -> str:
     return f"({one} / ({one} + {_math_call('exp', [f'-{a[0]}'], dtype)}))"
 
 
+def _needs_result_dtype(a: Sequence[str], dtype: str) -> str:
+    raise AssertionError("reinterpret is emitted by ExprEmitter, which knows the result dtype")
+
+
+def reinterpret_code(operand: str, from_dtype: str, to_dtype: str) -> str:
+    """The bits of `operand` read as `to_dtype`: a union compound literal, which C99 defines
+    (a pointer cast would break strict aliasing)."""
+    return (f"(((union {{ {c_type(from_dtype)} in; {c_type(to_dtype)} out; }}){{ .in = {strip_parens(operand)} }})"
+            ".out)")
+
+
 code_for_op: dict[str, OpCode] = {
     "+": _infix("+"),
     "-": _infix("-"),
@@ -214,6 +225,12 @@ code_for_op: dict[str, OpCode] = {
     "!=": _infix("!="),
     "&&": _infix("&&"),
     "||": _infix("||"),
+    "&": _infix("&"),
+    "|": _infix("|"),
+    "^": _infix("^"),
+    "<<": _infix("<<"),
+    ">>": _infix(">>"),
+    "~": lambda a, dtype: f"(!{a[0]})" if dtype == "bool" else f"(~{a[0]})",
     "neg": lambda a, dtype: f"(-{a[0]})",
     "!": lambda a, dtype: f"(!{a[0]})",
     "exp": _math("exp"),
@@ -231,6 +248,11 @@ code_for_op: dict[str, OpCode] = {
     "fmod": _float_or_int(_math("fmod"), _helper_call("truncmod")),
     "isnan": _float_or_int(lambda a, dtype: f"isnan({strip_parens(a[0])})", _never),
     "isinf": _float_or_int(lambda a, dtype: f"isinf({strip_parens(a[0])})", _never),
+    **{name: _math(name) for name in (
+        "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "log2", "log10",
+    )},
+    "trunc": _float_math("trunc", _identity),
+    "reinterpret": _needs_result_dtype,
 }
 
 assert set(code_for_op) == set(BINARY_OPS) | set(UNARY_OPS) | set(INTRINSICS)
@@ -383,6 +405,8 @@ class ExprEmitter:
             return f"(({c_type(e.dtype)}){value})"
         if isinstance(e, Intrin):
             arg_dtype = e.args[0].dtype
+            if e.name == "reinterpret":
+                return reinterpret_code(text[id(e.args[0])], arg_dtype, e.dtype)
             code = code_for_op[e.name]([text[id(a)] for a in e.args], arg_dtype)
             if e.name not in _PREDICATES and e.dtype != arg_dtype:
                 code = f"(({c_type(e.dtype)}){code})"

@@ -24,6 +24,8 @@ int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t ptrdiff
 INT8_MIN INT16_MIN INT32_MIN INT64_MIN INT32_C INT64_C UINT32_C UINT64_C NAN INFINITY
 exp expf log logf sqrt sqrtf tanh tanhf erf erff fabs fabsf floor floorf ceil ceilf nearbyint
 nearbyintf pow powf fmod fmodf trunc truncf copysign copysignf isnan isinf memcpy memset
+sin sinf cos cosf tan tanf sinh sinhf cosh coshf asin asinf acos acosf atan atanf asinh asinhf
+acosh acoshf atanh atanhf log2 log2f log10 log10f
 """.split())
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -81,11 +81,15 @@ BROADCAST_SHAPE_OPS = (
     "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
     "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
     "greater_equal", "logical_and", "logical_or", "logical_xor", "where",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "trunc_divide", "trunc_mod",
 )
 SAME_SHAPE_OPS = (
     "abs", "cast", "ceil", "clip", "copy", "erf", "exp", "floor", "log", "logical_not",
     "negative", "nn.leaky_relu", "nn.relu", "round", "rsqrt", "sigmoid", "sqrt", "tanh",
     "ones_like", "zeros_like", "nn.bias_add", "nn.softmax", "nn.log_softmax", "nn.layer_norm",
+    "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "log2", "log10",
+    "sign", "trunc", "isnan", "isinf", "isfinite", "fast_exp", "fast_tanh", "fast_erf", "bitwise_not",
+    "nn.prelu", "nn.fast_softmax", "reinterpret", "cast_like",
 )
 
 _GENERIC_RULES: dict[str, ShapeRule] = {

@@ -19,12 +19,18 @@ _ids = itertools.count()
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "tdiv", "tmod", "min", "max")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("&&", "||")
-BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
-UNARY_OPS = ("neg", "!")
+# Bitwise operators on integers (and bools); shifts are C's, their amount in [0, bits).
+BITWISE_OPS = ("&", "|", "^", "<<", ">>")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS + BITWISE_OPS
+UNARY_OPS = ("neg", "!", "~")
 # Math intrinsics available to computes; each maps to a C math.h function per dtype.
 INTRINSICS = (
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "fabs", "floor", "ceil", "round",
     "pow", "isnan", "isinf", "fmod",
+    "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "log2", "log10", "trunc",
+    # The argument's bits read as `dtype` (a type of the same width).
+    "reinterpret",
 )
 
 
@@ -240,6 +246,8 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> PrimExpr:
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op}")
     ea, eb = as_expr(a), as_expr(b)
+    if op in BITWISE_OPS and ea.dtype.startswith("float"):
+        raise ValueError(f"bitwise operator {op} on {ea.dtype} operands")
     # Python literals take the dtype of the other operand, so `x * 2.0` stays float32.
     if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
         ea = Const(a, eb.dtype) if not isinstance(a, bool) else ea
@@ -272,6 +280,8 @@ def unary(op: str, a: ExprLike) -> PrimExpr:
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op}")
     ea = as_expr(a)
+    if op == "~" and ea.dtype.startswith("float"):
+        raise ValueError(f"bitwise operator ~ on a {ea.dtype} operand")
     return Unary(op, ea, "bool" if op == "!" else ea.dtype)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from compiler.tir.analysis import ExprRewriter, expr_equal, post_order, substitute_stmt
-from compiler.tir.expr import Binary, Cast, Const, Intrin, PrimExpr, Select, Unary, Var, as_expr
+from compiler.tir.expr import COMPARE_OPS, Binary, Cast, Const, Intrin, PrimExpr, Select, Unary, Var, as_expr
 from compiler.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, Seq, Stmt, Store
 
 IntBound = tuple[int | None, int | None]
@@ -142,10 +142,16 @@ _NP_INTRIN = {
     "rsqrt": lambda x: np.asarray(1, x.dtype) / np.sqrt(x),
     "sigmoid": lambda x: np.asarray(1, x.dtype) / (np.asarray(1, x.dtype) + np.exp(-x)),
     "erf": _np_erf, "pow": np.power, "fmod": np.fmod,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "log2": np.log2, "log10": np.log10,
+    "trunc": np.trunc,
 }
 
 
 def _fold_intrin(node: Intrin) -> Const | None:
+    if node.name not in _NP_INTRIN:
+        return None  # reinterpret: left to the C compiler
     args = []
     for a in node.args:
         if not (isinstance(a, Const) and _is_float(a.dtype)):
@@ -173,6 +179,10 @@ def _fold_cast(node: Cast) -> Const | None:
 
 def _fold_unary(node: Unary) -> PrimExpr | None:
     a = node.a
+    if node.op == "~":
+        if isinstance(a, Const) and is_int_dtype(a.dtype):
+            return Const(_wrap(~int(a.value), a.dtype), a.dtype)
+        return a.a if isinstance(a, Unary) and a.op == "~" else None
     if isinstance(a, Const):
         if node.op == "!":
             return Const(not a.value, "bool")
@@ -455,6 +465,8 @@ class ExprSimplifier:
             if b_below:
                 return b if op == "min" else a
             return None
+        if op not in COMPARE_OPS:
+            return None  # bitwise operators: no rules
         return self._compare(e)
 
     def _plus(self, a: PrimExpr, b: PrimExpr, cb: int | None) -> PrimExpr | None:

@@ -16,6 +16,7 @@ from compiler.runtime.ffi import Library, load_library, prim_func_cdef
 from compiler.tir.analysis import workspace_bytes
 from compiler.tir.expr import (
     BINARY_OPS,
+    BITWISE_OPS,
     COMPARE_OPS,
     INTRINSICS,
     LOGIC_OPS,
@@ -552,16 +553,22 @@ OP_DTYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8",
 
 
 def every_operator(dtype: str) -> PrimFunc:
-    """Every binary and unary operator and every intrinsic applied to operands of `dtype`."""
+    """Every binary and unary operator and every intrinsic applied to operands of `dtype` (the
+    bitwise operators to integers and bools only)."""
+    bitwise_ok = not dtype.startswith("float")
     a, b = Buffer("a", (N,), dtype), Buffer("b", (N,), dtype)
     out, flags = Buffer("out", (N,), dtype), Buffer("flags", (N,), "bool")
 
     def body(i: Var) -> list[Stmt]:
         stores: list[Stmt] = []
         for op in BINARY_OPS:
+            if op in BITWISE_OPS and not bitwise_ok:
+                continue
             target = flags if op in COMPARE_OPS or op in LOGIC_OPS else out
             stores.append(Store(target, (i,), Binary(op, a[i], b[i], target.dtype)))
         for op in UNARY_OPS:
+            if op == "~" and not bitwise_ok:
+                continue
             target = flags if op == "!" else out
             stores.append(Store(target, (i,), Unary(op, a[i], target.dtype)))
         for name in INTRINSICS:

@@ -179,9 +179,9 @@ def _nll_loss_kernel(
     term = -picked * weight
 
     def element(body: Stmt) -> Stmt:
-        inner = LetStmt(valid, te.ne(te.cast("int64", targets[tuple(coords)]), te.const(attrs["ignore_index"], "int64")),
-                        body)
-        inner = LetStmt(label, te.cast("int32", targets[tuple(coords)]), inner)
+        target = targets[tuple(coords)]
+        counted = te.ne(te.cast("int64", target), te.const(attrs["ignore_index"], "int64"))
+        inner = LetStmt(label, te.cast("int32", target), LetStmt(valid, counted, body))
         return For(flat, zero, te.const(total), _let_all(coords, unflatten(flat, dims), inner))
 
     if attrs["reduction"] == "none":

@@ -30,7 +30,7 @@ from compiler.ops.nn import float_arg
 from compiler.ops.norm import _NORM_ATTRS, _along, _channel_vectors
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
-from compiler.tir.expr import PrimExpr, cast, const, intrin, logical_and, select
+from compiler.tir.expr import PrimExpr, cast, const, intrin, select
 
 F32 = "float32"
 FLOATS = ("float32", "float32", "float64", "float16")
@@ -225,8 +225,10 @@ def _lrn_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_typ
         at = tuple(pos if i == axis else c for i, c in enumerate(idx))
         value = cast(work, data[at])
         square = value * value
-        inside = logical_and(pos >= 0, pos < shape[axis])
-        total = total + select(inside, square, const(0.0, work))
+        # Nested selects, not one on `pos >= 0 && pos < n`: GCC 12 -O3 -march=native
+        # miscompiles that form (see space.py's _space_to_batch_compute).
+        zero = const(0.0, work)
+        total = total + select(pos >= 0, select(pos < shape[axis], square, zero), zero)
     base = const(attrs["bias"], work) + const(attrs["alpha"] / size, work) * total
     denominator = intrin("pow", base, const(attrs["beta"], work))
     return cast(data.dtype, cast(work, data[tuple(idx)]) / denominator)

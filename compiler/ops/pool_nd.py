@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, Dim, TensorType, Type
+from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers

@@ -38,16 +38,21 @@ from compiler.ops.domain import Domain, Draw
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
-from compiler.tir.expr import PrimExpr, cast, const, eq, intrin, logical_and, maximum, minimum, select
+from compiler.tir.expr import PrimExpr, cast, const, eq, intrin, maximum, minimum, select
 
 F32 = "float32"
 ALL_DTYPES = ("float32", "float32", "float64", "float16", "int32", "int8", "uint8", "int64")
 FLOATS = ("float32", "float32", "float64", "float16")
 
 
-def _fits(dtype: str, value: float) -> object:
+def _fits(dtype: str, value: float) -> np.generic:
     """`value` as a scalar of `dtype`, as TVM casts a double attribute (ints truncate)."""
     return np.array(value).astype(dtype)[()]
+
+
+def _fill(dtype: str, value: float) -> PrimExpr:
+    """The loop-IR constant of `_fits(dtype, value)`."""
+    return const(_fits(dtype, value).item(), dtype)
 
 
 # --- nn.mirror_pad --------------------------------------------------------------------------------
@@ -398,7 +403,7 @@ def _space_to_batch_compute(idx: Index, inputs: Sequence[TensorView], attrs: Att
         source.append(pos)
         bounds += ([pos >= 0] if before or b > 1 else []) + ([pos < shape[1 + k]] if after or b > 1 else [])
     source += list(idx[1 + m :])
-    fill = const(_fits(data.dtype, attrs["pad_value"]).item(), data.dtype)  # type: ignore[union-attr]  # a numpy scalar
+    fill = _fill(data.dtype, attrs["pad_value"])
     # The load sits in select branches, so it is only evaluated inside the data's bounds. One
     # select per bound, not one on their conjunction: GCC 12 at -O3 -march=native (AMD EPYC)
     # vectorizes `a && b ? load : constant` into wrong masked loads.
@@ -811,16 +816,13 @@ def _dilate(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 def _dilate_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     (data,) = inputs
     strides = attrs["strides"]
-    on_grid: PrimExpr | None = None
-    for i, s in zip(idx, strides):
-        if s > 1:
-            cond = eq(i % s, 0)
-            on_grid = cond if on_grid is None else logical_and(on_grid, cond)
     value = data[tuple(i // s if s > 1 else i for i, s in zip(idx, strides))]
-    if on_grid is None:
-        return value
-    fill = const(_fits(data.dtype, attrs["dilation_value"]).item(), data.dtype)  # type: ignore[union-attr]  # numpy scalar
-    return select(on_grid, value, fill)
+    fill = _fill(data.dtype, attrs["dilation_value"])
+    # One select per axis rather than one on the conjunction (see _space_to_batch_compute).
+    for i, s in reversed(list(zip(idx, strides))):
+        if s > 1:
+            value = select(eq(i % s, 0), value, fill)
+    return value
 
 
 def _dilate_domain(d: Draw) -> Sample:

@@ -481,6 +481,12 @@ register(
                 {"block_shape": [2, 3], "paddings": [[1, 0], [2, 2]], "pad_value": 7.5},
             ),
             Sample((TensorType((1, 5), "int32"),), {"block_shape": [3], "paddings": [[1, 0]], "pad_value": -1.0}),
+            # The shape that GCC 12 miscompiled when both bounds shared one select.
+            Sample(
+                (TensorType((1, 5, 2), "int64"),),
+                {"block_shape": [1], "paddings": [[1, 2]], "pad_value": -3.0},
+                int_high=100,
+            ),
         ),
         domain=Domain(draw=_space_batch_domain(to_batch=True)),
     )

@@ -23,3 +23,4 @@ from compiler.ops import repeat, gather, shape_ops  # noqa: E402,F401  isort:ski
 from compiler.ops import sorting, index_ops, einsum  # noqa: E402,F401  isort:skip
 from compiler.ops import conv_nd, conv_transpose, conv_nchwc  # noqa: E402,F401  isort:skip
 from compiler.ops import math, bitwise, activation, statistics, scan  # noqa: E402,F401  isort:skip
+from compiler.ops import pool_nd, norm_ext, space, loss  # noqa: E402,F401  isort:skip

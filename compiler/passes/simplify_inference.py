@@ -1,10 +1,15 @@
 """SimplifyInference: rewrite inference-time normalisation into plain arithmetic.
 
-Before: a typed module that may use nn.batch_norm, nn.layer_norm and nn.dropout.
+Before: a typed module that may use nn.batch_norm, nn.layer_norm, nn.group_norm,
+nn.instance_norm and nn.dropout.
 After: `nn.batch_norm(...).0` is `data * scale + shift` with per-channel `scale` and `shift`
 broadcast along the channel axis, the other two projections of a batch_norm are its moving
 mean and variance (what inference returns), `nn.layer_norm(...)` is mean / subtract / mean of
 squares / rsqrt / multiply / add, and `nn.dropout(...).0` is its input. The module is typed.
+`nn.group_norm` and `nn.instance_norm` become the layer_norm sequence over their axes (TVM's
+SimplifyInference rewrites them too): group_norm first reshapes the channel axis into
+(num_groups, C/num_groups) and normalises over that inner axis and every later one, then
+reshapes back; instance_norm normalises over every axis but the batch and channel ones.
 
 The batch_norm sequence is TVM's, op for op, so later passes (FoldConstant, FuseOps) see the
 same graph TVM's do: `scale = 1 / sqrt(var + eps)`, times gamma when `scale=True`;
@@ -77,6 +82,42 @@ def batch_norm_inference(call: Call, data_type: TensorType) -> Expr:
     return op_call("add", scaled, expand_to_axis(shift, ndim, axis))
 
 
+def normalized(data: Expr, axes: list[int], epsilon: float, dtype: str) -> Expr:
+    """(data - mean) * rsqrt(variance + epsilon), both statistics over `axes`."""
+    mean = op_call("mean", data, axis=axes, keepdims=True)
+    centred = op_call("subtract", data, mean)
+    variance = op_call("mean", op_call("multiply", centred, centred), axis=axes, keepdims=True)
+    inv_std = op_call("rsqrt", op_call("add", variance, scalar(epsilon, dtype)))
+    return op_call("multiply", centred, inv_std)
+
+
+def _scale_and_shift(out: Expr, call: Call, ndim: int, axis: int) -> Expr:
+    _, gamma, beta = call.args
+    if call.attrs["scale"]:
+        out = op_call("multiply", out, expand_to_axis(gamma, ndim, axis))
+    if call.attrs["center"]:
+        out = op_call("add", out, expand_to_axis(beta, ndim, axis))
+    return out
+
+
+def group_norm_inference(call: Call, data_type: TensorType) -> Expr:
+    ndim = data_type.ndim
+    axis = call.attrs["axis"] % ndim
+    # reshape codes: copy the leading dims, split the channel axis, keep the rest.
+    grouped = op_call("reshape", call.args[0], newshape=[0] * axis + [-4, call.attrs["num_groups"], -1, -2])
+    out = normalized(grouped, list(range(axis + 1, ndim + 1)), call.attrs["epsilon"], data_type.dtype)
+    out = op_call("reshape", out, newshape=[0] * axis + [-3, -2])
+    return _scale_and_shift(out, call, ndim, axis)
+
+
+def instance_norm_inference(call: Call, data_type: TensorType) -> Expr:
+    ndim = data_type.ndim
+    axis = call.attrs["axis"] % ndim
+    axes = [i for i in range(1, ndim) if i != axis]
+    out = normalized(call.args[0], axes, call.attrs["epsilon"], data_type.dtype)
+    return _scale_and_shift(out, call, ndim, axis)
+
+
 def layer_norm_inference(call: Call, data_type: TensorType) -> Expr:
     data, gamma, beta = call.args
     attrs = call.attrs
@@ -118,6 +159,10 @@ class _Simplifier(ExprMutator):
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
         if post.op_name == "nn.layer_norm":
             return layer_norm_inference(post, _data_type(pre.args[0], "nn.layer_norm"))
+        if post.op_name == "nn.group_norm":
+            return group_norm_inference(post, _data_type(pre.args[0], "nn.group_norm"))
+        if post.op_name == "nn.instance_norm":
+            return instance_norm_inference(post, _data_type(pre.args[0], "nn.instance_norm"))
         return post
 
 

@@ -146,7 +146,7 @@ def assert_matches(actual: np.ndarray, expected: np.ndarray, accumulates: bool, 
 
 # Ops SimplifyInference rewrites into other ops before fusion (as TVM does): they never reach
 # the loop lowering, so they are compiled through the whole pipeline instead.
-DECOMPOSED = ("nn.batch_norm", "nn.dropout", "nn.layer_norm")
+DECOMPOSED = ("nn.batch_norm", "nn.dropout", "nn.layer_norm", "nn.group_norm", "nn.instance_norm")
 
 
 def test_every_op_without_loops_is_decomposed_before_fusion() -> None:

@@ -2,7 +2,7 @@
 
 The compiler is `$CC` (split like a shell word list, so `ccache gcc` works) or `cc`. Flags are
 `DEFAULT_CFLAGS` unless the caller gives its own; `-fPIC -shared` are always added since the
-result must be a shared library, `-fopenmp` when a source has an OpenMP parallel loop, and the
+result must be a shared library, `-fwrapv` since integer overflow must wrap, `-fopenmp` when a source has an OpenMP parallel loop, and the
 math library is linked. The library is written under a temporary name and renamed into place,
 so a concurrent reader never loads a half-written file.
 
@@ -24,6 +24,9 @@ from compiler.diagnostics import CompileError
 DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
 WARNING_FLAGS: tuple[str, ...] = ("-Wall", "-Wextra")
 _REQUIRED_FOR_SHARED = ("-fPIC", "-shared")
+# Integer arithmetic wraps in the generated C as it does in TVM's LLVM code and in the numpy
+# references: without it, an int32 sum that overflows is undefined and -O3 may assume it never does.
+_REQUIRED_SEMANTICS = ("-fwrapv",)
 _OPENMP_MARK = "#pragma omp parallel"
 _MAX_ERROR_LINES = 12
 _TIMEOUT_S = 600
@@ -84,7 +87,7 @@ def compiler_command(
 ) -> list[str]:
     """The full compiler command line that builds `c_sources` into `out_path`."""
     flags = list(DEFAULT_CFLAGS if cflags is None else cflags)
-    flags += [f for f in _REQUIRED_FOR_SHARED if f not in flags]
+    flags += [f for f in (*_REQUIRED_FOR_SHARED, *_REQUIRED_SEMANTICS) if f not in flags]
     if openmp and "-fopenmp" not in flags:
         flags.append("-fopenmp")
     command = [*c_compiler(), *flags]

@@ -84,6 +84,20 @@ def test_custom_flags_still_build_a_shared_library() -> None:
     assert "-O3" not in cmd and "-O0" in cmd and "-fPIC" in cmd and "-shared" in cmd
 
 
+def test_signed_overflow_wraps_whatever_flags_are_given(tmp_path: Path) -> None:
+    # -O3 may fold `x + 1 > x` to true for signed x unless overflow is defined to wrap.
+    src = tmp_path / "wrap.c"
+    src.write_text("#include <stdint.h>\nint32_t grows(int32_t x) { return x + 1 > x; }\n")
+    assert "-fwrapv" in compiler_command([src], tmp_path / "w.so", cflags=["-O3"])
+    out = build_shared_library([src], tmp_path / "libwrap.so", cflags=["-O3"])
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef("int32_t grows(int32_t x);")
+    lib = ffi.dlopen(str(out))
+    assert lib.grows(5) == 1 and lib.grows(2**31 - 1) == 0
+
+
 def test_compile_check_reports_warnings() -> None:
     source = "int f(void) { int unused; return 0; }\n"
     warnings = compile_check(source)

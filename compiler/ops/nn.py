@@ -499,10 +499,14 @@ def _softmax_kernel(op: str, log: bool) -> Callable[..., Stmt]:
 
 
 def _softmax_domain(d: Draw) -> Sample:
-    shape = tensor_shape(d, min_rank=1)
+    shape = tensor_shape(d, min_rank=1, empty=True)
+    axis = d.axis(len(shape))
+    # Other dims may be empty, the normalized one not: its maximum would not exist.
+    at = axis % len(shape)
+    shape = shape[:at] + (max(shape[at], 1),) + shape[at + 1 :]
     spread = d.choice((2.0, 10.0, 50.0))
     data = TensorType(shape, d.dtype(FLOAT_CHOICES))
-    return Sample((data,), {"axis": d.axis(len(shape))}, low=-spread, high=spread)
+    return Sample((data,), {"axis": axis}, low=-spread, high=spread)
 
 
 register(

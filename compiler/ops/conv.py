@@ -150,7 +150,8 @@ def _conv2d_domain(d: Draw) -> Sample:
     optional channels / kernel_size attrs given or not."""
     groups = d.choice((1, 1, 2, 3))
     per_group_in = d.choice((1, 1, 2, 3)) if groups > 1 else d.integer(1, 4)
-    out_channels = groups * d.integer(1, 2)
+    # Per group: few output channels (a direct loop nest) or a vector's lanes and more (gemm).
+    out_channels = groups * d.choice((1, 2, 1, 2, 8, 9, 17, 33))
     kernel = [d.integer(1, 3), d.integer(1, 3)]
     attrs: dict[str, object] = {
         "strides": window_pair(d, 1, 3),

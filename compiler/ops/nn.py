@@ -317,11 +317,23 @@ def _matmul_inputs(d: Draw, dtype: str, a: Sequence[int], b: Sequence[int]) -> t
     return numeric_input(d, a, dtype, wide=False), numeric_input(d, b, dtype, wide=False)
 
 
+def gemm_extent(d: Draw, low: int = 1) -> int:
+    """A matrix extent for the product kernels: mostly small, sometimes past one register tile
+    (6 rows, 8 float32 lanes) or long enough for the lane-wise dot products (16 float32 lanes,
+    64 int8 lanes) that the kernels switch to."""
+    form = d.integer(0, 5)
+    if form < 3:
+        return d.integer(low, 6)
+    if form < 5:
+        return d.integer(7, 20)
+    return d.choice((33, 65))
+
+
 def _dense_domain(d: Draw) -> Sample:
     dtype, out_dtype = _matmul_dtypes(d)
-    data = tensor_shape(d, min_rank=1, max_rank=3, max_dim=6, empty=True)
-    n = d.integer(1, 6)
-    weight = (n, data[-1])
+    k, n = gemm_extent(d, low=0), gemm_extent(d)
+    data = tensor_shape(d, min_rank=0, max_rank=2, max_dim=4, empty=True) + (k,)
+    weight = (n, k)
     units = d.choice((None, n))
     return Sample(_matmul_inputs(d, dtype, data, weight), {"units": units, "out_dtype": out_dtype})
 
@@ -329,9 +341,12 @@ def _dense_domain(d: Draw) -> Sample:
 def _matmul_domain(d: Draw) -> Sample:
     dtype, out_dtype = _matmul_dtypes(d)
     transpose_a, transpose_b = d.boolean(), d.boolean()
-    data = tensor_shape(d, min_rank=2 if transpose_a else 1, max_rank=3, max_dim=6, empty=True)
-    k = data[-2] if transpose_a else data[-1]
-    n = d.integer(1, 6)
+    m, k, n = gemm_extent(d, low=0), gemm_extent(d, low=0), gemm_extent(d)
+    lead = tensor_shape(d, min_rank=0, max_rank=1, max_dim=3)
+    if transpose_a:
+        data = lead + (k, m)
+    else:
+        data = (lead + (m, k)) if d.boolean() else (k,)  # 1-D data is a single row
     weight = (n, k) if transpose_b else (k, n)
     attrs = {
         "units": d.choice((None, n)),
@@ -431,7 +446,7 @@ def _batch_matmul_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 def _batch_matmul_domain(d: Draw) -> Sample:
     dtype, out_dtype = _matmul_dtypes(d)
     transpose_a, transpose_b = d.boolean(), d.boolean()
-    batch, m, k, n = d.integer(1, 3), d.integer(0, 5), d.integer(0, 5), d.integer(1, 5)
+    batch, m, k, n = d.integer(1, 3), gemm_extent(d, low=0), gemm_extent(d, low=0), gemm_extent(d)
     # Either batch may be 1 and broadcast against the other.
     batches = d.choice(((batch, batch), (1, batch), (batch, 1)))
     x = (batches[0], k, m) if transpose_a else (batches[0], m, k)
@@ -496,10 +511,14 @@ def _softmax_kernel(op: str, log: bool) -> Callable[..., Stmt]:
 
 
 def _softmax_domain(d: Draw) -> Sample:
-    shape = tensor_shape(d, min_rank=1)
+    shape = tensor_shape(d, min_rank=1, empty=True)
+    axis = d.axis(len(shape))
+    # Other dims may be empty, the normalized one not: its maximum would not exist.
+    at = axis % len(shape)
+    shape = shape[:at] + (max(shape[at], 1),) + shape[at + 1 :]
     spread = d.choice((2.0, 10.0, 50.0))
     data = TensorType(shape, d.dtype(FLOAT_CHOICES))
-    return Sample((data,), {"axis": d.axis(len(shape))}, low=-spread, high=spread)
+    return Sample((data,), {"axis": axis}, low=-spread, high=spread)
 
 
 register(

@@ -197,7 +197,10 @@ def reduction_domain(
 
     def draw(d: Draw) -> Sample:
         dtype = kind_dtype(d, kinds)
-        shape = tensor_shape(d, max_rank=3 if product else 4, max_dim=3 if product else 5, empty=empty)
+        # TVM's argmax/argmin type relation rejects a scalar (our type relation accepts it).
+        shape = tensor_shape(
+            d, min_rank=1 if arg else 0, max_rank=3 if product else 4, max_dim=3 if product else 5, empty=empty
+        )
         attrs: dict[str, object] = {"axis": reduce_axis_attr(d, len(shape))}
         attrs["keepdims"] = d.boolean()
         attrs["exclude"] = d.boolean()

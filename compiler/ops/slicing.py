@@ -151,14 +151,13 @@ def _strided_slice_domain(d: Draw) -> Sample:
     else:
         sliced = list(range(d.integer(1, ndim)))
     mode = d.choice(("end", "end", "size"))
-    # Strides may be left out, or be shorter than begin (the rest are 1); size mode ignores them.
+    # Without axes, strides may be shorter than begin (the rest are 1). TVM requires them
+    # (not None), and one per axis when axes are given. Size mode ignores them.
     strides = [d.choice((1, 1, 2, 3, 7, -1, -2, -7)) for _ in sliced]
-    given: list[int] | None = strides[: d.integer(0, len(strides))] if mode == "end" else list(strides)
-    if mode == "end" and not given and d.boolean():
-        given = None
+    given = strides[: d.integer(0, len(strides))] if mode == "end" and axes is None else strides
     begin, end = [], []
     for k, ax in enumerate(sliced):
-        stride = given[k] if mode == "end" and given and k < len(given) else 1
+        stride = given[k] if mode == "end" and k < len(given) else 1
         extent = shape[ax]
         if mode == "size":
             begin.append(d.integer(0, extent))

@@ -492,7 +492,7 @@ def _layout_transform_compute(
 
 
 _PLAIN_LAYOUTS = ("NCHW", "NHWC", "CHWN", "HWCN", "NCWH")
-_BLOCKED_LAYOUTS = ("NCHW{}c", "NHWC{}c", "NCHW{}h", "NCH{}wW")
+_BLOCKED_LAYOUTS = ("NCHW{}c", "NHWC{}c", "NCHW{}h", "NCHW{}w")
 
 
 def _layout_transform_domain(d: Draw) -> Sample:

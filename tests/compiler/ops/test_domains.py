@@ -29,7 +29,14 @@ from compiler.tir.stmt import PrimFunc
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.ops.samples import materialize, sample_rng
 from tests.compiler.ops.strategies import HypothesisDraw
-from tests.compiler.ops.test_lowering import constant_args, flatten, has_loops, primitive_call, runtime_inputs
+from tests.compiler.ops.test_lowering import (
+    DECOMPOSED,
+    constant_args,
+    flatten,
+    has_loops,
+    primitive_call,
+    runtime_inputs,
+)
 from tests.compiler.ops.test_registry import check_sample
 
 ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
@@ -89,6 +96,20 @@ def test_domain_check_fails_for_an_operator_without_a_domain() -> None:
     bare = OpDef("test.bare", 1, lambda types, attrs: types[0], OpPattern.ELEMWISE, lambda a, attrs: a[0])
     with pytest.raises(AssertionError, match="declares no domain"):
         check_declares_domain(bare)
+
+
+class _Bounds:
+    low, high = -3, 4
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_hypothesis_draw_keeps_to_inclusive_bounds_and_options(data: st.DataObject) -> None:
+    d = HypothesisDraw(data)
+    assert _Bounds.low <= d.integer(_Bounds.low, _Bounds.high) <= _Bounds.high
+    assert d.choice(("a", "b")) in ("a", "b")
+    shape = d.shape(1, 3, 2, 4)
+    assert 1 <= len(shape) <= 3 and all(2 <= n <= 4 for n in shape)
 
 
 # --- drawn calls against the type relation --------------------------------------------------------
@@ -212,3 +233,39 @@ def test_compiled_draw_check_reports_a_wrong_result() -> None:
     domain = Domain(draw=lambda d: Sample(()))
     problem = _mismatch(np.array([1.0, 2.0], "float32"), np.array([1.0, 2.5], "float32"), domain)
     assert problem is not None and "first at (1,)" in problem
+
+
+# Ops without loops of their own (SimplifyInference decomposes them) go through the pipeline.
+PIPELINE_DRAWS = 2
+
+
+@pytest.mark.parametrize(
+    ("op", "k"),
+    [
+        pytest.param(op, k, id=f"{op.name}-{k}")
+        for op in DOMAIN_OPS
+        if op.name in DECOMPOSED
+        for k in range(PIPELINE_DRAWS)
+    ],
+)
+def test_drawn_calls_of_decomposed_ops_compile_through_the_pipeline(op: OpDef, k: int, tmp_path: Path) -> None:
+    from compiler.driver import export, lower
+    from compiler.ir.expr import Call, Function, Op, TupleGetItem, Var
+    from compiler.ir.module import IRModule
+    from compiler.ir.types import TupleType
+    from compiler.passes.infer_type import infer_expr
+    from compiler.runtime.module import CompiledModule
+
+    assert op.domain is not None
+    sample = draw(op, k)
+    values, types = _draw_values(op, k, sample)
+    params = [Var(f"p{i}", ty) for i, ty in enumerate(types)]
+    attrs = op.make_attrs(sample.attrs)
+    call = Call(Op.get(op.name), tuple(params), attrs)
+    infer_expr(Function(tuple(params), call))
+    body = TupleGetItem(call, 0) if isinstance(call.checked_type, TupleType) else call
+    export(lower(IRModule.from_expr(Function(tuple(params), body))), tmp_path, "")
+    result = CompiledModule(tmp_path).run({f"p{i}": v for i, v in enumerate(values)})
+    expected = next(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # the first output
+    problem = _mismatch(np.asarray(result.outputs[0]), expected, op.domain)
+    assert problem is None, f"{describe(op, k, sample)}\noutput 0: {problem}"

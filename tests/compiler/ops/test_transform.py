@@ -3,6 +3,8 @@ broadcast_to, layout_transform, concatenate, stack, split."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -259,3 +261,29 @@ def test_transform_patterns_follow_tvm() -> None:
     injective = ["reshape", "transpose", "squeeze", "concatenate", "split", "layout_transform", "stack"]
     assert all(ops.get(name).pattern is OpPattern.INJECTIVE for name in injective)
     assert ops.get("broadcast_to").pattern is OpPattern.BROADCAST
+
+
+@pytest.mark.xfail(
+    reason="gcc 12.2 -O3 with AVX2 miscompiles the if-converted loads of this loop nest",
+    strict=False,
+)
+def test_concatenate_of_two_column_tensors_along_axis_0_compiles_correctly(tmp_path: Path) -> None:
+    """Found by the domain draws. The generated C is right:
+
+        for (ax0 = 0; ax0 < 5; ++ax0) for (ax1 = 0; ax1 < 2; ++ax1)
+          out[ax0 * 2 + ax1] = (ax0 < 2) ? p0[ax0 * 2 + ax1] : p1[(ax0 - 2) * 2 + ax1];
+
+    but gcc 12.2 at -O3 -mavx2 (or -march=native on an AVX2 machine) returns 0 for rows 2 and 3;
+    -fno-tree-loop-if-convert or -fno-tree-loop-vectorize give the right answer. Inner extents
+    other than 2 were not affected in the draws."""
+    from compiler.backend.lower_primitive import lower_primitive
+    from tests.compiler.backend.prim_library import build_prim_library
+    from tests.compiler.ops.test_lowering import primitive_call
+
+    op = ops.get("concatenate")
+    a = np.arange(4, dtype="int32").reshape(2, 2) + 1
+    b = np.arange(6, dtype="int32").reshape(3, 2) + 10
+    types: list[Type] = [TupleType((TensorType((2, 2), "int32"), TensorType((3, 2), "int32")))]
+    func = lower_primitive(primitive_call(op, types, op.make_attrs({"axis": 0})), "concat_columns")
+    library = build_prim_library([func], tmp_path)
+    np.testing.assert_array_equal(library.run("concat_columns", [a, b])[0], np.concatenate([a, b]))

@@ -159,9 +159,14 @@ COMPILED_OPS = [op for op in DOMAIN_OPS if has_loops(op)]
 
 @pytest.fixture(scope="session")
 def compiled_draws(tmp_path_factory: pytest.TempPathFactory) -> CompiledDraws:
+    return build_draws(COMPILED_OPS, Path(tmp_path_factory.mktemp("op_domains")))
+
+
+def build_draws(selected: list[OpDef], directory: Path) -> CompiledDraws:
+    """The seeded draws of `selected` ops lowered and built into one library."""
     funcs: list[PrimFunc] = []
     errors: dict[str, Exception] = {}
-    for op in COMPILED_OPS:
+    for op in selected:
         for k in range(COMPILED_DRAWS):
             name = _compiled_name(op, k)
             sample = draw(op, k)
@@ -171,7 +176,7 @@ def compiled_draws(tmp_path_factory: pytest.TempPathFactory) -> CompiledDraws:
                 funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the op's own test
                 errors[name] = err
-    library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_domains")), "draws")
+    library = build_prim_library(funcs, directory, "draws")
     return CompiledDraws(library, errors)
 
 
@@ -269,3 +274,35 @@ def test_drawn_calls_of_decomposed_ops_compile_through_the_pipeline(op: OpDef, k
     expected = next(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # the first output
     problem = _mismatch(np.asarray(result.outputs[0]), expected, op.domain)
     assert problem is None, f"{describe(op, k, sample)}\noutput 0: {problem}"
+
+
+def test_a_subtly_wrong_loop_body_fails_the_ops_property_test(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The harness itself: tanh's loop body made 0.1% too large (in a temporary copy of its
+    registry entry) must fail its compiled draws, while the real tanh passes them."""
+    import dataclasses
+
+    from compiler.ops import registry
+    from compiler.ops.elemwise import elementwise_compute
+    from compiler.tir.expr import Const, intrin
+
+    real = ops.get("tanh")
+    broken = dataclasses.replace(
+        real, compute=elementwise_compute(lambda x: intrin("tanh", x) * Const(1.001, x.dtype))
+    )
+    monkeypatch.setitem(registry._REGISTRY, "tanh", broken)
+    compiled = build_draws([broken], tmp_path)
+    failed = 0
+    for k in range(COMPILED_DRAWS):
+        try:
+            check_compiled_draw(broken, k, compiled)
+        except AssertionError as err:
+            assert "elements differ" in str(err)
+            failed += 1
+    assert failed > 0
+    monkeypatch.setitem(registry._REGISTRY, "tanh", real)
+    (tmp_path / "real").mkdir()
+    good = build_draws([real], tmp_path / "real")
+    for k in range(COMPILED_DRAWS):
+        check_compiled_draw(real, k, good)

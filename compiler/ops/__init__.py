@@ -19,3 +19,4 @@ from compiler.ops import elemwise, broadcast, nn, reduce, transform  # noqa: E40
 from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401  isort:skip
 from compiler.ops import call  # noqa: E402,F401  isort:skip
 from compiler.ops import annotation  # noqa: E402,F401  isort:skip
+from compiler.ops import image  # noqa: E402,F401  isort:skip

@@ -111,6 +111,10 @@ class _NumpyOps:
     def abs(x: np.ndarray) -> np.ndarray:
         return np.abs(x)
 
+    @staticmethod
+    def eq(a: object, b: object) -> np.ndarray:
+        return np.equal(a, b)
+
 
 class _LoopOps:
     """Builds the same formula as loop-IR expressions (the compiled code)."""
@@ -167,6 +171,10 @@ class _LoopOps:
     @staticmethod
     def abs(x: te.PrimExpr) -> te.PrimExpr:
         return te.intrin("fabs", x)
+
+    @staticmethod
+    def eq(a: te.ExprLike, b: te.ExprLike) -> te.PrimExpr:
+        return te.eq(a, b)  # (PrimExpr's own == is identity)
 
 
 Ops = type[_NumpyOps] | type[_LoopOps]
@@ -510,6 +518,396 @@ for _k, _layout in ((1, "NCW"), (2, "NCHW"), (3, "NCDHW")):
             compute=_resize_compute(_name, _k),
             attrs=_resize_attrs(_layout),
             samples=_resize_samples(_k),
-            domain=Domain(_resize_domain(_k)),
+            domain=Domain(_resize_domain(_k), ulps=32.0),
         )
     )
+
+
+# --- crop_and_resize --------------------------------------------------------------------------
+
+
+def _crop_value(
+    ops: Ops, load: Load, box: Callable[[object, int], object], box_index: object, b: object, c: object,
+    outs: Sequence[object], sizes: Sequence[int], targets: Sequence[int], attrs: Attrs,
+) -> object:
+    """The float64 value of crop `b` at (c, y, x): TVM's crop-box coordinates, rounding halves
+    away from zero for nearest_neighbor, `extrapolation_value` outside the image."""
+    y1, x1, y2, x2 = (ops.f64(box(b, k)) for k in range(4))
+    coords = []
+    for o, s, t, start, end in zip(outs, sizes, targets, (y1, x1), (y2, x2)):
+        if t > 1:
+            # (end - start) and the integer product are exact, so only the division rounds.
+            coords.append(start * float(s - 1) + (end - start) * ops.f64(o * (s - 1)) / float(t - 1))  # type: ignore[operator]
+        else:
+            coords.append((start + end) * (0.5 * (s - 1)))  # type: ignore[operator]  # the box centre
+    if attrs["method"] == "nearest_neighbor":
+        index = tuple(_clamp(ops, ops.to_int(ops.round(x)), s) for x, s in zip(coords, sizes))
+        value = ops.f64(load((box_index, c) + index))
+    else:
+        taps = []
+        for x, s in zip(coords, sizes):
+            fl = ops.floor(x)
+            base, frac = ops.to_int(fl), x - fl  # type: ignore[operator]
+            taps.append([(_clamp(ops, base, s), 1.0 - frac), (_clamp(ops, base + 1, s), frac)])  # type: ignore[operator]
+        terms = []
+        for combo in np.ndindex(2, 2):
+            (iy, wy), (ix, wx) = taps[0][combo[0]], taps[1][combo[1]]
+            terms.append(ops.f64(load((box_index, c, iy, ix))) * wy * wx)  # type: ignore[operator]
+        value = _sum(terms)
+    outside = None
+    for x, s in zip(coords, sizes):
+        bad = ops.either(x < 0.0, x > float(s - 1))  # type: ignore[operator]
+        outside = bad if outside is None else ops.either(outside, bad)
+    return ops.where(outside, ops.f64(attrs["extrapolation_value"]), value)
+
+
+def _crop_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "image.crop_and_resize"
+    check_arity(types, 3, op)
+    data, boxes, indices = (tensor_arg(types, i, op) for i in range(3))
+    if data.ndim != 4:
+        raise TypeRelationError(f"{op} expects 4-D data, got {data}")
+    _numeric(op, data, "data")
+    positions = plain_positions(attrs["layout"], "NCHW", op, "layout")
+    if boxes.ndim != 2 or boxes.shape[1] not in (4, ANY) or not boxes.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float boxes of shape (num_boxes, 4), got {boxes}")
+    if indices.ndim != 1 or not indices.dtype.startswith(("int", "uint")):
+        raise TypeRelationError(f"{op} expects integer box_indices of shape (num_boxes,), got {indices}")
+    num = boxes.shape[0] if boxes.shape[0] is not ANY else indices.shape[0]
+    if ANY not in (boxes.shape[0], indices.shape[0]) and boxes.shape[0] != indices.shape[0]:
+        raise TypeRelationError(f"{op}: boxes {boxes} and box_indices {indices} disagree on the number of boxes")
+    crop = _sizes(op, attrs["crop_size"], "crop_size", 2)
+    _check_choice(op, attrs, "method", ("bilinear", "nearest_neighbor"))
+    c = to_canonical(data.shape, positions)[1]
+    return TensorType(from_canonical((num, c) + crop, positions), result_dtype(attrs, data, op))
+
+
+def _crop_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, boxes, indices = a
+    out_ty = _crop_rel([TensorType(x.shape, str(x.dtype)) for x in a], attrs)
+    assert isinstance(out_ty, TensorType)
+    positions = plain_positions(attrs["layout"], "NCHW", "image.crop_and_resize", "layout")
+    x = np.transpose(data, positions)
+    crop = tuple(attrs["crop_size"])
+    grid = np.indices((boxes.shape[0], x.shape[1]) + crop)
+    box_index = np.clip(indices.astype(np.int64), 0, x.shape[0] - 1)[grid[0]]
+    value = _crop_value(
+        _NumpyOps, lambda idx: x[idx], lambda b, k: boxes[b, k], box_index, grid[0], grid[1],
+        tuple(grid[2:]), x.shape[2:], crop, attrs,
+    )
+    return np.transpose(np.asarray(value).astype(out_ty.dtype), np.argsort(positions))
+
+
+def _crop_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
+    data, boxes, indices = inputs
+    assert isinstance(out_type, TensorType)
+    positions = plain_positions(attrs["layout"], "NCHW", "image.crop_and_resize", "layout")
+    dims = to_canonical(static_dims(data.shape, "image.crop_and_resize"), positions)
+    b, c, y, x = to_canonical(tuple(idx), positions)
+    box_index = _clamp(_LoopOps, te.cast("int32", indices[b]), dims[0])
+
+    def load(index: tuple[object, ...]) -> te.PrimExpr:
+        return data[place(index, positions)]  # type: ignore[arg-type]  # PrimExprs
+
+    value = _crop_value(
+        _LoopOps, load, lambda bb, k: boxes[bb, k], box_index, b, c, (y, x), dims[2:],
+        tuple(attrs["crop_size"]), attrs,
+    )
+    return te.cast(out_type.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
+
+
+def _crop_domain(d: Draw) -> Sample:
+    method = d.choice(("bilinear", "nearest_neighbor"))
+    dtype = d.dtype(("float32", "float64", "float16") if method == "bilinear" else ("float32", "int32", "uint8"))
+    n, c, h, w = d.integer(1, 3), d.integer(1, 3), d.integer(1, 6), d.integer(1, 6)
+    layout = d.choice(("NCHW", "NHWC"))
+    shape = (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+    num = d.integer(1, 4)
+    rng = np.random.default_rng(d.integer(0, 1 << 30))
+    # Box corners on a 1/8 grid from -0.25 to 1.25: inside, on the border and outside the image.
+    boxes = (rng.integers(-2, 11, (num, 4)) / 8.0).astype(d.choice(("float32", "float64")))
+    indices = rng.integers(0, n, num).astype("int32")
+    crop = [d.choice((1, 2, 3, d.integer(1, 7))) for _ in range(2)]
+    extrapolation = d.choice((0.0, 2.5) if dtype == "uint8" else (0.0, -1.0, 2.5))
+    attrs = {"crop_size": crop, "layout": layout, "method": method, "extrapolation_value": extrapolation}
+    return Sample((TensorType(shape, dtype), boxes, indices), attrs, int_high=100)
+
+
+_CROP_BOXES = np.array([[0.0, 0.0, 1.0, 1.0], [-0.25, 0.1, 0.6, 1.2], [0.5, 0.75, 0.25, 0.0]], dtype=F32)
+
+register(
+    OpDef(
+        name="image.crop_and_resize",
+        num_inputs=3,
+        type_rel=_crop_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_crop_reference,
+        compute=_crop_compute,
+        attrs=(
+            AttrSpec("crop_size", "ints", REQUIRED),
+            AttrSpec("layout", "str", "NCHW"),
+            AttrSpec("method", "str", "bilinear"),
+            AttrSpec("extrapolation_value", "float", 0.0),
+            AttrSpec("out_dtype", "dtype", ""),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 5, 6), F32), _CROP_BOXES, np.array([0, 1, 1], dtype="int32")),
+                   {"crop_size": [4, 3]}),
+            Sample((TensorType((2, 5, 6, 3), F32), _CROP_BOXES, np.array([1, 0, 1], dtype="int32")),
+                   {"crop_size": [1, 5], "layout": "NHWC", "method": "nearest_neighbor",
+                    "extrapolation_value": -1.0}),
+            Sample((TensorType((1, 2, 4, 4), "uint8"), _CROP_BOXES.astype("float64"), np.zeros(3, "int32")),
+                   {"crop_size": [3, 3], "method": "nearest_neighbor", "extrapolation_value": 7.0}, int_high=255),
+            Sample((TensorType((1, 2, 4, 4), "float16"), _CROP_BOXES, np.zeros(3, "int64")),
+                   {"crop_size": [2, 2], "out_dtype": "float32"}),
+        ),
+        domain=Domain(_crop_domain),
+    )
+)
+
+
+# --- grid_sample and affine_grid ------------------------------------------------------------------
+
+
+def _unnormalize(ops: Ops, g: object, size: int, align_corners: bool) -> object:
+    """A grid value in [-1, 1] as a pixel coordinate (TVM's formulas, exact for float32 grids)."""
+    if align_corners:
+        return (ops.f64(g) + 1.0) * float(size - 1) / 2.0  # type: ignore[operator]
+    return (ops.f64(g) + 1.0) * float(size) / 2.0 - 0.5  # type: ignore[operator]
+
+
+def _reflect(ops: Ops, x: object, size: int, align_corners: bool) -> object:
+    """Fold a coordinate back into the image by reflecting at its borders, as TVM does."""
+    span, corner = (size - 1, 0.0) if align_corners else (size, -0.5)
+    if span == 0:
+        return x * 0.0  # type: ignore[operator]  # a one-pixel image (TVM would divide by zero)
+    distance = ops.abs(x - corner)  # type: ignore[operator]
+    times = ops.to_int(distance) // span
+    extra = distance - ops.f64(times * span)
+    folded = ops.where(ops.eq(times % 2, 0), extra + corner, (float(span) + corner) - extra)
+    inside = ops.both(x >= corner, x <= float(span) + corner)  # type: ignore[operator]
+    return ops.where(inside, x, folded)
+
+
+def _clip(ops: Ops, x: object, size: int) -> object:
+    return ops.minimum(ops.maximum(x, 0.0), float(size - 1))
+
+
+def _bicubic_weights(f: object) -> list[object]:
+    a = -0.75  # PyTorch's (and TVM's) bicubic coefficient
+
+    def near(t: object) -> object:
+        return (t * (a + 2) - (a + 3)) * t * t + 1.0  # type: ignore[operator]
+
+    def far(t: object) -> object:
+        return ((t * a - 5 * a) * t + 8 * a) * t - 4 * a  # type: ignore[operator]
+
+    return [far(f + 1.0), near(f), near(1.0 - f), far(2.0 - f)]  # type: ignore[operator]
+
+
+def _grid_value(
+    ops: Ops, load: Load, gload: Callable[[int], object], n: object, c: object, sizes: Sequence[int], attrs: Attrs,
+) -> object:
+    """The float64 value of grid_sample's output element whose grid entries `gload(k)` holds
+    (k = 0 for x, 1 for y, 2 for z); `sizes` are the input's spatial sizes (D,) H, W."""
+    k = len(sizes)
+    method, padding, align = attrs["method"], attrs["padding_mode"], attrs["align_corners"]
+    coords = [_unnormalize(ops, gload(k - 1 - axis), s, align) for axis, s in enumerate(sizes)]
+
+    def pixel(index: Sequence[object]) -> object:
+        inside = None
+        for i, s in zip(index, sizes):
+            ok = ops.both(i >= 0, i < s)  # type: ignore[operator]
+            inside = ok if inside is None else ops.both(inside, ok)
+        clamped = tuple(_clamp(ops, i, s) for i, s in zip(index, sizes))
+        return ops.where(inside, ops.f64(load((n, c) + clamped)), 0.0)
+
+    if method == "bicubic":
+        taps = []
+        for x, s in zip(coords, sizes):
+            fl = ops.floor(x)
+            base, frac = ops.to_int(fl), x - fl  # type: ignore[operator]
+            indices = []
+            for i in range(4):
+                index = base + (i - 1)  # type: ignore[operator]
+                if padding == "reflection":
+                    index = ops.to_int(_clip(ops, _reflect(ops, ops.f64(index), s, align), s))
+                elif padding == "border":
+                    index = _clamp(ops, index, s)
+                indices.append(index)
+            taps.append(list(zip(indices, _bicubic_weights(frac))))
+        rows = [_sum([pixel((iy, ix)) * wx for ix, wx in taps[1]]) for iy, _ in taps[0]]  # type: ignore[operator]
+        return _sum([r * wy for r, (_, wy) in zip(rows, taps[0])])  # type: ignore[operator]
+    if padding == "reflection":
+        coords = [_clip(ops, _reflect(ops, x, s, align), s) for x, s in zip(coords, sizes)]
+    elif padding == "border":
+        coords = [_clip(ops, x, s) for x, s in zip(coords, sizes)]
+    if method == "nearest":
+        return pixel(tuple(ops.to_int(ops.nearbyint(x)) for x in coords))
+    corners = []
+    for x in coords:
+        base = ops.to_int(ops.floor(x))
+        frac = x - ops.f64(base)  # type: ignore[operator]
+        corners.append([(base, 1.0 - frac), (base + 1, frac)])  # type: ignore[operator]
+    terms = []
+    for combo in np.ndindex(*(2,) * k):
+        chosen = [corners[axis][j] for axis, j in enumerate(combo)]
+        terms.append(_product([pixel(tuple(i for i, _ in chosen))] + [w for _, w in chosen]))
+    return _sum(terms)
+
+
+def _grid_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "image.grid_sample"
+    check_arity(types, 2, op)
+    data, grid = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    if data.ndim not in (4, 5):
+        raise TypeRelationError(f"{op} expects 4-D or 5-D data, got {data}")
+    k = data.ndim - 2
+    expected_layout = "NCHW" if k == 2 else "NCDHW"
+    if attrs["layout"] != expected_layout:
+        raise TypeRelationError(f"{op}: unsupported layout {attrs['layout']!r} for {data}; expected {expected_layout!r}")
+    if not data.dtype.startswith("float") or not grid.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float data and grid, got {data} and {grid}")
+    if grid.ndim != data.ndim or grid.shape[1] not in (k, ANY):
+        raise TypeRelationError(f"{op}: grid must have shape (N, {k}, ...) for {data}, got {grid}")
+    if ANY not in (data.shape[0], grid.shape[0]) and data.shape[0] != grid.shape[0]:
+        raise TypeRelationError(f"{op}: data {data} and grid {grid} disagree on the batch")
+    _check_choice(op, attrs, "method", ("bilinear", "nearest", "bicubic") if k == 2 else ("bilinear", "nearest"))
+    _check_choice(op, attrs, "padding_mode", ("zeros", "border", "reflection"))
+    batch = data.shape[0] if data.shape[0] is not ANY else grid.shape[0]
+    return TensorType((batch, data.shape[1]) + tuple(grid.shape[2:]), data.dtype)
+
+
+def _grid_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, grid = a
+    out_ty = _grid_rel([TensorType(x.shape, str(x.dtype)) for x in a], attrs)
+    assert isinstance(out_ty, TensorType)
+    index = np.indices((data.shape[0], data.shape[1]) + grid.shape[2:])
+    n, c, spatial = index[0], index[1], tuple(index[2:])
+    value = _grid_value(
+        _NumpyOps, lambda idx: data[idx], lambda k: grid[(n, k) + spatial], n, c, data.shape[2:], attrs
+    )
+    return np.asarray(value).astype(out_ty.dtype)
+
+
+def _grid_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
+    data, grid = inputs
+    assert isinstance(out_type, TensorType)
+    sizes = static_dims(data.shape, "image.grid_sample")[2:]
+    n, c, spatial = idx[0], idx[1], tuple(idx[2:])
+    value = _grid_value(
+        _LoopOps, lambda i: data[tuple(i)], lambda k: grid[(n, k) + spatial], n, c, sizes, attrs,
+    )
+    return te.cast(out_type.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
+
+
+def _grid_domain(d: Draw) -> Sample:
+    k = d.choice((2, 2, 3))
+    method = d.choice(("bilinear", "nearest", "bicubic") if k == 2 else ("bilinear", "nearest"))
+    n, c = d.integer(1, 2), d.integer(1, 3)
+    sizes = tuple(d.integer(1, 5) for _ in range(k))
+    out = tuple(d.integer(1, 5) for _ in range(k))
+    dtype = d.dtype(("float32", "float32", "float64", "float16"))
+    attrs = {
+        "method": method, "layout": "NCHW" if k == 2 else "NCDHW",
+        "padding_mode": d.choice(("zeros", "border", "reflection")), "align_corners": d.boolean(),
+    }
+    # Grid values reach past [-1, 1] so that padding and reflection (several times) happen.
+    spread = d.choice((1.0, 1.5, 4.0))
+    return Sample((TensorType((n, c) + sizes, dtype), TensorType((n, k) + out, dtype)), attrs,
+                  low=-spread, high=spread)
+
+
+register(
+    OpDef(
+        name="image.grid_sample",
+        num_inputs=2,
+        type_rel=_grid_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_grid_reference,
+        compute=_grid_compute,
+        attrs=(
+            AttrSpec("method", "str", "bilinear"),
+            AttrSpec("layout", "str", "NCHW"),
+            AttrSpec("padding_mode", "str", "zeros"),
+            AttrSpec("align_corners", "bool", True),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 4, 5), F32), TensorType((2, 2, 3, 6), F32)), {}, low=-1.3, high=1.3),
+            Sample((TensorType((1, 2, 4, 5), F32), TensorType((1, 2, 5, 3), F32)),
+                   {"method": "nearest", "padding_mode": "border", "align_corners": False}, low=-1.3, high=1.3),
+            Sample((TensorType((1, 2, 4, 5), "float64"), TensorType((1, 2, 4, 4), "float64")),
+                   {"method": "bicubic", "padding_mode": "reflection"}, low=-3.0, high=3.0),
+            Sample((TensorType((1, 2, 4, 5), F32), TensorType((1, 2, 4, 4), F32)),
+                   {"method": "bicubic", "padding_mode": "reflection", "align_corners": False}, low=-3.0, high=3.0),
+            Sample((TensorType((1, 2, 3, 4, 5), F32), TensorType((1, 3, 2, 3, 4), F32)),
+                   {"layout": "NCDHW", "padding_mode": "reflection", "align_corners": False}, low=-2.5, high=2.5),
+            Sample((TensorType((1, 1, 3, 4, 2), "float16"), TensorType((1, 3, 2, 2, 2), "float16")),
+                   {"layout": "NCDHW", "method": "nearest"}, low=-1.2, high=1.2),
+        ),
+        domain=Domain(_grid_domain, ulps=64.0),
+    )
+)
+
+
+def _affine_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "image.affine_grid"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    if data.ndim != 3 or data.shape[1] not in (2, ANY) or data.shape[2] not in (3, ANY):
+        raise TypeRelationError(f"{op} expects affine matrices of shape (N, 2, 3), got {data}")
+    if not data.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float matrices, got {data}")
+    target = attrs["target_shape"]
+    if target is None or len(target) != 2 or any(t <= 1 for t in target):
+        raise TypeRelationError(f"{op}: target_shape must be 2 sizes greater than 1, got {target!r}")
+    return TensorType((data.shape[0], 2) + tuple(target), data.dtype)
+
+
+def _affine_value(ops: Ops, theta: Callable[[int], object], i: object, j: object, target: Sequence[int], dtype: str) -> object:
+    """TVM's align_corners grid: steps of (2 - 1e-7)/(size - 1) (as constants of the data dtype)
+    from -1, then theta @ (x, y, 1)."""
+    y_step, x_step = (float(np.asarray((2.0 - 1e-7) / (t - 1), dtype=dtype)) for t in target)
+    y = ops.f64(i) * y_step - 1.0  # type: ignore[operator]
+    x = ops.f64(j) * x_step - 1.0  # type: ignore[operator]
+    return ops.f64(theta(0)) * x + ops.f64(theta(1)) * y + ops.f64(theta(2))  # type: ignore[operator]
+
+
+def _affine_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    (data,) = a
+    target = tuple(attrs["target_shape"])
+    n, dim, i, j = np.indices((data.shape[0], 2) + target)
+    value = _affine_value(_NumpyOps, lambda k: data[n, dim, k], i, j, target, str(data.dtype))
+    return np.asarray(value).astype(data.dtype)
+
+
+def _affine_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
+    (data,) = inputs
+    n, dim, i, j = idx
+    value = _affine_value(_LoopOps, lambda k: data[n, dim, k], i, j, tuple(attrs["target_shape"]), data.dtype)
+    return te.cast(data.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
+
+
+def _affine_domain(d: Draw) -> Sample:
+    target = [d.choice((2, 3, d.integer(2, 8))) for _ in range(2)]
+    dtype = d.dtype(("float32", "float32", "float64", "float16"))
+    return Sample((TensorType((d.integer(1, 3), 2, 3), dtype),), {"target_shape": target})
+
+
+register(
+    OpDef(
+        name="image.affine_grid",
+        num_inputs=1,
+        type_rel=_affine_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_affine_reference,
+        compute=_affine_compute,
+        attrs=(AttrSpec("target_shape", "ints", REQUIRED),),
+        samples=(
+            Sample((TensorType((2, 2, 3), F32),), {"target_shape": [4, 5]}),
+            Sample((TensorType((1, 2, 3), "float64"),), {"target_shape": [2, 7]}),
+            Sample((TensorType((1, 2, 3), "float16"),), {"target_shape": [3, 3]}),
+        ),
+        domain=Domain(_affine_domain),
+    )
+)

@@ -235,3 +235,161 @@ def test_resize_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> No
     x = np.random.default_rng(1).uniform(-1, 1, (1, 2, 3, 4)).astype(F32)
     actual, expected = _compile_and_run(RESIZE_MODEL, {"x": x}, tmp_path)
     np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+# --- crop_and_resize ------------------------------------------------------------------------------
+
+
+def crop(x: np.ndarray, boxes: list[list[float]], indices: list[int], **attrs: object) -> np.ndarray:
+    return run("image.crop_and_resize", x, np.array(boxes, dtype=F32), np.array(indices, dtype="int32"), **attrs)
+
+
+def test_crop_and_resize_maps_box_corners_onto_the_crop() -> None:
+    x = np.arange(9, dtype=F32).reshape(1, 1, 3, 3)
+    whole = crop(x, [[0, 0, 1, 1]], [0], crop_size=[3, 3])
+    np.testing.assert_array_equal(whole, x)
+    quarter = crop(x, [[0, 0, 0.5, 0.5]], [0], crop_size=[2, 2])
+    np.testing.assert_array_equal(quarter[0, 0], [[0, 1], [3, 4]])
+
+
+def test_crop_and_resize_extrapolates_and_uses_the_centre_for_size_one() -> None:
+    x = np.arange(9, dtype=F32).reshape(1, 1, 3, 3)
+    # in_y = -1 + y = -1, 0, 1; a width of 1 samples the box's centre column x = 1.
+    out = crop(x, [[-0.5, 0, 0.5, 1]], [0], crop_size=[3, 1], extrapolation_value=-5.0)
+    assert out.ravel().tolist() == [-5, 1, 4]
+
+
+def test_crop_and_resize_nearest_rounds_halves_up_and_reads_the_indexed_image() -> None:
+    x = np.stack([np.arange(9, dtype=F32).reshape(1, 3, 3), 100 + np.arange(9, dtype=F32).reshape(1, 3, 3)])
+    # in = 0.5 * y: rows/cols 0 and 0.5 -> 0 and 1.
+    near = crop(x, [[0, 0, 0.25, 0.25]], [1], crop_size=[2, 2], method="nearest_neighbor")
+    assert near[0, 0].tolist() == [[100, 101], [103, 104]]
+    bilinear = crop(x, [[0, 0, 0.25, 0.25]], [0], crop_size=[2, 2])
+    assert bilinear[0, 0].tolist() == [[0, 0.5], [1.5, 2]]
+
+
+def test_crop_and_resize_types_and_errors() -> None:
+    x = TensorType((2, 5, 6, 3), F32)
+    boxes, ind = TensorType((ANY, 4), F32), TensorType((7,), "int32")
+    assert infer("image.crop_and_resize", x, boxes, ind, crop_size=[2, 3], layout="NHWC") == TensorType(
+        (7, 2, 3, 3), F32)
+    with pytest.raises(TypeRelationError, match="float boxes of shape"):
+        infer("image.crop_and_resize", x, TensorType((7, 3), F32), ind, crop_size=[2, 3])
+    with pytest.raises(TypeRelationError, match="disagree on the number of boxes"):
+        infer("image.crop_and_resize", x, TensorType((6, 4), F32), ind, crop_size=[2, 3])
+    with pytest.raises(TypeRelationError, match="integer box_indices"):
+        infer("image.crop_and_resize", x, boxes, TensorType((7,), F32), crop_size=[2, 3])
+    with pytest.raises(TypeRelationError, match="unsupported method 'linear'"):
+        infer("image.crop_and_resize", x, boxes, ind, crop_size=[2, 3], method="linear")
+
+
+# --- grid_sample and affine_grid ------------------------------------------------------------------
+
+
+def sample_at(data: np.ndarray, points: list[tuple[float, float]], **attrs: object) -> list[float]:
+    """grid_sample of an NCHW image at normalized (x, y) points laid out as a 1 x len row."""
+    grid = np.array(points, dtype=F32).T.reshape(1, 2, 1, len(points))
+    return run("image.grid_sample", data, grid, **attrs).ravel().tolist()
+
+
+def test_grid_sample_align_corners_maps_the_extremes() -> None:
+    x = np.array([[1, 2], [3, 4]], dtype=F32).reshape(1, 1, 2, 2)
+    assert sample_at(x, [(0, 0), (-1, -1), (1, 1)]) == [2.5, 1, 4]
+    # Without align_corners -1 is the outer edge: (-0.5, -0.5), a quarter of pixel (0, 0).
+    assert sample_at(x, [(0, 0), (-1, -1)], align_corners=False) == [2.5, 0.25]
+    assert sample_at(x, [(-1, -1)], align_corners=False, padding_mode="border") == [1]
+
+
+def test_grid_sample_padding_modes_outside_the_image() -> None:
+    x = np.array([0, 10, 40], dtype=F32).reshape(1, 1, 1, 3)
+    # g = 2 -> x = 3: reflected at 2 back to 1, clipped to 2, or zero.
+    assert sample_at(x, [(2.0, -1.0)], padding_mode="reflection") == [10]
+    assert sample_at(x, [(2.0, -1.0)], padding_mode="border") == [40]
+    assert sample_at(x, [(2.0, -1.0)], padding_mode="zeros") == [0]
+    # Far away reflections keep folding: x = 7 is 3 spans of 2 plus 1, an odd count: 2 - 1 = 1.
+    assert sample_at(x, [(6.0, -1.0)], padding_mode="reflection") == [10]
+
+
+def test_grid_sample_nearest_rounds_halves_to_even() -> None:
+    x = np.array([0, 10, 40], dtype=F32).reshape(1, 1, 1, 3)
+    # x = 0.5 -> 0 and x = 1.5 -> 2.
+    assert sample_at(x, [(-0.5, -1.0), (0.5, -1.0)], method="nearest") == [0, 40]
+
+
+def test_grid_sample_bicubic_uses_pytorch_weights() -> None:
+    x = np.array([0, 1, 0], dtype=F32).reshape(1, 1, 1, 3)
+    # x = 0.5: taps -1..2 weigh (far(1.5), near(0.5), near(0.5), far(1.5)); near(0.5) = 0.59375.
+    assert sample_at(x, [(-0.5, -1.0)], method="bicubic") == pytest.approx([0.59375])
+
+
+def test_grid_sample_3d_trilinear_at_the_centre_averages_the_cube() -> None:
+    x = np.arange(8, dtype=F32).reshape(1, 1, 2, 2, 2)
+    grid = np.zeros((1, 3, 1, 1, 1), dtype=F32)
+    out = run("image.grid_sample", x, grid, layout="NCDHW")
+    assert out.ravel().tolist() == [3.5]
+
+
+def test_grid_sample_types_and_errors() -> None:
+    assert infer("image.grid_sample", TensorType((ANY, 3, 4, 5), F32), TensorType((2, 2, 7, 8), F32)) == TensorType(
+        (2, 3, 7, 8), F32)
+    with pytest.raises(TypeRelationError, match="grid must have shape"):
+        infer("image.grid_sample", TensorType((2, 3, 4, 5), F32), TensorType((2, 3, 7, 8), F32))
+    with pytest.raises(TypeRelationError, match="unsupported layout 'NHWC'"):
+        infer("image.grid_sample", TensorType((2, 3, 4, 5), F32), TensorType((2, 2, 7, 8), F32), layout="NHWC")
+    with pytest.raises(TypeRelationError, match="unsupported method 'bicubic'"):
+        infer("image.grid_sample", TensorType((1, 1, 2, 2, 2), F32), TensorType((1, 3, 1, 1, 1), F32),
+              layout="NCDHW", method="bicubic")
+    with pytest.raises(TypeRelationError, match="disagree on the batch"):
+        infer("image.grid_sample", TensorType((2, 3, 4, 5), F32), TensorType((3, 2, 7, 8), F32))
+
+
+def test_affine_grid_spans_minus_one_to_one_and_applies_theta() -> None:
+    theta = np.array([[[1, 0, 0], [0, 1, 0]], [[2, 0, 0.5], [0, 0, 1]]], dtype=F32)
+    out = run("image.affine_grid", theta, target_shape=[2, 3])
+    np.testing.assert_allclose(out[0, 0], [[-1, 0, 1], [-1, 0, 1]], atol=1e-6)
+    np.testing.assert_allclose(out[0, 1], [[-1, -1, -1], [1, 1, 1]], atol=1e-6)
+    np.testing.assert_allclose(out[1, 0], [[-1.5, 0.5, 2.5]] * 2, atol=1e-6)
+    np.testing.assert_allclose(out[1, 1], np.ones((2, 3)))
+    # TVM's step is (2 - 1e-7)/(n - 1): the last point falls just short of 1.
+    assert out[0, 0, 0, 2] < 1.0
+
+
+def test_affine_grid_types_and_errors() -> None:
+    assert infer("image.affine_grid", TensorType((ANY, 2, 3), F32), target_shape=[4, 5]) == TensorType(
+        (ANY, 2, 4, 5), F32)
+    with pytest.raises(TypeRelationError, match="shape \\(N, 2, 3\\)"):
+        infer("image.affine_grid", TensorType((1, 3, 3), F32), target_shape=[4, 5])
+    with pytest.raises(TypeRelationError, match="greater than 1"):
+        infer("image.affine_grid", TensorType((1, 2, 3), F32), target_shape=[1, 5])
+
+
+SAMPLING_MODEL = """
+#[version = "0.0.5"]
+def @main(%theta: Tensor[(1, 2, 3), float32], %x: Tensor[(1, 3, 4, 5), float32], %boxes: Tensor[(2, 4), float32], %ind: Tensor[(2), int32]) {
+  %0 = image.affine_grid(%theta, target_shape=[3, 4]);
+  %1 = image.grid_sample(%x, %0, method="bicubic", padding_mode="reflection", align_corners=False);
+  %2 = image.crop_and_resize(%x, %boxes, %ind, crop_size=[2, 3], method="nearest_neighbor", extrapolation_value=-1f);
+  (%1, %2)
+}
+"""
+
+
+def test_sampling_attrs_round_trip_through_the_printer() -> None:
+    text = astext(parse(SAMPLING_MODEL))
+    assert 'padding_mode="reflection"' in text and "align_corners=False" in text and "target_shape=[3, 4]" in text
+    assert "extrapolation_value=-1.0f" in text and 'method="nearest_neighbor"' in text
+    assert astext(parse(text)) == text
+
+
+def test_sampling_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    inputs = {
+        "theta": rng.uniform(-1.5, 1.5, (1, 2, 3)).astype(F32),
+        "x": rng.uniform(-1, 1, (1, 3, 4, 5)).astype(F32),
+        "boxes": np.array([[0.1, -0.2, 0.9, 0.7], [0.5, 0.5, 1.3, 1.0]], dtype=F32),
+        "ind": np.zeros(2, dtype="int32"),
+    }
+    actual, expected = _compile_and_run(SAMPLING_MODEL, inputs, tmp_path)
+    assert len(actual) == 2
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

@@ -20,3 +20,4 @@ from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401 
 from compiler.ops import call  # noqa: E402,F401  isort:skip
 from compiler.ops import annotation  # noqa: E402,F401  isort:skip
 from compiler.ops import image  # noqa: E402,F401  isort:skip
+from compiler.ops import vision  # noqa: E402,F401  isort:skip

@@ -1,0 +1,236 @@
+"""Vision operators (TVM's relay.vision): vision.multibox_prior, vision.yolo_reorg.
+
+* multibox_prior: anchor boxes (xmin, ymin, xmax, ymax) for every pixel centre of a feature map:
+  `num_sizes` boxes of each size at ratio 1, then `num_ratios - 1` boxes of sizes[0] at the other
+  ratios; widths are scaled by H/W. TVM computes in float32; we compute in float64 and cast.
+  The op is OPAQUE in TVM; its element formula is simple enough to be a `compute` here.
+* yolo_reorg: TVM's reorg reads its input at a flattened offset built from per-dimension
+  indices that overflow their dims on purpose (darknet's reorg); we read the same offsets within
+  each image. (TVM adds `b * stride * stride` whole images for batch b, reading past the input
+  for a batch larger than one; we add `b` images.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, TensorType, Type
+from compiler.ops.common import check_arity, row_major_index, static_dims, tensor_arg
+from compiler.ops.domain import Domain, Draw
+from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir import expr as te
+from compiler.tir.compute import Index, TensorView
+
+F32 = "float32"
+
+
+def _floats(op: str, attrs: Attrs, name: str, length: int | None = None) -> tuple[float, ...]:
+    value = attrs[name]
+    if not isinstance(value, (tuple, list)) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+        raise TypeRelationError(f"{op}: {name} must be a list of numbers, got {value!r}")
+    if (length is not None and len(value) != length) or not value:
+        raise TypeRelationError(f"{op}: {name} must have {length or 'at least 1'} values, got {len(value)}")
+    return tuple(float(v) for v in value)
+
+
+# --- multibox_prior -----------------------------------------------------------------------------
+
+
+def _prior_half_extents(attrs: Attrs, h: int, w: int) -> list[tuple[float, float]]:
+    """(half width, half height) of each anchor at a pixel, in TVM's order."""
+    op = "vision.multibox_prior"
+    sizes, ratios = _floats(op, attrs, "sizes"), _floats(op, attrs, "ratios")
+    out = [(s * h / w / 2.0, s / 2.0) for s in sizes]
+    for r in ratios[1:]:
+        out.append((sizes[0] * h / w * math.sqrt(r) / 2.0, sizes[0] / math.sqrt(r) / 2.0))
+    return out
+
+
+def _prior_steps(attrs: Attrs, h: int, w: int) -> tuple[float, float, float, float]:
+    op = "vision.multibox_prior"
+    steps, offsets = _floats(op, attrs, "steps", 2), _floats(op, attrs, "offsets", 2)
+    step_h = steps[0] if steps[0] > 0 else 1.0 / h
+    step_w = steps[1] if steps[1] > 0 else 1.0 / w
+    return step_h, step_w, offsets[0], offsets[1]
+
+
+def _prior_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.multibox_prior"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    if data.ndim != 4:
+        raise TypeRelationError(f"{op} expects 4-D NCHW data, got {data}")
+    if not data.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float data, got {data}")
+    sizes, ratios = _floats(op, attrs, "sizes"), _floats(op, attrs, "ratios")
+    _floats(op, attrs, "steps", 2)
+    _floats(op, attrs, "offsets", 2)
+    if any(r <= 0 for r in ratios):
+        raise TypeRelationError(f"{op}: ratios must be positive, got {ratios}")
+    per_pixel = len(sizes) + len(ratios) - 1
+    h, w = data.shape[2], data.shape[3]
+    count = ANY if ANY in (h, w) else h * w * per_pixel  # type: ignore[operator]  # ints here
+    return TensorType((1, count, 4), data.dtype)
+
+
+def _prior_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    h, w = a[0].shape[2:]
+    extents = _prior_half_extents(attrs, h, w)
+    step_h, step_w, off_h, off_w = _prior_steps(attrs, h, w)
+    out = np.zeros((h, w, len(extents), 4))
+    for i in range(h):
+        for j in range(w):
+            cy, cx = (i + off_h) * step_h, (j + off_w) * step_w
+            for k, (hw, hh) in enumerate(extents):
+                out[i, j, k] = (cx - hw, cy - hh, cx + hw, cy + hh)
+    if attrs["clip"]:
+        out = np.clip(out, 0.0, 1.0)
+    return out.reshape(1, -1, 4).astype(a[0].dtype)
+
+
+def _prior_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
+    assert isinstance(out_type, TensorType)
+    h, w = static_dims(inputs[0].shape, "vision.multibox_prior")[2:]
+    extents = _prior_half_extents(attrs, h, w)
+    step_h, step_w, off_h, off_w = _prior_steps(attrs, h, w)
+    _, box, coord = idx
+    i, j, k = row_major_index(box, (h, w, len(extents)))
+    centre_y = (te.cast("float64", i) + off_h) * step_h
+    centre_x = (te.cast("float64", j) + off_w) * step_w
+
+    def pick(values: list[float]) -> te.PrimExpr:
+        out: te.PrimExpr = te.const(values[-1], "float64")
+        for n in reversed(range(len(values) - 1)):
+            out = te.select(te.eq(k, n), te.const(values[n], "float64"), out)
+        return out
+
+    half_w, half_h = pick([e[0] for e in extents]), pick([e[1] for e in extents])
+    value = te.select(te.eq(coord, 0), centre_x - half_w, te.select(
+        te.eq(coord, 1), centre_y - half_h, te.select(te.eq(coord, 2), centre_x + half_w, centre_y + half_h)))
+    if attrs["clip"]:
+        value = te.minimum(te.maximum(value, 0.0), 1.0)
+    return te.cast(out_type.dtype, value)
+
+
+def _prior_domain(d: Draw) -> Sample:
+    shape = (d.integer(1, 2), d.integer(1, 3), d.integer(1, 5), d.integer(1, 5))
+    attrs = {
+        "sizes": d.choice(([1.0], [0.5, 0.25], [0.3, 0.6, 0.9])),
+        "ratios": d.choice(([1.0], [1.0, 2.0, 0.5], [2.0, 3.0])),
+        "steps": d.choice(([-1.0, -1.0], [0.25, 0.125], [0.1, -1.0])),
+        "offsets": d.choice(([0.5, 0.5], [0.0, 0.25])),
+        "clip": d.boolean(),
+    }
+    return Sample((TensorType(shape, d.dtype(("float32", "float32", "float64", "float16"))),), attrs)
+
+
+register(
+    OpDef(
+        name="vision.multibox_prior",
+        num_inputs=1,
+        type_rel=_prior_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_prior_reference,
+        compute=_prior_compute,
+        attrs=(
+            AttrSpec("sizes", "any", (1.0,)),
+            AttrSpec("ratios", "any", (1.0,)),
+            AttrSpec("steps", "any", (-1.0, -1.0)),
+            AttrSpec("offsets", "any", (0.5, 0.5)),
+            AttrSpec("clip", "bool", False),
+        ),
+        samples=(
+            Sample((TensorType((1, 3, 4, 5), F32),)),
+            Sample((TensorType((2, 8, 3, 3), F32),),
+                   {"sizes": [0.4, 0.8], "ratios": [1.0, 2.0, 0.5], "steps": [0.3, -1.0], "offsets": [0.25, 0.5],
+                    "clip": True}),
+            Sample((TensorType((1, 1, 2, 6), "float64"),), {"sizes": [1.5], "ratios": [1.0, 4.0]}),
+        ),
+        domain=Domain(_prior_domain),
+    )
+)
+
+
+# --- yolo_reorg ---------------------------------------------------------------------------------
+
+
+def _reorg_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.yolo_reorg"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    s = attrs["stride"]
+    if s < 1:
+        raise TypeRelationError(f"{op}: stride must be positive, got {s}")
+    if data.ndim != 4:
+        raise TypeRelationError(f"{op} expects 4-D NCHW data, got {data}")
+    n, c, h, w = data.shape
+    for dim, need, what in ((c, s * s, "channels"), (h, s, "height"), (w, s, "width")):
+        if dim is not ANY and dim % need != 0:  # type: ignore[operator]  # an int here
+            raise TypeRelationError(f"{op}: {what} {dim} of {data} is not a multiple of {need} (stride {s})")
+    scaled = (
+        ANY if c is ANY else c * s * s,  # type: ignore[operator]  # an int here
+        ANY if h is ANY else h // s,  # type: ignore[operator]
+        ANY if w is ANY else w // s,  # type: ignore[operator]
+    )
+    return TensorType((n,) + scaled, data.dtype)
+
+
+def _reorg_source(b: object, flat: object, dims: tuple[int, int, int], s: int) -> tuple[object, ...]:
+    """The input index (b, c, h, w) that output element number `flat` (within image b) reads."""
+    c, h, w = dims
+    out_c = c // (s * s)
+    k, j, i = flat // (h * w), flat // w % h, flat % w  # type: ignore[operator]
+    offset = k // out_c  # type: ignore[operator]
+    source = (k % out_c) * (s * s * h * w) + (j * s + offset // s) * (s * w) + i * s + offset % s  # type: ignore[operator]
+    return (b, source // (h * w), source // w % h, source % w)
+
+
+def _reorg_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    (data,) = a
+    out_ty = _reorg_rel([TensorType(data.shape, str(data.dtype))], attrs)
+    assert isinstance(out_ty, TensorType)
+    n = data.shape[0]
+    flat = np.arange(int(np.prod(data.shape[1:]))).reshape(1, -1)
+    b = np.arange(n).reshape(-1, 1)
+    index = _reorg_source(b, flat, data.shape[1:], attrs["stride"])
+    return data[index].reshape(out_ty.shape)  # type: ignore[arg-type]  # static shape
+
+
+def _reorg_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
+    (data,) = inputs
+    assert isinstance(out_type, TensorType)
+    dims = static_dims(data.shape, "vision.yolo_reorg")
+    _, oc, oh, ow = static_dims(out_type.shape, "vision.yolo_reorg")
+    b, c, y, x = idx
+    flat = (c * oh + y) * ow + x
+    return data[_reorg_source(b, flat, dims[1:], attrs["stride"])]  # type: ignore[index]  # PrimExprs
+
+
+def _reorg_domain(d: Draw) -> Sample:
+    s = d.choice((1, 2, 2, 3))
+    shape = (d.integer(1, 2), s * s * d.integer(1, 3), s * d.integer(1, 3), s * d.integer(1, 3))
+    return Sample((TensorType(shape, d.dtype(("float32", "int32", "float16", "uint8"))),), {"stride": s})
+
+
+register(
+    OpDef(
+        name="vision.yolo_reorg",
+        num_inputs=1,
+        type_rel=_reorg_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_reorg_reference,
+        compute=_reorg_compute,
+        attrs=(AttrSpec("stride", "int", 1),),
+        samples=(
+            Sample((TensorType((1, 4, 4, 6), F32),), {"stride": 2}),
+            Sample((TensorType((2, 8, 2, 4), "int32"),), {"stride": 2}),
+            Sample((TensorType((1, 9, 3, 3), F32),), {"stride": 3}),
+            Sample((TensorType((1, 2, 3, 3), F32),)),
+        ),
+        domain=Domain(_reorg_domain),
+    )
+)

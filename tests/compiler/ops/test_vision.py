@@ -1,0 +1,145 @@
+"""Vision operators (compiler/ops/vision.py) against loops written here from TVM's definitions,
+their type errors, a Relay text model compiled end to end, and attribute round trips."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler import ops
+from compiler.ir.printer import astext
+from compiler.ir.types import ANY, TensorType, Type
+from compiler.ops.registry import OpPattern, TypeRelationError
+from compiler.parser import parse
+
+F32 = "float32"
+
+
+def infer(name: str, *types: Type, **attrs: object) -> Type:
+    op = ops.get(name)
+    return op.type_rel(list(types), op.make_attrs(attrs))
+
+
+def run(name: str, *arrays: np.ndarray, **attrs: object) -> object:
+    op = ops.get(name)
+    a = op.make_attrs(attrs)
+    op.type_rel([TensorType(x.shape, str(x.dtype)) for x in arrays], a)
+    return op.reference(list(arrays), a)
+
+
+# --- multibox_prior -------------------------------------------------------------------------------
+
+
+def test_multibox_prior_places_boxes_at_pixel_centres() -> None:
+    out = run("vision.multibox_prior", np.zeros((1, 1, 2, 2), F32), sizes=[0.5])
+    # Centres at (0.25, 0.25), (0.25, 0.75), ...; half extents 0.25 (H == W).
+    np.testing.assert_allclose(out[0], [[0, 0, 0.5, 0.5], [0.5, 0, 1, 0.5], [0, 0.5, 0.5, 1], [0.5, 0.5, 1, 1]])
+
+
+def test_multibox_prior_orders_sizes_then_ratios_and_scales_width_by_h_over_w() -> None:
+    data = np.zeros((1, 1, 1, 2), F32)  # H/W = 1/2
+    out = run("vision.multibox_prior", data, sizes=[0.4, 0.2], ratios=[1.0, 4.0], steps=[1.0, 0.5],
+              offsets=[0.0, 0.0])
+    assert out.shape == (1, 2 * 3, 4)
+    # First pixel: centre (0, 0). Sizes 0.4, 0.2 at ratio 1, then 0.4 at ratio 4.
+    hw = [0.4 * 0.5 / 2, 0.2 * 0.5 / 2, 0.4 * 0.5 * math.sqrt(4) / 2]
+    hh = [0.2, 0.1, 0.4 / math.sqrt(4) / 2]
+    expected = [[-w, -h, w, h] for w, h in zip(hw, hh)]
+    np.testing.assert_allclose(out[0, :3], expected, rtol=1e-6)
+    # The second pixel's centre moves by the x step only.
+    np.testing.assert_allclose(out[0, 3, [0, 2]], [0.5 - hw[0], 0.5 + hw[0]], rtol=1e-6)
+
+
+def test_multibox_prior_clip_keeps_boxes_in_the_unit_square() -> None:
+    out = run("vision.multibox_prior", np.zeros((1, 1, 2, 2), F32), sizes=[1.5], clip=True)
+    assert out.min() == 0.0 and out.max() == 1.0
+
+
+def test_multibox_prior_types_and_errors() -> None:
+    assert infer("vision.multibox_prior", TensorType((4, 3, 5, 6), F32), sizes=[1.0, 0.5], ratios=[1.0, 2.0]) == (
+        TensorType((1, 5 * 6 * 3, 4), F32))
+    assert infer("vision.multibox_prior", TensorType((1, 3, ANY, 6), F32)) == TensorType((1, ANY, 4), F32)
+    with pytest.raises(TypeRelationError, match="expects 4-D NCHW data"):
+        infer("vision.multibox_prior", TensorType((3, 5, 6), F32))
+    with pytest.raises(TypeRelationError, match="steps must have 2 values"):
+        infer("vision.multibox_prior", TensorType((1, 3, 5, 6), F32), steps=[0.1])
+    with pytest.raises(TypeRelationError, match="ratios must be positive"):
+        infer("vision.multibox_prior", TensorType((1, 3, 5, 6), F32), ratios=[1.0, 0.0])
+    assert ops.get("vision.multibox_prior").pattern == OpPattern.OPAQUE
+
+
+# --- yolo_reorg -----------------------------------------------------------------------------------
+
+
+def darknet_reorg(x: np.ndarray, s: int) -> np.ndarray:
+    """darknet's reorg (forward=0), element by element."""
+    n, c, h, w = x.shape
+    flat = x.ravel()
+    out_c = c // (s * s)
+    out = np.zeros(x.size, x.dtype)
+    count = 0
+    for b in range(n):
+        for k in range(c):
+            for j in range(h):
+                for i in range(w):
+                    c2, offset = k % out_c, k // out_c
+                    w2, h2 = i * s + offset % s, j * s + offset // s
+                    out[count] = flat[w2 + w * s * (h2 + h * s * (c2 + out_c * b))]
+                    count += 1
+    return out.reshape(n, c * s * s, h // s, w // s)
+
+
+@pytest.mark.parametrize(("shape", "stride"), [((1, 4, 4, 6), 2), ((2, 8, 2, 4), 2), ((1, 9, 6, 3), 3), ((1, 2, 3, 3), 1)])
+def test_yolo_reorg_matches_darknet(shape: tuple[int, ...], stride: int) -> None:
+    x = np.arange(np.prod(shape), dtype=F32).reshape(shape)
+    np.testing.assert_array_equal(run("vision.yolo_reorg", x, stride=stride), darknet_reorg(x, stride))
+
+
+def test_yolo_reorg_types_and_errors() -> None:
+    assert infer("vision.yolo_reorg", TensorType((ANY, 8, 4, 6), F32), stride=2) == TensorType((ANY, 32, 2, 3), F32)
+    with pytest.raises(TypeRelationError, match="channels 6 .* not a multiple of 4"):
+        infer("vision.yolo_reorg", TensorType((1, 6, 4, 4), F32), stride=2)
+    with pytest.raises(TypeRelationError, match="height 3 .* not a multiple of 2"):
+        infer("vision.yolo_reorg", TensorType((1, 4, 3, 4), F32), stride=2)
+    with pytest.raises(TypeRelationError, match="stride must be positive"):
+        infer("vision.yolo_reorg", TensorType((1, 4, 4, 4), F32), stride=0)
+
+
+# --- text round trip and end to end --------------------------------------------------------------
+
+VISION_MODEL = """
+#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
+  %0 = vision.yolo_reorg(%x, stride=2);
+  %1 = vision.multibox_prior(%x, sizes=[0.3f, 0.6f], ratios=[1f, 2f], steps=[-1f, 0.2f], offsets=[0.5f, 0.25f], clip=True);
+  (%0, %1)
+}
+"""
+
+
+def _compile_and_run(text: str, inputs: dict[str, np.ndarray], tmp_path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    from compiler.driver import export, lower
+    from compiler.runtime.interpreter import run_main
+    from compiler.runtime.module import CompiledModule
+
+    mod = parse(text)
+    expected = run_main(mod, inputs)
+    export(lower(mod), tmp_path, text)
+    return list(CompiledModule(tmp_path).run(inputs).outputs), expected
+
+
+def test_vision_attrs_round_trip_through_the_printer() -> None:
+    text = astext(parse(VISION_MODEL))
+    assert "stride=2" in text and "sizes=[0.3f, 0.6f]" in text and "clip=True" in text
+    assert astext(parse(text)) == text
+
+
+def test_vision_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 8, 4, 6)).astype(F32)
+    actual, expected = _compile_and_run(VISION_MODEL, {"x": x}, tmp_path)
+    assert len(actual) == len(expected) == 2
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

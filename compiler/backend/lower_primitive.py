@@ -106,6 +106,9 @@ class PrimitiveLowering:
             if not self._is_anchor(node) or node in self.materialized:
                 continue
             assert isinstance(node, Call)
+            if isinstance(node.checked_type, TupleType):
+                self._emit_tuple_anchor(node, outputs, written, param_views)
+                continue
             direct = next(
                 (i for i, o in enumerate(outputs) if o.node is node and not o.path and i not in written), None
             )
@@ -335,6 +338,36 @@ class PrimitiveLowering:
             raise UnsupportedError(f"operator {opdef.name} has no loop lowering yet")
         assert isinstance(stmt, Stmt)
         self.stmts.append(stmt)
+
+    def _emit_tuple_anchor(
+        self, node: Call, outputs: Sequence[_Output], written: set[int], param_views: dict[Expr, View]
+    ) -> None:
+        """A kernel with a tuple result (get_valid_counts) writes one buffer per field: the
+        function's output buffer where that field is an output, else a temporary."""
+        ty = node.checked_type
+        assert isinstance(ty, TupleType)
+        buffers: list[te.Buffer] = []
+        for index, field in enumerate(ty.fields):
+            if not isinstance(field, TensorType):
+                raise UnsupportedError(f"{node.op}: a nested tuple result cannot be lowered")
+            direct = next(
+                (i for i, o in enumerate(outputs) if o.node is node and o.path == (index,) and i not in written), None
+            )
+            if direct is not None:
+                buffers.append(self.outputs[direct])
+                written.add(direct)
+            else:
+                temp = te.Buffer(self.ctx.fresh(f"T_{_op_suffix(node)}_{index}"), static_shape(field, "intermediate"),
+                                 field.dtype)
+                self.temps.append(temp)
+                buffers.append(temp)
+        opdef = ops.get(node.op.name)  # type: ignore[union-attr]  # anchors are op calls
+        if opdef.kernel is None:
+            raise UnsupportedError(f"operator {opdef.name} has a tuple result but no kernel")
+        views = self._views(param_views, {})
+        inputs = [self._materialize_input(views[a]) for a in node.args]
+        self.stmts.append(opdef.kernel(self.ctx, inputs, tuple(buffers), node.attrs, ty, self.ctx.identity_epilogue()))
+        self.materialized[node] = tuple(TensorView.of_buffer(b) for b in buffers)  # type: ignore[assignment]  # a tuple view
 
     def _epilogue(
         self, anchor: Call, out_node: Expr | None, param_views: dict[Expr, View]

@@ -18,12 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, TensorType, Type
+from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.common import check_arity, row_major_index, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
+from compiler.ops.kernels.common import buffer_dims, input_buffers
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
-from compiler.tir.compute import Index, TensorView
+from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
+from compiler.tir.stmt import Allocate, For, IfThenElse, Stmt, Store, seq
 
 F32 = "float32"
 
@@ -232,5 +234,115 @@ register(
             Sample((TensorType((1, 2, 3, 3), F32),)),
         ),
         domain=Domain(_reorg_domain),
+    )
+)
+
+
+# --- get_valid_counts ---------------------------------------------------------------------------
+
+
+def _valid_counts_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.get_valid_counts"
+    check_arity(types, 2, op)
+    data, threshold = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    if data.ndim != 3:
+        raise TypeRelationError(f"{op} expects 3-D data (batch, num_anchors, box_data), got {data}")
+    if not data.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float data, got {data}")
+    if threshold.ndim != 0 or not threshold.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects a float scalar score_threshold, got {threshold}")
+    length = data.shape[2]
+    for name in ("id_index", "score_index"):
+        index = attrs[name]
+        if index >= 0 and length is not ANY and index >= length:  # type: ignore[operator]  # an int here
+            raise TypeRelationError(f"{op}: {name} {index} is out of range for boxes of {length} values")
+    if attrs["score_index"] < 0:
+        raise TypeRelationError(f"{op}: score_index must be non-negative, got {attrs['score_index']}")
+    b, n = data.shape[0], data.shape[1]
+    return TupleType((TensorType((b,), "int32"), data, TensorType((b, n), "int32")))
+
+
+def _valid_counts_reference(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
+    data, threshold = a
+    batch, num, _ = data.shape
+    counts = np.zeros(batch, "int32")
+    boxes = np.full(data.shape, -1, data.dtype)
+    indices = np.full((batch, num), -1, "int32")
+    id_index, score_index = attrs["id_index"], attrs["score_index"]
+    for i in range(batch):
+        for j in range(num):
+            valid = float(data[i, j, score_index]) > float(threshold)
+            if valid and (id_index < 0 or data[i, j, id_index] >= 0):
+                boxes[i, counts[i]] = data[i, j]
+                indices[i, counts[i]] = j
+                counts[i] += 1
+    return counts, boxes, indices
+
+
+def _valid_counts_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: tuple[te.Buffer, ...], attrs: Attrs, out_type: Type,
+    epilogue: Epilogue,
+) -> Stmt:
+    """Per image, one pass over the anchors copying each valid box to the next free row and
+    clearing a row to -1 once the copy front has passed it (TVM's loop, sequential)."""
+    data, threshold = input_buffers(inputs, "vision.get_valid_counts")
+    counts, boxes, indices = out
+    batch, num, length = buffer_dims(data)
+    id_index, score_index = attrs["id_index"], attrs["score_index"]
+    i, j, k = ctx.var("i"), ctx.var("j"), ctx.var("k")
+    count = te.Buffer(ctx.fresh("count"), (1,), "int32", scope="local")
+    zero = te.const(0)
+    front = count[zero]
+    valid = te.cast("float64", data[i, j, score_index]) > te.cast("float64", threshold[()])
+    if id_index >= 0:
+        valid = te.logical_and(valid, data[i, j, id_index] >= te.const(0, data.dtype))
+    minus_one = te.const(-1.0 if data.dtype.startswith("float") else -1, data.dtype)
+    copy = seq(
+        For(k, zero, te.const(length), Store(boxes, (i, front, k), data[i, j, k])),
+        Store(indices, (i, front), j),
+        Store(count, (zero,), front + 1),
+    )
+    k2 = ctx.var("k")
+    clear = seq(
+        For(k2, zero, te.const(length), Store(boxes, (i, j, k2), minus_one)),
+        Store(indices, (i, j), te.const(-1)),
+    )
+    per_anchor = seq(IfThenElse(valid, copy), IfThenElse(j >= front, clear))
+    body = Allocate(count, seq(
+        Store(count, (zero,), zero),
+        For(j, zero, te.const(num), per_anchor),
+        Store(counts, (i,), front),
+    ))
+    return For(i, zero, te.const(batch), body)
+
+
+def _valid_counts_domain(d: Draw) -> Sample:
+    shape = (d.integer(1, 2), d.integer(1, 7), d.choice((5, 6)))
+    attrs = {"id_index": d.choice((0, -1, 0)), "score_index": d.choice((1, 1, 2))}
+    threshold = np.array(d.choice((0.0, 0.3, 0.7)), "float32")
+    dtype = d.dtype(("float32", "float32", "float64", "float16"))
+    return Sample((TensorType(shape, dtype), threshold), attrs, low=-0.5, high=1.0)
+
+
+register(
+    OpDef(
+        name="vision.get_valid_counts",
+        num_inputs=2,
+        type_rel=_valid_counts_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_valid_counts_reference,
+        kernel=_valid_counts_kernel,
+        attrs=(
+            AttrSpec("score_threshold", "float", None, optional=True),
+            AttrSpec("id_index", "int", 0),
+            AttrSpec("score_index", "int", 1),
+        ),
+        samples=(
+            Sample((TensorType((2, 6, 6), F32), np.array(0.2, F32)), low=-0.5, high=1.0),
+            Sample((TensorType((1, 5, 5), "float64"), np.array(0.5, F32)), {"id_index": -1}, low=-0.5, high=1.0),
+            Sample((TensorType((1, 4, 6), F32), np.array(0.0, F32)), {"score_index": 2, "id_index": 1},
+                   low=-0.5, high=1.0),
+        ),
+        domain=Domain(_valid_counts_domain),
     )
 )

@@ -108,6 +108,34 @@ def test_yolo_reorg_types_and_errors() -> None:
         infer("vision.yolo_reorg", TensorType((1, 4, 4, 4), F32), stride=0)
 
 
+# --- get_valid_counts -----------------------------------------------------------------------------
+
+
+def test_get_valid_counts_moves_valid_boxes_up_and_marks_the_rest() -> None:
+    data = np.array([[[0, 0.9, 1, 1, 2, 2], [1, 0.1, 0, 0, 1, 1], [-1, 0.8, 3, 3, 4, 4], [2, 0.5, 5, 5, 6, 6]]], F32)
+    counts, boxes, indices = run("vision.get_valid_counts", data, np.array(0.3, F32))
+    # Anchor 1 scores too low; anchor 2 has a negative class id.
+    assert counts.tolist() == [2]
+    np.testing.assert_array_equal(boxes[0, :2], data[0, [0, 3]])
+    assert (boxes[0, 2:] == -1).all() and indices.tolist() == [[0, 3, -1, -1]]
+    # id_index=-1 ignores the class id; the threshold is strict.
+    counts, _, indices = run("vision.get_valid_counts", data, np.array(0.5, F32), id_index=-1)
+    assert counts.tolist() == [2] and indices.tolist() == [[0, 2, -1, -1]]
+
+
+def test_get_valid_counts_types_and_errors() -> None:
+    data = TensorType((2, 7, 6), F32)
+    scalar = TensorType((), F32)
+    out = infer("vision.get_valid_counts", data, scalar)
+    assert out.fields == (TensorType((2,), "int32"), data, TensorType((2, 7), "int32"))  # type: ignore[union-attr]
+    with pytest.raises(TypeRelationError, match="3-D data"):
+        infer("vision.get_valid_counts", TensorType((7, 6), F32), scalar)
+    with pytest.raises(TypeRelationError, match="float scalar score_threshold"):
+        infer("vision.get_valid_counts", data, TensorType((1,), F32))
+    with pytest.raises(TypeRelationError, match="score_index 6 is out of range"):
+        infer("vision.get_valid_counts", data, scalar, score_index=6)
+
+
 # --- text round trip and end to end --------------------------------------------------------------
 
 VISION_MODEL = """
@@ -115,7 +143,10 @@ VISION_MODEL = """
 def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
   %0 = vision.yolo_reorg(%x, stride=2);
   %1 = vision.multibox_prior(%x, sizes=[0.3f, 0.6f], ratios=[1f, 2f], steps=[-1f, 0.2f], offsets=[0.5f, 0.25f], clip=True);
-  (%0, %1)
+  %2 = reshape(%0, newshape=[1, 32, 6]);
+  %3 = vision.get_valid_counts(%2, 0.1f, id_index=-1, score_index=2);
+  %4 = %3.1;
+  (%0, %1, %3.0, nn.relu(%4), %3.2)
 }
 """
 
@@ -134,12 +165,13 @@ def _compile_and_run(text: str, inputs: dict[str, np.ndarray], tmp_path: Path) -
 def test_vision_attrs_round_trip_through_the_printer() -> None:
     text = astext(parse(VISION_MODEL))
     assert "stride=2" in text and "sizes=[0.3f, 0.6f]" in text and "clip=True" in text
+    assert "id_index=-1, score_index=2" in text
     assert astext(parse(text)) == text
 
 
 def test_vision_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
     x = np.random.default_rng(3).uniform(-1, 1, (1, 8, 4, 6)).astype(F32)
     actual, expected = _compile_and_run(VISION_MODEL, {"x": x}, tmp_path)
-    assert len(actual) == len(expected) == 2
+    assert len(actual) == len(expected) == 5
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

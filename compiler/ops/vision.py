@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -344,5 +344,306 @@ register(
                    low=-0.5, high=1.0),
         ),
         domain=Domain(_valid_counts_domain),
+    )
+)
+
+
+# --- non_max_suppression ------------------------------------------------------------------------
+
+
+def _nms_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.non_max_suppression"
+    check_arity(types, 5, op)
+    data, valid, indices, max_out, iou = (tensor_arg(types, k, op) for k in range(5))
+    if data.ndim != 3 or not data.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects 3-D float data (batch, num_anchors, box_data), got {data}")
+    b, n, length = data.shape
+    if valid.ndim != 1 or not valid.dtype.startswith("int"):
+        raise TypeRelationError(f"{op} expects an integer valid_count of shape (batch,), got {valid}")
+    if indices.ndim != 2 or not indices.dtype.startswith("int"):
+        raise TypeRelationError(f"{op} expects integer indices of shape (batch, num_anchors), got {indices}")
+    if max_out.ndim != 0 or not max_out.dtype.startswith("int"):
+        raise TypeRelationError(f"{op} expects an integer scalar max_output_size, got {max_out}")
+    if iou.ndim != 0 or not iou.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects a float scalar iou_threshold, got {iou}")
+    needed = max(attrs["coord_start"] + 4, attrs["score_index"] + 1, attrs["id_index"] + 1)
+    if min(attrs["coord_start"], attrs["score_index"]) < 0 or (length is not ANY and needed > length):  # type: ignore[operator]
+        raise TypeRelationError(
+            f"{op}: coord_start {attrs['coord_start']}, score_index {attrs['score_index']} and id_index "
+            f"{attrs['id_index']} do not fit boxes of {length} values")
+    if attrs["return_indices"]:
+        return TupleType((TensorType((b, n), "int32"), TensorType((b, 1), "int32")))
+    return data
+
+
+def _iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """TVM's IoU of two boxes given as two corners in any order (float64 arithmetic)."""
+    al, ar = min(a[0], a[2]), max(a[0], a[2])
+    at, ab = min(a[1], a[3]), max(a[1], a[3])
+    bl, br = min(b[0], b[2]), max(b[0], b[2])
+    bt, bb = min(b[1], b[3]), max(b[1], b[3])
+    w = max(0.0, min(ar, br) - max(al, bl))
+    h = max(0.0, min(ab, bb) - max(at, bt))
+    area = h * w
+    union = (ar - al) * (ab - at) + (br - bl) * (bb - bt) - area
+    return 0.0 if union <= 0.0 else area / union
+
+
+def _nms_reference(a: Sequence[np.ndarray], attrs: Attrs) -> object:
+    data, valid_count, indices, max_out, iou_threshold = a
+    batch, num, length = data.shape
+    m, threshold = int(max_out), float(iou_threshold)
+    top_k, cs, si, ii = attrs["top_k"], attrs["coord_start"], attrs["score_index"], attrs["id_index"]
+    boxes = np.full(data.shape, -1.0)
+    box_index = np.full((batch, num), -1, "int64")
+    for i in range(batch):
+        vc = min(max(int(valid_count[i]), 0), num)
+        if threshold > 0:
+            scores = data[i, :vc, si]
+            order = sorted(range(vc), key=lambda j: (-float(scores[j]), j))  # stable, descending
+            nkeep = top_k if 0 < top_k < vc else vc
+            for j in range(nkeep):
+                boxes[i, j] = data[i, order[j]]
+                box_index[i, j] = order[j]
+            kept = 0
+            for j in range(vc):
+                if kept == m:
+                    boxes[i, j], box_index[i, j] = -1.0, -1
+                elif boxes[i, j, si] > 0:
+                    valid = True
+                    for k in range(j):
+                        other = boxes[i, k]
+                        if not valid or other[si] <= 0 or (ii >= 0 and other[ii] < 0):
+                            continue
+                        if attrs["force_suppress"] or ii < 0 or boxes[i, j, ii] == other[ii]:
+                            if _iou(boxes[i, j, cs:cs + 4], other[cs:cs + 4]) >= threshold:
+                                valid = False
+                    if valid:
+                        kept += 1
+                    else:
+                        boxes[i, j], box_index[i, j] = -1.0, -1
+        else:
+            boxes[i, :vc] = data[i, :vc]
+            box_index[i, :vc] = np.arange(vc)
+        if attrs["return_indices"]:
+            for j in range(vc):
+                if box_index[i, j] >= 0:
+                    box_index[i, j] = indices[i, box_index[i, j]]
+    if attrs["return_indices"]:
+        out = np.full((batch, num), -1, "int32")
+        counts = np.zeros((batch, 1), "int32")
+        for i in range(batch):
+            front = 0
+            for j in range(num):
+                value = box_index[i, j]
+                if value >= 0 and front < num:
+                    out[i, front] = value
+                    front += 1
+                if (value > num or value < -num) and front < num:
+                    out[i, front] = 0
+                    front += 1
+            counts[i, 0] = front
+        return out, counts
+    if attrs["invalid_to_bottom"]:
+        moved = np.full(data.shape, -1.0)
+        front = np.zeros(batch, "int64")
+        for i in range(batch):
+            for j in range(num):
+                if boxes[i, j, 0] >= 0:
+                    moved[i, front[i]] = boxes[i, j]
+                    front[i] += 1
+        boxes = moved
+    return boxes.astype(data.dtype)
+
+
+class _Counter:
+    """A one-element int32 stack array used as a mutable scalar in a kernel."""
+
+    def __init__(self, ctx: KernelContext, name: str):
+        self.buffer = te.Buffer(ctx.fresh(name), (1,), "int32", scope="local")
+
+    @property
+    def value(self) -> te.PrimExpr:
+        return self.buffer[te.const(0)]
+
+    def set(self, value: te.ExprLike) -> Stmt:
+        return Store(self.buffer, (te.const(0),), te.as_expr(value))
+
+
+def _nms_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer | tuple[te.Buffer, ...], attrs: Attrs,
+    out_type: Type, epilogue: Epilogue,
+) -> Stmt:
+    """TVM's NMS, one image at a time: a stable descending rank sort of the valid scores, top_k,
+    then each box against the kept boxes before it; results compacted per the attributes."""
+    data, valid_count, indices, max_out, iou_threshold = input_buffers(inputs, "vision.non_max_suppression")
+    batch, num, length = buffer_dims(data)
+    top_k, cs, si, ii = attrs["top_k"], attrs["coord_start"], attrs["score_index"], attrs["id_index"]
+    zero, f64 = te.const(0), "float64"
+    i = ctx.var("i")
+    order = te.Buffer(ctx.fresh("order"), (num,), "int32")
+    boxes = te.Buffer(ctx.fresh("nms_boxes"), (num, length), data.dtype)
+    box_index = te.Buffer(ctx.fresh("nms_index"), (num,), "int32")
+    vc, kept, rank, keep, front = (_Counter(ctx, name) for name in ("valid", "kept", "rank", "keep", "front"))
+    minus_one = te.const(-1.0, data.dtype)
+
+    def loop(name: str, extent: int, body: Callable[[te.Var], Stmt]) -> Stmt:
+        var = ctx.var(name)
+        return For(var, zero, te.const(extent), body(var))
+
+    def clear(j: te.PrimExpr) -> Stmt:
+        return seq(loop("k", length, lambda k: Store(boxes, (j, k), minus_one)), Store(box_index, (j,), te.const(-1)))
+
+    def copy_row(j: te.PrimExpr, source: te.PrimExpr) -> Stmt:
+        return seq(loop("k", length, lambda k: Store(boxes, (j, k), data[i, source, k])), Store(box_index, (j,), source))
+
+    score = lambda j: data[i, j, si]  # noqa: E731
+    # 1. order[r] = the anchor of rank r among the valid ones (ties keep anchor order).
+    def ranked(j: te.Var) -> Stmt:
+        def count(k: te.Var) -> Stmt:
+            better = te.logical_or(score(k) > score(j), te.logical_and(te.eq(score(k), score(j)), k < j))
+            return IfThenElse(te.logical_and(k < vc.value, better), rank.set(rank.value + 1))
+        return IfThenElse(j < vc.value, seq(rank.set(0), loop("k", num, count), Store(order, (rank.value,), j)))
+
+    nkeep = te.select(te.logical_and(te.const(top_k) > 0, te.const(top_k) < vc.value), te.const(top_k), vc.value)
+    # 2. the sorted boxes, then suppression.
+    def place_sorted(j: te.Var) -> Stmt:
+        return IfThenElse(j < nkeep, copy_row(j, order[j]), IfThenElse(j < vc.value, clear(j)))
+
+    def corners(j: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
+        x0, y0, x1, y1 = (te.cast(f64, boxes[j, cs + c]) for c in range(4))
+        return te.minimum(x0, x1), te.minimum(y0, y1), te.maximum(x0, x1), te.maximum(y0, y1)
+
+    def iou(j: te.PrimExpr, k: te.PrimExpr) -> te.PrimExpr:
+        al, at, ar, ab = corners(j)
+        bl, bt, br, bb = corners(k)
+        w = te.maximum(te.minimum(ar, br) - te.maximum(al, bl), 0.0)
+        h = te.maximum(te.minimum(ab, bb) - te.maximum(at, bt), 0.0)
+        area = h * w
+        union = (ar - al) * (ab - at) + (br - bl) * (bb - bt) - area
+        return te.select(union <= 0.0, te.const(0.0, f64), area / union)
+
+    threshold = te.cast(f64, iou_threshold[()])
+
+    def suppress(j: te.Var) -> Stmt:
+        def against(k: te.Var) -> Stmt:
+            cond = te.logical_and(te.logical_and(k < j, te.ne(keep.value, 0)), boxes[k, si] > te.const(0.0, data.dtype))
+            if ii >= 0:
+                cond = te.logical_and(cond, boxes[k, ii] >= te.const(0.0, data.dtype))
+                if not attrs["force_suppress"]:
+                    cond = te.logical_and(cond, te.eq(boxes[j, ii], boxes[k, ii]))
+            return IfThenElse(te.logical_and(cond, iou(j, k) >= threshold), keep.set(0))
+        check = seq(keep.set(1), loop("k", num, against),
+                    IfThenElse(te.eq(keep.value, 0), clear(j), kept.set(kept.value + 1)))
+        body = IfThenElse(te.eq(kept.value, max_out[()]), clear(j),
+                          IfThenElse(boxes[j, si] > te.const(0.0, data.dtype), check))
+        return IfThenElse(j < vc.value, body)
+
+    with_nms = seq(loop("j", num, ranked), loop("j", num, place_sorted), kept.set(0), loop("j", num, suppress))
+    without = loop("j", num, lambda j: IfThenElse(j < vc.value, copy_row(j, j)))
+    steps: list[Stmt] = [
+        vc.set(te.maximum(te.minimum(valid_count[i], num), 0)),
+        IfThenElse(threshold > 0.0, with_nms, without),
+        loop("j", num, lambda j: IfThenElse(j >= vc.value, clear(j))),
+    ]
+    if attrs["return_indices"]:
+        assert isinstance(out, tuple)
+        out_index, out_count = out
+        def original(j: te.Var) -> Stmt:
+            return IfThenElse(te.logical_and(j < vc.value, box_index[j] >= 0),
+                              Store(box_index, (j,), indices[i, box_index[j]]))
+        def compact(j: te.Var) -> Stmt:
+            value = box_index[j]
+            room = front.value < num
+            return seq(
+                IfThenElse(te.logical_and(value >= 0, room),
+                           seq(Store(out_index, (i, front.value), value), front.set(front.value + 1))),
+                IfThenElse(te.logical_and(te.logical_or(value > num, value < -num), room),
+                           seq(Store(out_index, (i, front.value), zero), front.set(front.value + 1))),
+            )
+        steps += [
+            loop("j", num, original),
+            loop("j", num, lambda j: Store(out_index, (i, j), te.const(-1))),
+            front.set(0), loop("j", num, compact), Store(out_count, (i, zero), front.value),
+        ]
+    else:
+        assert isinstance(out, te.Buffer)
+        if attrs["invalid_to_bottom"]:
+            def move(j: te.Var) -> Stmt:
+                row = loop("k", length, lambda k: Store(out, (i, front.value, k), boxes[j, k]))
+                return IfThenElse(boxes[j, 0] >= te.const(0.0, data.dtype), seq(row, front.set(front.value + 1)))
+            steps += [
+                loop("j", num, lambda j: loop("k", length, lambda k: Store(out, (i, j, k), minus_one))),
+                front.set(0), loop("j", num, move),
+            ]
+        else:
+            steps.append(loop("j", num, lambda j: loop("k", length, lambda k: Store(out, (i, j, k), boxes[j, k]))))
+    body: Stmt = seq(*steps)
+    for counter in (vc, kept, rank, keep, front):
+        body = Allocate(counter.buffer, body)
+    return Allocate(order, Allocate(boxes, Allocate(box_index, For(i, zero, te.const(batch), body))))
+
+
+def _nms_domain(d: Draw) -> Sample:
+    batch, num, length = d.integer(1, 2), d.integer(1, 7), d.choice((5, 6, 6))
+    rng = np.random.default_rng(d.integer(0, 1 << 30))
+    dtype = d.choice(("float32", "float32", "float64"))
+    data = rng.uniform(0.0, 1.0, (batch, num, length))
+    data[:, :, 0] = rng.integers(-1, 3, (batch, num))  # class ids, some negative
+    data[:, :, 1] = np.round(rng.uniform(-0.2, 1.0, (batch, num)), 1)  # scores with ties and <= 0
+    valid = rng.integers(0, num + 1, batch).astype("int32")
+    indices = rng.integers(0, num, (batch, num)).astype("int32")
+    attrs = {
+        "force_suppress": d.boolean(), "top_k": d.choice((-1, 1, 3)), "coord_start": length - 4,
+        "score_index": 1, "id_index": d.choice((0, -1)), "return_indices": d.boolean(),
+        "invalid_to_bottom": d.boolean(),
+    }
+    max_out = np.array(d.choice((-1, 0, 1, 2)), "int32")
+    iou = np.array(d.choice((0.0, 0.3, 0.5, 0.9)), "float32")
+    return Sample((data.astype(dtype), valid, indices, max_out, iou), attrs)
+
+
+def _nms_sample_data() -> np.ndarray:
+    # id, score, x0, y0, x1, y1: boxes 0/1 overlap heavily (IoU 0.81), 2 is class 1, 3 scores 0.
+    return np.array([[
+        [0, 0.9, 0.0, 0.0, 1.0, 1.0],
+        [0, 0.8, 0.1, 0.1, 1.0, 1.0],
+        [1, 0.7, 0.05, 0.0, 1.0, 1.1],
+        [0, 0.0, 2.0, 2.0, 3.0, 3.0],
+        [0, 0.6, 3.0, 3.0, 2.0, 2.0],
+    ]], F32)
+
+
+register(
+    OpDef(
+        name="vision.non_max_suppression",
+        num_inputs=5,
+        type_rel=_nms_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_nms_reference,
+        kernel=_nms_kernel,
+        attrs=(
+            AttrSpec("force_suppress", "bool", False),
+            AttrSpec("top_k", "int", -1),
+            AttrSpec("coord_start", "int", 2),
+            AttrSpec("score_index", "int", 1),
+            AttrSpec("id_index", "int", 0),
+            AttrSpec("return_indices", "bool", True),
+            AttrSpec("invalid_to_bottom", "bool", False),
+        ),
+        samples=(
+            Sample((_nms_sample_data(), np.array([5], "int32"), np.array([[4, 3, 2, 1, 0]], "int32"),
+                    np.array(-1, "int32"), np.array(0.5, F32))),
+            Sample((_nms_sample_data(), np.array([4], "int32"), np.arange(5, dtype="int32").reshape(1, 5),
+                    np.array(-1, "int32"), np.array(0.5, F32)),
+                   {"return_indices": False, "force_suppress": True, "invalid_to_bottom": True}),
+            Sample((_nms_sample_data().astype("float64"), np.array([5], "int32"),
+                    np.arange(5, dtype="int32").reshape(1, 5), np.array(1, "int32"), np.array(0.3, F32)),
+                   {"return_indices": False, "top_k": 2}),
+            Sample((np.concatenate([_nms_sample_data()] * 2), np.array([3, 5], "int32"),
+                    np.arange(10, dtype="int32").reshape(2, 5), np.array(-1, "int32"), np.array(0.0, F32)),
+                   {"id_index": -1}),
+        ),
+        domain=Domain(_nms_domain),
     )
 )

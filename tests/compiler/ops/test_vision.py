@@ -136,6 +136,69 @@ def test_get_valid_counts_types_and_errors() -> None:
         infer("vision.get_valid_counts", data, scalar, score_index=6)
 
 
+# --- non_max_suppression --------------------------------------------------------------------------
+
+# id, score, x0, y0, x1, y1. Box 1 overlaps box 0 with IoU 0.81; box 2 (class 1) overlaps box 0
+# with IoU 0.8676; box 3 scores 0; box 4 has its corners swapped and overlaps nothing.
+NMS_BOXES = np.array([[
+    [0, 0.9, 0.0, 0.0, 1.0, 1.0],
+    [0, 0.8, 0.1, 0.1, 1.0, 1.0],
+    [1, 0.7, 0.05, 0.0, 1.0, 1.1],
+    [0, 0.0, 2.0, 2.0, 3.0, 3.0],
+    [0, 0.6, 3.0, 3.0, 2.0, 2.0],
+]], F32)
+
+
+def nms(valid: int, indices: list[int], max_out: int = -1, iou: float = 0.5, **attrs: object) -> object:
+    return run("vision.non_max_suppression", NMS_BOXES, np.array([valid], "int32"),
+               np.array([indices], "int32"), np.array(max_out, "int32"), np.array(iou, F32), **attrs)
+
+
+def test_nms_suppresses_same_class_overlaps_and_maps_indices() -> None:
+    out, count = nms(5, [4, 3, 2, 1, 0])
+    # Sorted: 0, 1, 2, 4, 3. Box 1 goes; box 2 is another class; box 3 (score 0) is kept as is.
+    assert out.tolist() == [[4, 2, 0, 1, -1]] and count.tolist() == [[4]]
+    out, count = nms(5, [0, 1, 2, 3, 4], force_suppress=True)
+    assert out.tolist() == [[0, 4, 3, -1, -1]] and count.tolist() == [[3]]
+
+
+def test_nms_max_output_size_and_top_k() -> None:
+    out, count = nms(5, [0, 1, 2, 3, 4], max_out=1)
+    assert out.tolist() == [[0, -1, -1, -1, -1]] and count.tolist() == [[1]]
+    out, _ = nms(5, [0, 1, 2, 3, 4], top_k=2)  # only boxes 0 and 1 enter; 1 is suppressed
+    assert out.tolist() == [[0, -1, -1, -1, -1]]
+
+
+def test_nms_boxes_output_and_invalid_to_bottom() -> None:
+    boxes = nms(4, [0, 1, 2, 3], return_indices=False, force_suppress=True)
+    expected = np.full((5, 6), -1, F32)
+    expected[0], expected[3] = NMS_BOXES[0, 0], NMS_BOXES[0, 3]
+    np.testing.assert_array_equal(boxes[0], expected)
+    moved = nms(4, [0, 1, 2, 3], return_indices=False, force_suppress=True, invalid_to_bottom=True)
+    np.testing.assert_array_equal(moved[0, :2], NMS_BOXES[0, [0, 3]])
+    assert (moved[0, 2:] == -1).all()
+
+
+def test_nms_without_threshold_keeps_the_valid_boxes_in_place() -> None:
+    out, count = nms(3, [4, 3, 2, 1, 0], iou=0.0)
+    assert out.tolist() == [[4, 3, 2, -1, -1]] and count.tolist() == [[3]]
+    # TVM's compaction also emits a 0 after every index beyond num_anchors.
+    out, count = nms(3, [9, 8, 7, 6, 5], iou=0.0)
+    assert out.tolist() == [[9, 0, 8, 0, 7]] and count.tolist() == [[5]]
+
+
+def test_nms_types_and_errors() -> None:
+    data, valid, ind = TensorType((2, 7, 6), F32), TensorType((2,), "int32"), TensorType((2, 7), "int32")
+    scalars = (TensorType((), "int32"), TensorType((), F32))
+    out = infer("vision.non_max_suppression", data, valid, ind, *scalars)
+    assert out.fields == (TensorType((2, 7), "int32"), TensorType((2, 1), "int32"))  # type: ignore[union-attr]
+    assert infer("vision.non_max_suppression", data, valid, ind, *scalars, return_indices=False) == data
+    with pytest.raises(TypeRelationError, match="do not fit boxes of 6 values"):
+        infer("vision.non_max_suppression", data, valid, ind, *scalars, coord_start=3)
+    with pytest.raises(TypeRelationError, match="float scalar iou_threshold"):
+        infer("vision.non_max_suppression", data, valid, ind, scalars[0], scalars[0])
+
+
 # --- text round trip and end to end --------------------------------------------------------------
 
 VISION_MODEL = """
@@ -146,7 +209,8 @@ def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
   %2 = reshape(%0, newshape=[1, 32, 6]);
   %3 = vision.get_valid_counts(%2, 0.1f, id_index=-1, score_index=2);
   %4 = %3.1;
-  (%0, %1, %3.0, nn.relu(%4), %3.2)
+  %5 = vision.non_max_suppression(%4, %3.0, %3.2, 3, 0.4f, force_suppress=True, coord_start=1, id_index=-1);
+  (%0, %1, %3.0, nn.relu(%4), %3.2, %5.0, %5.1)
 }
 """
 
@@ -165,13 +229,13 @@ def _compile_and_run(text: str, inputs: dict[str, np.ndarray], tmp_path: Path) -
 def test_vision_attrs_round_trip_through_the_printer() -> None:
     text = astext(parse(VISION_MODEL))
     assert "stride=2" in text and "sizes=[0.3f, 0.6f]" in text and "clip=True" in text
-    assert "id_index=-1, score_index=2" in text
+    assert "id_index=-1, score_index=2" in text and "force_suppress=True, coord_start=1, id_index=-1" in text
     assert astext(parse(text)) == text
 
 
 def test_vision_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
     x = np.random.default_rng(3).uniform(-1, 1, (1, 8, 4, 6)).astype(F32)
     actual, expected = _compile_and_run(VISION_MODEL, {"x": x}, tmp_path)
-    assert len(actual) == len(expected) == 5
+    assert len(actual) == len(expected) == 7
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

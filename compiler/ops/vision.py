@@ -22,10 +22,10 @@ from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.common import check_arity, row_major_index, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers
-from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
-from compiler.tir.stmt import Allocate, For, IfThenElse, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, For, IfThenElse, LetStmt, Stmt, Store, seq
 
 F32 = "float32"
 
@@ -645,5 +645,281 @@ register(
                    {"id_index": -1}),
         ),
         domain=Domain(_nms_domain),
+    )
+)
+
+
+# --- roi_align and roi_pool -----------------------------------------------------------------------
+
+
+def _roi_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
+    def rel(types: Sequence[Type], attrs: Attrs) -> Type:
+        check_arity(types, 2, op)
+        data, rois = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+        if data.ndim != 4 or not data.dtype.startswith("float"):
+            raise TypeRelationError(f"{op} expects 4-D float data, got {data}")
+        if rois.ndim != 2 or rois.shape[1] not in (5, ANY) or not rois.dtype.startswith("float"):
+            raise TypeRelationError(f"{op} expects float rois of shape (num_roi, 5), got {rois}")
+        pooled = attrs["pooled_size"]
+        if len(pooled) != 2 or min(pooled) < 1:
+            raise TypeRelationError(f"{op}: pooled_size must be 2 positive sizes, got {list(pooled)}")
+        if op == "vision.roi_align" and attrs["mode"] not in ("avg", "max"):
+            raise TypeRelationError(f"{op}: unsupported mode {attrs['mode']!r}; expected 'avg' or 'max'")
+        layout = attrs["layout"]
+        if layout == "NCHW":
+            return TensorType((rois.shape[0], data.shape[1]) + tuple(pooled), data.dtype)
+        if layout == "NHWC" and op == "vision.roi_align":
+            return TensorType((rois.shape[0],) + tuple(pooled) + (data.shape[3],), data.dtype)
+        raise TypeRelationError(f"{op}: unsupported layout {layout!r}")
+
+    return rel
+
+
+def _align_geometry(ops_: type, roi: Sequence[object], attrs: Attrs) -> tuple[object, ...]:
+    """Per roi: (start_h, start_w, bin_h, bin_w, grid_h, grid_w) in float64 / int."""
+    scale = attrs["spatial_scale"]
+    ph, pw = attrs["pooled_size"]
+    start_w, start_h, end_w, end_h = (ops_.f64(v) * scale for v in roi[1:])  # type: ignore[attr-defined]
+    roi_h = ops_.maximum(end_h - start_h, 1.0)  # type: ignore[attr-defined]  # malformed rois become 1x1
+    roi_w = ops_.maximum(end_w - start_w, 1.0)  # type: ignore[attr-defined]
+    bin_h, bin_w = roi_h / float(ph), roi_w / float(pw)
+    if attrs["sample_ratio"] > 0:
+        grid_h = grid_w = attrs["sample_ratio"]
+    else:
+        grid_h = ops_.to_int(ops_.ceil(roi_h / float(ph)))  # type: ignore[attr-defined]
+        grid_w = ops_.to_int(ops_.ceil(roi_w / float(pw)))  # type: ignore[attr-defined]
+    return start_h, start_w, bin_h, bin_w, grid_h, grid_w
+
+
+def _bilinear_clamped(ops_: type, pixel: Callable[[object, object], object], y: object, x: object,
+                      height: int, width: int) -> object:
+    """TVM's roi_align sample: 0 beyond one pixel outside, else bilinear at the clamped point."""
+    outside = ops_.either(ops_.either(y < -1.0, x < -1.0), ops_.either(y > float(height), x > float(width)))  # type: ignore[attr-defined,operator]
+    y = ops_.minimum(ops_.maximum(y, 0.0), float(height - 1))  # type: ignore[attr-defined]
+    x = ops_.minimum(ops_.maximum(x, 0.0), float(width - 1))  # type: ignore[attr-defined]
+    y0, x0 = ops_.to_int(ops_.floor(y)), ops_.to_int(ops_.floor(x))  # type: ignore[attr-defined]
+    y1, x1 = ops_.minimum(y0 + 1, height - 1), ops_.minimum(x0 + 1, width - 1)  # type: ignore[attr-defined,operator]
+    dy, dx = y - ops_.f64(y0), x - ops_.f64(x0)  # type: ignore[attr-defined,operator]
+    value = (pixel(y0, x0) * (1.0 - dx) * (1.0 - dy) + pixel(y0, x1) * dx * (1.0 - dy)  # type: ignore[operator]
+             + pixel(y1, x0) * (1.0 - dx) * dy + pixel(y1, x1) * dx * dy)
+    return ops_.where(outside, 0.0, value)  # type: ignore[attr-defined]
+
+
+def _roi_batch(ops_: type, value: object, batch: int) -> object:
+    """rois[:, 0] as an image index (clamped: TVM would read outside the batch)."""
+    return ops_.maximum(ops_.minimum(ops_.to_int(ops_.f64(value)), batch - 1), 0)  # type: ignore[attr-defined]
+
+
+def _roi_align_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    from compiler.ops.image import _NumpyOps
+
+    data, rois = a
+    x = np.transpose(data, (0, 3, 1, 2)) if attrs["layout"] == "NHWC" else data
+    _, channels, height, width = x.shape
+    ph, pw = attrs["pooled_size"]
+    out = np.zeros((rois.shape[0], channels, ph, pw))
+    for r in range(rois.shape[0]):
+        n = int(_roi_batch(_NumpyOps, rois[r, 0], x.shape[0]))
+        start_h, start_w, bin_h, bin_w, grid_h, grid_w = _align_geometry(_NumpyOps, list(rois[r]), attrs)
+        count = float(int(grid_h) * int(grid_w))
+        for i in range(ph):
+            for j in range(pw):
+                samples = []
+                for iy in range(int(grid_h)):
+                    for ix in range(int(grid_w)):
+                        y = start_h + i * bin_h + (iy + 0.5) * bin_h / float(grid_h)
+                        xx = start_w + j * bin_w + (ix + 0.5) * bin_w / float(grid_w)
+                        samples.append(_bilinear_clamped(
+                            _NumpyOps, lambda yy, xi: x[n, :, yy, xi].astype(np.float64), y, xx, height, width))
+                stacked = np.array(samples)
+                out[r, :, i, j] = (stacked / count).sum(axis=0) if attrs["mode"] == "avg" else stacked.max(axis=0)
+    out = out.astype(data.dtype)
+    return np.transpose(out, (0, 2, 3, 1)) if attrs["layout"] == "NHWC" else out
+
+
+def _roi_align_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer, attrs: Attrs, out_type: Type,
+    epilogue: Epilogue,
+) -> Stmt:
+    from compiler.ops.image import _LoopOps
+
+    data, rois = input_buffers(inputs, "vision.roi_align")
+    nhwc = attrs["layout"] == "NHWC"
+    batch, channels, height, width = (buffer_dims(data)[p] for p in ((0, 3, 1, 2) if nhwc else (0, 1, 2, 3)))
+    ph, pw = attrs["pooled_size"]
+    num = buffer_dims(rois)[0]
+    r, c, i, j, iy, ix = (ctx.var(name) for name in ("r", "c", "i", "j", "iy", "ix"))
+    zero = te.const(0)
+    n = ctx.var("n")
+    geometry = _align_geometry(_LoopOps, [rois[r, k] for k in range(5)], attrs)
+    names = ("start_h", "start_w", "bin_h", "bin_w", "grid_h", "grid_w")
+    lets = [(te.Var(ctx.fresh(name), g.dtype), g) for name, g in zip(names, geometry)  # type: ignore[union-attr]
+            if isinstance(g, te.PrimExpr)]
+    bound = {name: var for name, (var, _) in zip([nm for nm, g in zip(names, geometry) if isinstance(g, te.PrimExpr)], lets)}
+    start_h, start_w, bin_h, bin_w = (bound[k] for k in names[:4])
+    grid_h = bound.get("grid_h", te.const(attrs["sample_ratio"]))
+    grid_w = bound.get("grid_w", te.const(attrs["sample_ratio"]))
+    acc = te.Buffer(ctx.fresh("acc"), (1,), "float64", scope="local")
+    y = start_h + te.cast("float64", i) * bin_h + (te.cast("float64", iy) + 0.5) * bin_h / te.cast("float64", grid_h)
+    x = start_w + te.cast("float64", j) * bin_w + (te.cast("float64", ix) + 0.5) * bin_w / te.cast("float64", grid_w)
+
+    def pixel(yy: object, xx: object) -> te.PrimExpr:
+        index = (n, yy, xx, c) if nhwc else (n, c, yy, xx)
+        return te.cast("float64", data[index])  # type: ignore[index]  # PrimExprs
+
+    sample = _bilinear_clamped(_LoopOps, pixel, y, x, height, width)
+    count = te.cast("float64", grid_h * grid_w)
+    avg = attrs["mode"] == "avg"
+    update = acc[zero] + sample / count if avg else te.maximum(acc[zero], sample)  # type: ignore[operator]
+    init = te.const(0.0 if avg else float(np.finfo(np.float64).min), "float64")
+    idx = (r, i, j, c) if nhwc else (r, c, i, j)
+    store = Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, acc[zero]), idx)))
+    cell = Allocate(acc, seq(Store(acc, (zero,), init),
+                             For(iy, zero, grid_h, For(ix, zero, grid_w, Store(acc, (zero,), update))), store))
+    body: Stmt = For(c, zero, te.const(channels), For(i, zero, te.const(ph), For(j, zero, te.const(pw), cell)))
+    for var, value in reversed(lets):
+        body = LetStmt(var, value, body)
+    body = LetStmt(n, _roi_batch(_LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
+    return For(r, zero, te.const(num), body)
+
+
+def _roi_domain(op: str) -> Callable[[Draw], Sample]:
+    def draw(d: Draw) -> Sample:
+        n, c, h, w = d.integer(1, 2), d.integer(1, 3), d.integer(1, 7), d.integer(1, 7)
+        layout = d.choice(("NCHW", "NHWC")) if op == "vision.roi_align" else "NCHW"
+        scale = d.choice((1.0, 0.5, 0.25))
+        rng = np.random.default_rng(d.integer(0, 1 << 30))
+        num = d.integer(1, 4)
+        # Corners on a 1/4 grid (exact under the dyadic scales), some outside the image.
+        corners = rng.integers(-4, 4 * max(h, w) * 2 + 4, (num, 4)) / 4.0
+        rois = np.concatenate([rng.integers(0, n, (num, 1)).astype(float), corners], axis=1)
+        attrs: dict[str, object] = {"pooled_size": [d.integer(1, 3), d.integer(1, 3)], "spatial_scale": scale,
+                                    "layout": layout}
+        if op == "vision.roi_align":
+            attrs["sample_ratio"] = d.choice((-1, 1, 2))
+            attrs["mode"] = d.choice(("avg", "max"))
+        shape = (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+        dtype = d.choice(("float32", "float32", "float64"))
+        return Sample((TensorType(shape, dtype), rois.astype(d.choice(("float32", dtype)))), attrs)
+
+    return draw
+
+
+_ROIS = np.array([[0, 0, 0, 7, 7], [1, 1.5, 2.25, 4.5, 6.0], [0, -2, 3, 1, 12], [1, 5, 5, 5, 5]], F32)
+
+register(
+    OpDef(
+        name="vision.roi_align",
+        num_inputs=2,
+        type_rel=_roi_rel("vision.roi_align"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=_roi_align_reference,
+        kernel=_roi_align_kernel,
+        attrs=(
+            AttrSpec("pooled_size", "ints", REQUIRED),
+            AttrSpec("spatial_scale", "float", REQUIRED),
+            AttrSpec("sample_ratio", "int", -1),
+            AttrSpec("layout", "str", "NCHW"),
+            AttrSpec("mode", "str", "avg"),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 8, 8), F32), _ROIS), {"pooled_size": [2, 2], "spatial_scale": 1.0}),
+            Sample((TensorType((2, 4, 4, 3), F32), _ROIS), {"pooled_size": [3, 2], "spatial_scale": 0.5,
+                                                            "layout": "NHWC", "mode": "max", "sample_ratio": 2}),
+            Sample((TensorType((2, 2, 5, 6), "float64"), _ROIS.astype("float64")),
+                   {"pooled_size": [1, 3], "spatial_scale": 0.25, "sample_ratio": 1}),
+        ),
+        domain=Domain(_roi_domain("vision.roi_align"), ulps=64.0),
+    )
+)
+
+
+def _pool_window(ops_: type, roi: Sequence[object], attrs: Attrs, i: object, j: object, height: int,
+                 width: int) -> tuple[object, object, object, object]:
+    """TVM's roi_pool bin (hstart, hend, wstart, wend): rounded roi corners, bins widened by
+    1e-5 against rounding, clamped to the image."""
+    scale = attrs["spatial_scale"]
+    ph, pw = attrs["pooled_size"]
+    start_w, start_h, end_w, end_h = (ops_.to_int(ops_.round(ops_.f64(v) * scale)) for v in roi[1:])  # type: ignore[attr-defined]
+    roi_h = ops_.maximum(end_h - start_h + 1, 1)  # type: ignore[attr-defined,operator]
+    roi_w = ops_.maximum(end_w - start_w + 1, 1)  # type: ignore[attr-defined,operator]
+    bin_h, bin_w = ops_.f64(roi_h) / float(ph), ops_.f64(roi_w) / float(pw)  # type: ignore[attr-defined]
+
+    def clamp(v: object, size: int) -> object:
+        return ops_.minimum(ops_.maximum(v, 0), size)  # type: ignore[attr-defined]
+
+    hstart = clamp(ops_.to_int(ops_.floor(ops_.f64(i) * bin_h + 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
+    wstart = clamp(ops_.to_int(ops_.floor(ops_.f64(j) * bin_w + 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
+    hend = clamp(ops_.to_int(ops_.ceil(ops_.f64(i + 1) * bin_h - 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
+    wend = clamp(ops_.to_int(ops_.ceil(ops_.f64(j + 1) * bin_w - 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
+    return hstart, hend, wstart, wend
+
+
+def _roi_pool_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    from compiler.ops.image import _NumpyOps
+
+    data, rois = a
+    _, channels, height, width = data.shape
+    ph, pw = attrs["pooled_size"]
+    out = np.zeros((rois.shape[0], channels, ph, pw), data.dtype)
+    for r in range(rois.shape[0]):
+        n = int(_roi_batch(_NumpyOps, rois[r, 0], data.shape[0]))
+        for i in range(ph):
+            for j in range(pw):
+                hs, he, ws, we = (int(v) for v in _pool_window(_NumpyOps, list(rois[r]), attrs, i, j, height, width))
+                if hs < he and ws < we:
+                    out[r, :, i, j] = data[n, :, hs:he, ws:we].max(axis=(1, 2))
+    return out
+
+
+def _roi_pool_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer, attrs: Attrs, out_type: Type,
+    epilogue: Epilogue,
+) -> Stmt:
+    from compiler.ops.image import _LoopOps
+    from compiler.ops.pool import lowest_value
+
+    data, rois = input_buffers(inputs, "vision.roi_pool")
+    batch, channels, height, width = buffer_dims(data)
+    ph, pw = attrs["pooled_size"]
+    r, c, i, j, y, x, n = (ctx.var(name) for name in ("r", "c", "i", "j", "y", "x", "n"))
+    zero = te.const(0)
+    window = _pool_window(_LoopOps, [rois[r, k] for k in range(5)], attrs, i, j, height, width)
+    hs, he, ws, we = (ctx.var(name) for name in ("hstart", "hend", "wstart", "wend"))
+    acc = te.Buffer(ctx.fresh("acc"), (1,), data.dtype, scope="local")
+    lowest = lowest_value(np.dtype(data.dtype))
+    result = te.select(te.logical_and(hs < he, ws < we), acc[zero], te.const(0.0, data.dtype))
+    idx = (r, c, i, j)
+    cell = Allocate(acc, seq(
+        Store(acc, (zero,), te.const(float(lowest), data.dtype)),
+        For(y, hs, he - hs, For(x, ws, we - ws, Store(acc, (zero,), te.maximum(acc[zero], data[n, c, y, x])))),
+        Store(out, idx, te.cast(out.dtype, epilogue(result, idx))),
+    ))
+    for var, value in reversed(list(zip((hs, he, ws, we), window))):
+        cell = LetStmt(var, value, cell)  # type: ignore[arg-type]  # PrimExprs
+    body = For(c, zero, te.const(channels), For(i, zero, te.const(ph), For(j, zero, te.const(pw), cell)))
+    body = LetStmt(n, _roi_batch(_LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
+    return For(r, zero, te.const(rois.shape[0]), body)
+
+
+register(
+    OpDef(
+        name="vision.roi_pool",
+        num_inputs=2,
+        type_rel=_roi_rel("vision.roi_pool"),
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=_roi_pool_reference,
+        kernel=_roi_pool_kernel,
+        attrs=(
+            AttrSpec("pooled_size", "ints", REQUIRED),
+            AttrSpec("spatial_scale", "float", REQUIRED),
+            AttrSpec("layout", "str", "NCHW"),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 8, 8), F32), _ROIS), {"pooled_size": [2, 2], "spatial_scale": 1.0}),
+            Sample((TensorType((2, 2, 5, 6), "float64"), _ROIS.astype("float64")),
+                   {"pooled_size": [3, 2], "spatial_scale": 0.5}),
+        ),
+        domain=Domain(_roi_domain("vision.roi_pool")),
     )
 )

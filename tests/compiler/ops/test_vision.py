@@ -199,6 +199,95 @@ def test_nms_types_and_errors() -> None:
         infer("vision.non_max_suppression", data, valid, ind, scalars[0], scalars[0])
 
 
+# --- roi_align and roi_pool -----------------------------------------------------------------------
+
+RAMP = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)  # value = 4 * y + x
+
+
+def rois(*rows: list[float]) -> np.ndarray:
+    return np.array(rows, F32)
+
+
+def test_roi_align_samples_bin_centres_bilinearly() -> None:
+    # One 3x3 bin with one sample at its centre (1.5, 1.5).
+    out = run("vision.roi_align", RAMP, rois([0, 0, 0, 3, 3]), pooled_size=[1, 1], spatial_scale=1.0, sample_ratio=1)
+    assert out.ravel().tolist() == [7.5]
+    # The adaptive grid is ceil(3 / 1) = 3 samples a side, at 0.5, 1.5, 2.5: max at (2.5, 2.5).
+    out = run("vision.roi_align", RAMP, rois([0, 0, 0, 3, 3]), pooled_size=[1, 1], spatial_scale=1.0, mode="max")
+    assert out.ravel().tolist() == [12.5]
+    # spatial_scale halves the roi to (1, 1)-(3, 3): centre (2, 2). A malformed roi becomes 1x1:
+    # start (1, 1), centre (1.5, 1.5).
+    out = run("vision.roi_align", RAMP, rois([0, 2, 2, 6, 6], [0, 2, 2, 1, 1]), pooled_size=[1, 1],
+              spatial_scale=0.5, sample_ratio=1)
+    assert out.ravel().tolist() == [10, 7.5]
+
+
+def test_roi_align_is_zero_beyond_one_pixel_outside_and_clamps_within() -> None:
+    out = run("vision.roi_align", RAMP, rois([0, 10, 10, 12, 12], [0, 3.5, 3.5, 4.5, 4.5]), pooled_size=[1, 1],
+              spatial_scale=1.0, sample_ratio=1)
+    # Centre (11, 11) is outside; centre (4, 4) is within one pixel, so it reads the clamped (3, 3).
+    assert out.ravel().tolist() == [0, 15]
+
+
+def test_roi_align_nhwc_matches_nchw() -> None:
+    data = np.random.default_rng(4).uniform(-1, 1, (2, 3, 6, 5)).astype(F32)
+    boxes = rois([1, 0.5, 1, 4, 5.5], [0, 2, 0, 3, 2])
+    nchw = run("vision.roi_align", data, boxes, pooled_size=[2, 3], spatial_scale=1.0)
+    nhwc = run("vision.roi_align", data.transpose(0, 2, 3, 1), boxes, pooled_size=[2, 3], spatial_scale=1.0,
+               layout="NHWC")
+    np.testing.assert_allclose(nhwc, nchw.transpose(0, 2, 3, 1), rtol=1e-6)
+
+
+def test_roi_pool_takes_the_max_of_each_bin_with_rounded_corners() -> None:
+    out = run("vision.roi_pool", RAMP, rois([0, 0, 0, 3, 3]), pooled_size=[2, 2], spatial_scale=1.0)
+    assert out[0, 0].tolist() == [[5, 7], [13, 15]]
+    # Corners round halves away from zero: 0.5 -> 1 and 2.5 -> 3.
+    out = run("vision.roi_pool", RAMP, rois([0, 0.5, 0.5, 2.5, 1.4]), pooled_size=[1, 1], spatial_scale=1.0)
+    assert out.ravel().tolist() == [7]
+    # A bin clamped to nothing is 0.
+    out = run("vision.roi_pool", RAMP, rois([0, 10, 10, 12, 12]), pooled_size=[1, 1], spatial_scale=1.0)
+    assert out.ravel().tolist() == [0]
+
+
+def test_roi_types_and_errors() -> None:
+    data, boxes = TensorType((2, 3, 8, 8), F32), TensorType((ANY, 5), F32)
+    assert infer("vision.roi_align", data, boxes, pooled_size=[2, 3], spatial_scale=1.0) == TensorType(
+        (ANY, 3, 2, 3), F32)
+    assert infer("vision.roi_align", TensorType((2, 8, 8, 3), F32), boxes, pooled_size=[2, 3], spatial_scale=1.0,
+                 layout="NHWC") == TensorType((ANY, 2, 3, 3), F32)
+    assert infer("vision.roi_pool", data, boxes, pooled_size=[2, 2], spatial_scale=1.0) == TensorType(
+        (ANY, 3, 2, 2), F32)
+    with pytest.raises(TypeRelationError, match="rois of shape \\(num_roi, 5\\)"):
+        infer("vision.roi_align", data, TensorType((4, 4), F32), pooled_size=[2, 2], spatial_scale=1.0)
+    with pytest.raises(TypeRelationError, match="unsupported mode 'sum'"):
+        infer("vision.roi_align", data, boxes, pooled_size=[2, 2], spatial_scale=1.0, mode="sum")
+    with pytest.raises(TypeRelationError, match="unsupported layout 'NHWC'"):
+        infer("vision.roi_pool", data, boxes, pooled_size=[2, 2], spatial_scale=1.0, layout="NHWC")
+    assert ops.get("vision.roi_align").pattern == OpPattern.OUT_ELEMWISE_FUSABLE
+
+
+ROI_MODEL = """
+#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3, 8, 8), float32], %rois: Tensor[(3, 5), float32]) {
+  %0 = vision.roi_align(%x, %rois, pooled_size=[2, 2], spatial_scale=0.5f, sample_ratio=2, mode="max");
+  %1 = vision.roi_pool(%x, %rois, pooled_size=[3, 3], spatial_scale=1f);
+  (nn.relu(%0), %1)
+}
+"""
+
+
+def test_roi_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    text = astext(parse(ROI_MODEL))
+    assert 'mode="max"' in text and "sample_ratio=2" in text and astext(parse(text)) == text
+    inputs = {
+        "x": np.random.default_rng(5).uniform(-1, 1, (2, 3, 8, 8)).astype(F32),
+        "rois": rois([0, 0, 0, 7, 7], [1, 1.5, 2.5, 6, 4], [1, 5, 5, 2, 2]),
+    }
+    actual, expected = _compile_and_run(ROI_MODEL, inputs, tmp_path)
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
 # --- text round trip and end to end --------------------------------------------------------------
 
 VISION_MODEL = """

@@ -923,3 +923,142 @@ register(
         domain=Domain(_roi_domain("vision.roi_pool")),
     )
 )
+
+
+# --- multibox_transform_loc -----------------------------------------------------------------------
+
+
+def _transform_loc_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.multibox_transform_loc"
+    check_arity(types, 3, op)
+    cls_prob, loc_pred, anchor = (tensor_arg(types, k, op) for k in range(3))
+    if cls_prob.ndim != 3 or loc_pred.ndim != 2 or anchor.ndim != 3:
+        raise TypeRelationError(
+            f"{op} expects cls_prob (batch, classes, anchors), loc_pred (batch, anchors * 4) and anchor "
+            f"(1, anchors, 4), got {cls_prob}, {loc_pred} and {anchor}")
+    if not cls_prob.dtype.startswith("float") or len({cls_prob.dtype, loc_pred.dtype, anchor.dtype}) != 1:
+        raise TypeRelationError(f"{op} expects float inputs of one dtype, got {cls_prob}, {loc_pred} and {anchor}")
+    batch, _, num = cls_prob.shape
+    if ANY not in (num, loc_pred.shape[1]) and loc_pred.shape[1] != num * 4:  # type: ignore[operator]
+        raise TypeRelationError(f"{op}: loc_pred {loc_pred} needs 4 values for each of the {num} anchors")
+    if ANY not in (num, anchor.shape[1]) and (anchor.shape[1] != num or anchor.shape[2] not in (4, ANY)):
+        raise TypeRelationError(f"{op}: anchor {anchor} must be (1, {num}, 4)")
+    _floats(op, attrs, "variances", 4)
+    return TupleType((TensorType((batch, num, 6), cls_prob.dtype), TensorType((batch,), "int32")))
+
+
+def _decode(ops_: type, anchor: Sequence[object], pred: Sequence[object], attrs: Attrs) -> list[object]:
+    """TVM's SSD box decoding (center offsets scaled by the variances, exp sizes), in float64."""
+    vx, vy, vw, vh = _floats("vision.multibox_transform_loc", attrs, "variances", 4)
+    al, at, ar, ab = (ops_.f64(v) for v in anchor)  # type: ignore[attr-defined]
+    px, py, pw, ph = (ops_.f64(v) for v in pred)  # type: ignore[attr-defined]
+    aw, ah = ar - al, ab - at
+    ax, ay = (al + ar) / 2.0, (at + ab) / 2.0
+    ox, oy = px * vx * aw + ax, py * vy * ah + ay
+    ow, oh = ops_.exp(pw * vw) * aw / 2.0, ops_.exp(ph * vh) * ah / 2.0  # type: ignore[attr-defined]
+    corners = [ox - ow, oy - oh, ox + ow, oy + oh]
+    if attrs["clip"]:
+        corners = [ops_.maximum(ops_.minimum(v, 1.0), 0.0) for v in corners]  # type: ignore[attr-defined]
+    return corners
+
+
+class _NpMath:
+    f64 = staticmethod(lambda v: float(v))
+    exp = staticmethod(lambda v: float(np.exp(v)))
+    maximum = staticmethod(max)
+    minimum = staticmethod(min)
+
+
+class _IrMath:
+    f64 = staticmethod(lambda v: te.cast("float64", v))
+    exp = staticmethod(lambda v: te.intrin("exp", v))
+    maximum = staticmethod(te.maximum)
+    minimum = staticmethod(te.minimum)
+
+
+def _threshold32(attrs: Attrs) -> float:
+    return float(np.float32(attrs["threshold"]))  # TVM compares against a float32 constant
+
+
+def _transform_loc_reference(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
+    cls_prob, loc_pred, anchor = a
+    batch, classes, num = cls_prob.shape
+    out = np.full((batch, num, 6), -1.0)
+    counts = np.zeros(batch, "int32")
+    for i in range(batch):
+        for j in range(num):
+            score, cls_id = -1.0, 0
+            for k in range(1, classes):
+                if float(cls_prob[i, k, j]) > score:
+                    score, cls_id = float(cls_prob[i, k, j]), k
+            if cls_id > 0 and score < _threshold32(attrs):
+                cls_id = 0
+            if cls_id > 0:
+                box = _decode(_NpMath, list(anchor[0, j]), list(loc_pred[i, 4 * j:4 * j + 4]), attrs)
+                out[i, counts[i]] = [cls_id - 1.0, score] + box
+                counts[i] += 1
+    return out.astype(cls_prob.dtype), counts
+
+
+def _transform_loc_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: tuple[te.Buffer, ...], attrs: Attrs, out_type: Type,
+    epilogue: Epilogue,
+) -> Stmt:
+    """Per image and anchor: the best non-background class, dropped under the threshold, then
+    the decoded box written to the next row (rows past the count are -1; TVM leaves them unset)."""
+    cls_prob, loc_pred, anchor = input_buffers(inputs, "vision.multibox_transform_loc")
+    boxes, counts = out
+    batch, classes, num = buffer_dims(cls_prob)
+    i, j, k, q = ctx.var("i"), ctx.var("j"), ctx.var("k"), ctx.var("q")
+    zero = te.const(0)
+    count, best = _Counter(ctx, "count"), _Counter(ctx, "cls_id")
+    score = te.Buffer(ctx.fresh("score"), (1,), "float64", scope="local")
+    prob = te.cast("float64", cls_prob[i, k, j])
+    scan = For(k, te.const(1), te.const(classes - 1), IfThenElse(
+        prob > score[zero], seq(Store(score, (zero,), prob), best.set(k))))
+    box = _decode(_IrMath, [anchor[0, j, c] for c in range(4)], [loc_pred[i, j * 4 + c] for c in range(4)], attrs)
+    row = [te.cast("float64", best.value - 1), score[zero]] + box
+    write = seq(*(Store(boxes, (i, count.value, c), te.cast(boxes.dtype, v)) for c, v in enumerate(row)),  # type: ignore[arg-type]
+                count.set(count.value + 1))
+    keep = te.logical_and(best.value > 0, score[zero] >= _threshold32(attrs))
+    per_anchor = seq(Store(score, (zero,), te.const(-1.0, "float64")), best.set(0), scan, IfThenElse(keep, write))
+    c = ctx.var("c")
+    fill = For(q, zero, te.const(num), IfThenElse(q >= count.value, For(c, zero, te.const(6), Store(
+        boxes, (i, q, c), te.const(-1.0, boxes.dtype)))))
+    body = seq(count.set(0), For(j, zero, te.const(num), per_anchor), fill, Store(counts, (i,), count.value))
+    return Allocate(count.buffer, Allocate(best.buffer, Allocate(score, For(i, zero, te.const(batch), body))))
+
+
+def _transform_loc_domain(d: Draw) -> Sample:
+    batch, classes, num = d.integer(1, 2), d.integer(1, 4), d.integer(1, 6)
+    dtype = d.choice(("float32", "float32", "float64"))
+    attrs = {"clip": d.boolean(), "threshold": d.choice((0.01, 0.5, 0.9)),
+             "variances": d.choice(([0.1, 0.1, 0.2, 0.2], [1.0, 1.0, 1.0, 1.0]))}
+    types = (TensorType((batch, classes, num), dtype), TensorType((batch, num * 4), dtype),
+             TensorType((1, num, 4), dtype))
+    return Sample(types, attrs, low=-0.25, high=1.0)
+
+
+register(
+    OpDef(
+        name="vision.multibox_transform_loc",
+        num_inputs=3,
+        type_rel=_transform_loc_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_transform_loc_reference,
+        kernel=_transform_loc_kernel,
+        attrs=(
+            AttrSpec("clip", "bool", True),
+            AttrSpec("threshold", "float", 0.01),
+            AttrSpec("variances", "any", (0.1, 0.1, 0.2, 0.2)),
+        ),
+        samples=(
+            Sample((TensorType((2, 3, 5), F32), TensorType((2, 20), F32), TensorType((1, 5, 4), F32)),
+                   {"threshold": 0.4}, low=-0.25, high=1.0),
+            Sample((TensorType((1, 4, 6), "float64"), TensorType((1, 24), "float64"),
+                    TensorType((1, 6, 4), "float64")),
+                   {"clip": False, "variances": [0.2, 0.1, 0.5, 0.3]}, low=-0.25, high=1.0),
+        ),
+        domain=Domain(_transform_loc_domain),
+    )
+)

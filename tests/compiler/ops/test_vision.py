@@ -268,10 +268,13 @@ def test_roi_types_and_errors() -> None:
 
 ROI_MODEL = """
 #[version = "0.0.5"]
-def @main(%x: Tensor[(2, 3, 8, 8), float32], %rois: Tensor[(3, 5), float32]) {
+def @main(%x: Tensor[(2, 3, 8, 8), float32], %rois: Tensor[(3, 5), float32], %cls: Tensor[(2, 3, 4), float32],
+          %loc: Tensor[(2, 16), float32], %anchor: Tensor[(1, 4, 4), float32]) {
   %0 = vision.roi_align(%x, %rois, pooled_size=[2, 2], spatial_scale=0.5f, sample_ratio=2, mode="max");
   %1 = vision.roi_pool(%x, %rois, pooled_size=[3, 3], spatial_scale=1f);
-  (nn.relu(%0), %1)
+  %2 = sigmoid(%cls);
+  %3 = vision.multibox_transform_loc(%2, %loc, %anchor, threshold=0.6f, variances=[0.1f, 0.2f, 0.3f, 0.4f]);
+  (nn.relu(%0), %1, %3.0, %3.1)
 }
 """
 
@@ -282,10 +285,44 @@ def test_roi_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
     inputs = {
         "x": np.random.default_rng(5).uniform(-1, 1, (2, 3, 8, 8)).astype(F32),
         "rois": rois([0, 0, 0, 7, 7], [1, 1.5, 2.5, 6, 4], [1, 5, 5, 2, 2]),
+        "cls": np.random.default_rng(6).uniform(-2, 2, (2, 3, 4)).astype(F32),
+        "loc": np.random.default_rng(7).uniform(-1, 1, (2, 16)).astype(F32),
+        "anchor": np.random.default_rng(8).uniform(0, 1, (1, 4, 4)).astype(F32),
     }
     actual, expected = _compile_and_run(ROI_MODEL, inputs, tmp_path)
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+# --- multibox_transform_loc -------------------------------------------------------------------------
+
+
+def test_multibox_transform_loc_decodes_the_best_class_above_threshold() -> None:
+    # Two anchors, background + two classes. Anchor 0: class 2 wins (0.7); anchor 1: class 1
+    # wins with 0.3, below the threshold, so it is dropped.
+    cls_prob = np.array([[[0.1, 0.6], [0.2, 0.3], [0.7, 0.1]]], F32)
+    anchor = np.array([[[0.2, 0.2, 0.6, 0.4], [0, 0, 1, 1]]], F32)
+    loc = np.array([[1.0, -1.0, 0.0, np.log(2.0) / 0.2, 0, 0, 0, 0]], F32)
+    out, count = run("vision.multibox_transform_loc", cls_prob, loc, anchor, threshold=0.5)
+    assert count.tolist() == [1]
+    # centre (0.4, 0.3) moved by (1 * 0.1 * 0.4, -1 * 0.1 * 0.2); width 0.4; height 0.2 * 2.
+    cx, cy, hw, hh = 0.4 + 0.04, 0.3 - 0.02, 0.2, 0.2
+    np.testing.assert_allclose(out[0, 0], [1, 0.7, cx - hw, cy - hh, cx + hw, cy + hh], rtol=1e-5)
+    assert (out[0, 1] == -1).all()
+    # With clip the corners stay in [0, 1].
+    wide = np.array([[0.0, 0.0, 5.0, 5.0, 0, 0, 0, 0]], F32)
+    out, _ = run("vision.multibox_transform_loc", cls_prob, wide, anchor, threshold=0.5)
+    assert out[0, 0, 2:].min() >= 0 and out[0, 0, 2:].max() <= 1
+
+
+def test_multibox_transform_loc_types_and_errors() -> None:
+    cls, loc, anchor = TensorType((2, 3, 5), F32), TensorType((2, 20), F32), TensorType((1, 5, 4), F32)
+    out = infer("vision.multibox_transform_loc", cls, loc, anchor)
+    assert out.fields == (TensorType((2, 5, 6), F32), TensorType((2,), "int32"))  # type: ignore[union-attr]
+    with pytest.raises(TypeRelationError, match="4 values for each of the 5 anchors"):
+        infer("vision.multibox_transform_loc", cls, TensorType((2, 16), F32), anchor)
+    with pytest.raises(TypeRelationError, match="variances must have 4 values"):
+        infer("vision.multibox_transform_loc", cls, loc, anchor, variances=[0.1, 0.2])
 
 
 # --- text round trip and end to end --------------------------------------------------------------

@@ -1062,3 +1062,244 @@ register(
         domain=Domain(_transform_loc_domain),
     )
 )
+
+
+# --- all_class_non_max_suppression ----------------------------------------------------------------
+
+
+def _scalar_arg(types: Sequence[Type], k: int, op: str, what: str, kind: str) -> None:
+    ty = tensor_arg(types, k, op)
+    if ty.shape not in ((), (1,)) or not ty.dtype.startswith(kind):
+        raise TypeRelationError(f"{op} expects {what} as a {kind} scalar, got {ty}")
+
+
+def _all_class_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "vision.all_class_non_max_suppression"
+    check_arity(types, 5, op)
+    boxes, scores = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+    if boxes.ndim != 3 or boxes.shape[2] not in (4, ANY) or not boxes.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float boxes of shape (batch, num_boxes, 4), got {boxes}")
+    if scores.ndim != 3 or not scores.dtype.startswith("float"):
+        raise TypeRelationError(f"{op} expects float scores of shape (batch, num_classes, num_boxes), got {scores}")
+    _scalar_arg(types, 2, op, "max_output_boxes_per_class", "int")
+    _scalar_arg(types, 3, op, "iou_threshold", "float")
+    _scalar_arg(types, 4, op, "score_threshold", "float")
+    batch, num = boxes.shape[0], boxes.shape[1]
+    classes = scores.shape[1]
+    if attrs["output_format"] == "onnx":
+        total = ANY if ANY in (batch, classes, num) else batch * classes * num  # type: ignore[operator]
+        return TupleType((TensorType((total, 3), "int64"), TensorType((1,), "int64")))
+    if attrs["output_format"] == "tensorflow":
+        per_batch = ANY if ANY in (classes, num) else classes * num  # type: ignore[operator]
+        return TupleType((TensorType((batch, per_batch, 2), "int64"), TensorType((batch, per_batch), F32),
+                          TensorType((batch,), "int64")))
+    raise TypeRelationError(f"{op}: unsupported output_format {attrs['output_format']!r}; expected 'onnx' or 'tensorflow'")
+
+
+def _all_class_select(boxes: np.ndarray, scores: np.ndarray, m: int, iou: float, threshold: float
+                      ) -> list[list[tuple[int, float]]]:
+    """Per (batch, class) row: the selected (box, score) pairs in selection order."""
+    batch, classes, num = scores.shape
+    rows = []
+    for row in range(batch * classes):
+        b, c = divmod(row, classes)
+        s = [float(v) for v in scores[b, c]]
+        order = sorted(range(num), key=lambda j: (-s[j], j))
+        live = [s[j] for j in order]
+        valid = sum(1 for v in live if v > threshold)
+        limit = m if m > 0 else valid
+        chosen: list[tuple[int, float]] = []
+        if iou > 0 and valid > 0:
+            for j in range(valid):
+                if len(chosen) >= limit:
+                    break
+                if live[j] > -1.0:
+                    chosen.append((order[j], s[order[j]]))
+                    for k in range(j + 1, valid):
+                        if live[k] > 0 and _iou(list(boxes[b, order[j]]), list(boxes[b, order[k]])) >= iou:
+                            live[k] = -1.0
+        rows.append(chosen)
+    return rows
+
+
+def _all_class_reference(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
+    boxes, scores, m, iou, threshold = a
+    batch, classes, num = scores.shape
+    rows = _all_class_select(boxes, scores, int(np.ravel(m)[0]), float(np.ravel(iou)[0]),
+                             float(np.ravel(threshold)[0]))
+    if attrs["output_format"] == "onnx":
+        out = np.zeros((batch * classes * num, 3), "int64")
+        front = 0
+        for row, chosen in enumerate(rows):
+            for box, _ in chosen:
+                out[front] = (row // classes, row % classes, box)
+                front += 1
+        return out, np.array([front], "int64")
+    indices = np.zeros((batch, classes * num, 2), "int64")
+    picked = np.zeros((batch, classes * num), F32)
+    totals = np.zeros(batch, "int64")
+    for row, chosen in enumerate(rows):
+        b, c = divmod(row, classes)
+        for box, score in chosen:
+            indices[b, totals[b]] = (c, box)
+            picked[b, totals[b]] = score
+            totals[b] += 1
+    return indices, picked, totals
+
+
+def _all_class_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: tuple[te.Buffer, ...], attrs: Attrs, out_type: Type,
+    epilogue: Epilogue,
+) -> Stmt:
+    """Per (batch, class): a stable descending rank sort, the count over score_threshold, greedy
+    selection invalidating later overlapping boxes; then the selections collected in order."""
+    boxes, scores, max_out, iou_threshold, score_threshold = input_buffers(
+        inputs, "vision.all_class_non_max_suppression")
+    batch, classes, num = buffer_dims(scores)
+    rows = batch * classes
+    zero, f64 = te.const(0), "float64"
+
+    def scalar(buffer: te.Buffer) -> te.PrimExpr:
+        return buffer[()] if not buffer.shape else buffer[zero]
+
+    def loop(name: str, extent: int, body: Callable[[te.Var], Stmt]) -> Stmt:
+        var = ctx.var(name)
+        return For(var, zero, te.const(extent), body(var))
+
+    order = te.Buffer(ctx.fresh("order"), (num,), "int32")
+    live = te.Buffer(ctx.fresh("live"), (num,), f64)
+    selected = te.Buffer(ctx.fresh("selected"), (rows, num), "int32")
+    selected_score = te.Buffer(ctx.fresh("selected_score"), (rows, num), f64)
+    detections = te.Buffer(ctx.fresh("detections"), (rows,), "int32")
+    rank, valid, chosen, front = (_Counter(ctx, name) for name in ("rank", "valid", "chosen", "front"))
+    row = ctx.var("row")
+    b, c = row // classes, row % classes
+    score = lambda j: te.cast(f64, scores[b, c, j])  # noqa: E731
+
+    def ranked(j: te.Var) -> Stmt:
+        def count(k: te.Var) -> Stmt:
+            better = te.logical_or(score(k) > score(j), te.logical_and(te.eq(score(k), score(j)), k < j))
+            return IfThenElse(better, rank.set(rank.value + 1))
+        return seq(rank.set(0), loop("k", num, count), Store(order, (rank.value,), j))
+
+    def box(j: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
+        x0, y0, x1, y1 = (te.cast(f64, boxes[b, order[j], q]) for q in range(4))
+        return te.minimum(x0, x1), te.minimum(y0, y1), te.maximum(x0, x1), te.maximum(y0, y1)
+
+    def iou(j: te.PrimExpr, k: te.PrimExpr) -> te.PrimExpr:
+        al, at, ar, ab = box(j)
+        bl, bt, br, bb = box(k)
+        w = te.maximum(te.minimum(ar, br) - te.maximum(al, bl), 0.0)
+        h = te.maximum(te.minimum(ab, bb) - te.maximum(at, bt), 0.0)
+        area = h * w
+        union = (ar - al) * (ab - at) + (br - bl) * (bb - bt) - area
+        return te.select(union <= 0.0, te.const(0.0, f64), area / union)
+
+    m = te.cast("int32", scalar(max_out))
+    limit = te.select(m > 0, m, valid.value)
+    threshold = te.cast(f64, scalar(iou_threshold))
+
+    def select_box(j: te.Var) -> Stmt:
+        def invalidate(k: te.Var) -> Stmt:
+            cond = te.logical_and(te.logical_and(k > j, k < valid.value), live[k] > 0.0)
+            return IfThenElse(te.logical_and(cond, iou(j, k) >= threshold), Store(live, (k,), te.const(-1.0, f64)))
+        take = seq(Store(selected, (row, chosen.value), order[j]), Store(selected_score, (row, chosen.value), live[j]),
+                   chosen.set(chosen.value + 1), loop("k", num, invalidate))
+        go = te.logical_and(te.logical_and(j < valid.value, chosen.value < limit), live[j] > -1.0)
+        return IfThenElse(go, take)
+
+    per_row = seq(
+        loop("j", num, ranked),
+        loop("j", num, lambda j: Store(live, (j,), score(order[j]))),
+        valid.set(0),
+        loop("j", num, lambda j: IfThenElse(live[j] > te.cast(f64, scalar(score_threshold)),
+                                           valid.set(valid.value + 1))),
+        chosen.set(0),
+        IfThenElse(te.logical_and(threshold > 0.0, valid.value > 0), loop("j", num, select_box)),
+        Store(detections, (row,), chosen.value),
+    )
+    nms = For(row, zero, te.const(rows), per_row)
+    r2 = ctx.var("row")
+    if attrs["output_format"] == "onnx":
+        indices, total = out
+
+        def emit(j: te.Var) -> Stmt:
+            at = front.value + j
+            values = (r2 // classes, r2 % classes, selected[r2, j])
+            return IfThenElse(j < detections[r2], seq(*(Store(indices, (at, q), te.cast("int64", v))
+                                                        for q, v in enumerate(values))))
+        collect = seq(
+            loop("i", rows * num, lambda i: seq(*(Store(indices, (i, q), te.const(0, "int64")) for q in range(3)))),
+            front.set(0),
+            For(r2, zero, te.const(rows), seq(loop("j", num, emit), front.set(front.value + detections[r2]))),
+            Store(total, (zero,), te.cast("int64", front.value)),
+        )
+    else:
+        indices, picked, totals = out
+        bb, cc = ctx.var("b"), ctx.var("c")
+        source = bb * classes + cc
+
+        def emit_tf(j: te.Var) -> Stmt:
+            at = front.value + j
+            return IfThenElse(j < detections[source], seq(
+                Store(indices, (bb, at, zero), te.cast("int64", cc)),
+                Store(indices, (bb, at, te.const(1)), te.cast("int64", selected[source, j])),
+                Store(picked, (bb, at), te.cast(F32, selected_score[source, j])),
+            ))
+        per_batch = seq(
+            loop("i", classes * num, lambda i: seq(
+                Store(indices, (bb, i, zero), te.const(0, "int64")), Store(indices, (bb, i, te.const(1)),
+                                                                          te.const(0, "int64")),
+                Store(picked, (bb, i), te.const(0.0, F32)))),
+            front.set(0),
+            For(cc, zero, te.const(classes), seq(loop("j", num, emit_tf), front.set(front.value + detections[source]))),
+            Store(totals, (bb,), te.cast("int64", front.value)),
+        )
+        collect = For(bb, zero, te.const(batch), per_batch)
+    body: Stmt = seq(nms, collect)
+    for counter in (rank, valid, chosen, front):
+        body = Allocate(counter.buffer, body)
+    for buffer in (order, live, selected, selected_score, detections):
+        body = Allocate(buffer, body)
+    return body
+
+
+def _all_class_domain(d: Draw) -> Sample:
+    batch, classes, num = d.integer(1, 2), d.integer(1, 3), d.integer(1, 6)
+    rng = np.random.default_rng(d.integer(0, 1 << 30))
+    dtype = d.choice(("float32", "float32", "float64"))
+    boxes = rng.uniform(0.0, 1.0, (batch, num, 4)).astype(dtype)
+    scores = np.round(rng.uniform(-0.3, 1.0, (batch, classes, num)), 1).astype(dtype)  # ties and negatives
+    m = np.array(d.choice((-1, 0, 1, 2)), d.choice(("int64", "int32")))
+    iou = np.array(d.choice((0.0, 0.2, 0.5, 0.9)), "float32")
+    threshold = np.array(d.choice((-0.5, 0.0, 0.3)), "float32")
+    return Sample((boxes, scores, m, iou, threshold), {"output_format": d.choice(("onnx", "tensorflow"))})
+
+
+def _all_class_sample(fmt: str, m: int, iou: float, threshold: float) -> Sample:
+    boxes = np.array([[[0, 0, 1, 1], [0.1, 0.1, 1, 1], [2, 2, 3, 3], [0, 0, 0.5, 0.5]],
+                      [[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [5, 5, 6, 6]]], F32)
+    scores = np.array([[[0.9, 0.8, 0.7, 0.1], [0.2, 0.3, 0.3, 0.0]],
+                       [[0.5, 0.6, 0.7, 0.8], [-0.5, 0.9, 0.0, 0.4]]], F32)
+    return Sample((boxes, scores, np.array(m, "int64"), np.array(iou, F32), np.array(threshold, F32)),
+                  {"output_format": fmt})
+
+
+register(
+    OpDef(
+        name="vision.all_class_non_max_suppression",
+        num_inputs=5,
+        type_rel=_all_class_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_all_class_reference,
+        kernel=_all_class_kernel,
+        attrs=(AttrSpec("output_format", "str", "onnx"),),
+        samples=(
+            _all_class_sample("onnx", 10, 0.5, 0.05),
+            _all_class_sample("onnx", 1, 0.3, -1.0),
+            _all_class_sample("tensorflow", 0, 0.5, 0.15),
+            _all_class_sample("tensorflow", 2, 0.0, 0.0),
+        ),
+        domain=Domain(_all_class_domain),
+    )
+)

@@ -325,6 +325,77 @@ def test_multibox_transform_loc_types_and_errors() -> None:
         infer("vision.multibox_transform_loc", cls, loc, anchor, variances=[0.1, 0.2])
 
 
+# --- all_class_non_max_suppression ------------------------------------------------------------------
+
+AC_BOXES = np.array([[[0, 0, 1, 1], [0.1, 0.1, 1, 1], [2, 2, 3, 3], [0, 0, 0.5, 0.5]],
+                     [[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [5, 5, 6, 6]]], F32)
+AC_SCORES = np.array([[[0.9, 0.8, 0.7, 0.1], [0.2, 0.3, 0.3, 0.0]],
+                      [[0.5, 0.6, 0.7, 0.8], [-0.5, 0.9, 0.0, 0.4]]], F32)
+
+
+def all_class(m: int, iou: float, threshold: float, fmt: str = "onnx") -> object:
+    return run("vision.all_class_non_max_suppression", AC_BOXES, AC_SCORES, np.array(m, "int64"),
+               np.array(iou, F32), np.array(threshold, F32), output_format=fmt)
+
+
+def test_all_class_nms_onnx_rows_are_batch_class_box_in_score_order() -> None:
+    indices, total = all_class(10, 0.5, 0.05)
+    # b0c0: box 1 overlaps box 0 (IoU 0.81); box 3 only 0.25. b0c1: ties keep box order (1 before
+    # 2); score 0 is not above 0.05. b1c0: box 1 is box 0 with swapped corners (IoU 1).
+    expected = [[0, 0, 0], [0, 0, 2], [0, 0, 3], [0, 1, 1], [0, 1, 2], [1, 0, 3], [1, 0, 2], [1, 1, 1], [1, 1, 3]]
+    assert total.tolist() == [9]
+    assert indices[:9].tolist() == expected and (indices[9:] == 0).all()
+
+
+def test_all_class_nms_limits_per_class_and_needs_a_positive_iou_threshold() -> None:
+    indices, total = all_class(1, 0.3, -1.0)
+    assert indices[:int(total[0])].tolist() == [[0, 0, 0], [0, 1, 1], [1, 0, 3], [1, 1, 1]]
+    _, total = all_class(10, 0.0, 0.0)
+    assert total.tolist() == [0]
+
+
+def test_all_class_nms_tensorflow_format_collects_per_batch_with_scores() -> None:
+    indices, scores, totals = all_class(0, 0.5, 0.15, fmt="tensorflow")  # 0: no per-class limit
+    assert totals.tolist() == [4, 4]
+    assert indices[0, :4].tolist() == [[0, 0], [0, 2], [1, 1], [1, 2]]
+    np.testing.assert_allclose(scores[0, :4], [0.9, 0.7, 0.3, 0.3])
+    assert (indices[0, 4:] == 0).all() and (scores[0, 4:] == 0).all()
+
+
+def test_all_class_nms_types_and_errors() -> None:
+    boxes, scores = TensorType((2, 5, 4), F32), TensorType((2, 3, 5), F32)
+    scalars = (TensorType((), "int64"), TensorType((), F32), TensorType((1,), F32))
+    onnx = infer("vision.all_class_non_max_suppression", boxes, scores, *scalars)
+    assert onnx.fields == (TensorType((30, 3), "int64"), TensorType((1,), "int64"))  # type: ignore[union-attr]
+    tf = infer("vision.all_class_non_max_suppression", boxes, scores, *scalars, output_format="tensorflow")
+    assert tf.fields == (TensorType((2, 15, 2), "int64"), TensorType((2, 15), F32),  # type: ignore[union-attr]
+                         TensorType((2,), "int64"))
+    with pytest.raises(TypeRelationError, match="unsupported output_format 'tf'"):
+        infer("vision.all_class_non_max_suppression", boxes, scores, *scalars, output_format="tf")
+    with pytest.raises(TypeRelationError, match="max_output_boxes_per_class as a int scalar"):
+        infer("vision.all_class_non_max_suppression", boxes, scores, TensorType((), F32), *scalars[1:])
+
+
+ALL_CLASS_MODEL = """
+#[version = "0.0.5"]
+def @main(%boxes: Tensor[(2, 4, 4), float32], %scores: Tensor[(2, 2, 4), float32]) {
+  %0 = vision.all_class_non_max_suppression(%boxes, %scores, 3i64, 0.5f, 0.05f, output_format="onnx");
+  %1 = vision.all_class_non_max_suppression(%boxes, %scores, 0i64, 0.4f, 0f, output_format="tensorflow");
+  (%0.0, %0.1, %1.0, %1.1, %1.2)
+}
+"""
+
+
+def test_all_class_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    text = astext(parse(ALL_CLASS_MODEL))
+    assert 'output_format="tensorflow"' in text and astext(parse(text)) == text
+    inputs = {"boxes": AC_BOXES, "scores": AC_SCORES}
+    actual, expected = _compile_and_run(ALL_CLASS_MODEL, inputs, tmp_path)
+    assert len(actual) == 5
+    for a, e in zip(actual, expected):
+        np.testing.assert_array_equal(a, e)
+
+
 # --- text round trip and end to end --------------------------------------------------------------
 
 VISION_MODEL = """

@@ -1,13 +1,22 @@
-"""Vision operators (TVM's relay.vision): vision.multibox_prior, vision.yolo_reorg.
+"""Vision operators (TVM's relay.vision), each following TVM's topi kernel:
 
 * multibox_prior: anchor boxes (xmin, ymin, xmax, ymax) for every pixel centre of a feature map:
   `num_sizes` boxes of each size at ratio 1, then `num_ratios - 1` boxes of sizes[0] at the other
-  ratios; widths are scaled by H/W. TVM computes in float32; we compute in float64 and cast.
-  The op is OPAQUE in TVM; its element formula is simple enough to be a `compute` here.
+  ratios; widths are scaled by H/W. OPAQUE in TVM; its element formula is a `compute` here.
 * yolo_reorg: TVM's reorg reads its input at a flattened offset built from per-dimension
   indices that overflow their dims on purpose (darknet's reorg); we read the same offsets within
   each image. (TVM adds `b * stride * stride` whole images for batch b, reading past the input
   for a batch larger than one; we add `b` images.)
+* get_valid_counts, non_max_suppression, multibox_transform_loc, all_class_non_max_suppression:
+  OPAQUE sequential kernels (several with tuple results), loops written like TVM's hybrid/IR
+  code. Differences, all where TVM reads or leaves undefined memory: valid counts and batch
+  indices are clamped into range; rows TVM leaves unwritten are -1 (multibox_transform_loc) or
+  0 (the ONNX rows of all_class_non_max_suppression past the detection count); NMS's index
+  compaction never writes past num_anchors.
+* roi_align (avg/max, NCHW/NHWC) and roi_pool: OUT_ELEMWISE_FUSABLE kernels with epilogues.
+
+Box arithmetic (IoU, coordinates) is done in float64; sorting is a stable descending rank sort
+(ties keep the lower index first, like TVM's std::stable_sort based argsort).
 """
 
 from __future__ import annotations

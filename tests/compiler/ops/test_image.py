@@ -219,6 +219,21 @@ def test_resize_attrs_round_trip_through_the_printer() -> None:
     assert astext(again) == text
 
 
+@pytest.mark.parametrize(("call", "shape"), [
+    ('image.resize1d(%x, size=[5], roi=[0.25f, 0.75f], layout="NWC", method="nearest_neighbor", '
+     'coordinate_transformation_mode="tf_crop_and_resize", rounding_method="floor", extrapolation_value=2.5f)',
+     "(1, 4, 3)"),
+    ('image.resize3d(%x, size=[2, 3, 4], layout="NDHWC", coordinate_transformation_mode="asymmetric", '
+     'out_dtype="float64")', "(1, 2, 2, 2, 3)"),
+])
+def test_resize1d_and_resize3d_attrs_round_trip(call: str, shape: str) -> None:
+    text = f'#[version = "0.0.5"]\ndef @main(%x: Tensor[{shape}, float32]) {{\n  {call}\n}}\n'
+    printed = astext(parse(text))
+    assert astext(parse(printed)) == printed
+    for fragment in call.replace("%x, ", "").split(", ")[1:]:
+        assert fragment.rstrip(")") in printed
+
+
 def _compile_and_run(text: str, inputs: dict[str, np.ndarray], tmp_path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
     from compiler.driver import export, lower
     from compiler.runtime.interpreter import run_main

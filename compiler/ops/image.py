@@ -21,7 +21,7 @@ Semantics follow TVM's topi image kernels, including their quirks:
 Coordinates and interpolation are computed in float64 (TVM uses float32), and coordinates are
 formed so that every product is exact and only one division rounds: the compiled C (where gcc
 may fuse a*b+c) then picks exactly the pixels the reference picks. Each formula is written once,
-against a tiny arithmetic interface (`_NumpyOps` for the reference over index grids, `_LoopOps`
+against a tiny arithmetic interface (`NumpyOps` for the reference over index grids, `LoopOps`
 for the loop IR), so the two cannot drift apart; tests/compiler/ops/test_image.py checks the
 formulas against values computed by hand.
 """
@@ -58,7 +58,7 @@ EPSILON = 1e-5  # TVM's nudge before floor/ceil rounding
 # --- the arithmetic interface the formulas are written against ----------------------------------
 
 
-class _NumpyOps:
+class NumpyOps:
     """Evaluates a formula over numpy arrays of output coordinates (the reference)."""
 
     @staticmethod
@@ -115,8 +115,12 @@ class _NumpyOps:
     def eq(a: object, b: object) -> np.ndarray:
         return np.equal(a, b)
 
+    @staticmethod
+    def exp(x: np.ndarray) -> np.ndarray:
+        return np.exp(x)
 
-class _LoopOps:
+
+class LoopOps:
     """Builds the same formula as loop-IR expressions (the compiled code)."""
 
     @staticmethod
@@ -176,8 +180,12 @@ class _LoopOps:
     def eq(a: te.ExprLike, b: te.ExprLike) -> te.PrimExpr:
         return te.eq(a, b)  # (PrimExpr's own == is identity)
 
+    @staticmethod
+    def exp(x: te.PrimExpr) -> te.PrimExpr:
+        return te.intrin("exp", x)
 
-Ops = type[_NumpyOps] | type[_LoopOps]
+
+Ops = type[NumpyOps] | type[LoopOps]
 Load = Callable[[tuple[object, ...]], object]  # canonical index -> element (in the data dtype)
 
 
@@ -392,7 +400,7 @@ def _resize_reference(op: str, k: int) -> Callable[[Sequence[np.ndarray], Attrs]
         targets = tuple(attrs["size"])
         grid = np.indices(x.shape[:2] + targets)
         value = _resize_value(
-            _NumpyOps, lambda idx: x[idx], grid[0], grid[1], tuple(grid[2:]), x.shape[2:], targets, attrs
+            NumpyOps, lambda idx: x[idx], grid[0], grid[1], tuple(grid[2:]), x.shape[2:], targets, attrs
         )
         out = np.asarray(value).astype(out_ty.dtype)
         return np.transpose(out, np.argsort(positions))
@@ -411,7 +419,7 @@ def _resize_compute(op: str, k: int) -> Callable[..., te.PrimExpr]:
         def load(index: tuple[object, ...]) -> te.PrimExpr:
             return data[place(index, positions)]  # type: ignore[arg-type]  # PrimExprs
 
-        value = _resize_value(_LoopOps, load, canon[0], canon[1], canon[2:], sizes, tuple(attrs["size"]), attrs)
+        value = _resize_value(LoopOps, load, canon[0], canon[1], canon[2:], sizes, tuple(attrs["size"]), attrs)
         return te.cast(out_type.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
 
     return compute
@@ -592,7 +600,7 @@ def _crop_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     grid = np.indices((boxes.shape[0], x.shape[1]) + crop)
     box_index = np.clip(indices.astype(np.int64), 0, x.shape[0] - 1)[grid[0]]
     value = _crop_value(
-        _NumpyOps, lambda idx: x[idx], lambda b, k: boxes[b, k], box_index, grid[0], grid[1],
+        NumpyOps, lambda idx: x[idx], lambda b, k: boxes[b, k], box_index, grid[0], grid[1],
         tuple(grid[2:]), x.shape[2:], crop, attrs,
     )
     return np.transpose(np.asarray(value).astype(out_ty.dtype), np.argsort(positions))
@@ -604,13 +612,13 @@ def _crop_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     positions = plain_positions(attrs["layout"], "NCHW", "image.crop_and_resize", "layout")
     dims = to_canonical(static_dims(data.shape, "image.crop_and_resize"), positions)
     b, c, y, x = to_canonical(tuple(idx), positions)
-    box_index = _clamp(_LoopOps, te.cast("int32", indices[b]), dims[0])
+    box_index = _clamp(LoopOps, te.cast("int32", indices[b]), dims[0])
 
     def load(index: tuple[object, ...]) -> te.PrimExpr:
         return data[place(index, positions)]  # type: ignore[arg-type]  # PrimExprs
 
     value = _crop_value(
-        _LoopOps, load, lambda bb, k: boxes[bb, k], box_index, b, c, (y, x), dims[2:],
+        LoopOps, load, lambda bb, k: boxes[bb, k], box_index, b, c, (y, x), dims[2:],
         tuple(attrs["crop_size"]), attrs,
     )
     return te.cast(out_type.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
@@ -785,7 +793,7 @@ def _grid_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     index = np.indices((data.shape[0], data.shape[1]) + grid.shape[2:])
     n, c, spatial = index[0], index[1], tuple(index[2:])
     value = _grid_value(
-        _NumpyOps, lambda idx: data[idx], lambda k: grid[(n, k) + spatial], n, c, data.shape[2:], attrs
+        NumpyOps, lambda idx: data[idx], lambda k: grid[(n, k) + spatial], n, c, data.shape[2:], attrs
     )
     return np.asarray(value).astype(out_ty.dtype)
 
@@ -796,7 +804,7 @@ def _grid_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_ty
     sizes = static_dims(data.shape, "image.grid_sample")[2:]
     n, c, spatial = idx[0], idx[1], tuple(idx[2:])
     value = _grid_value(
-        _LoopOps, lambda i: data[tuple(i)], lambda k: grid[(n, k) + spatial], n, c, sizes, attrs,
+        LoopOps, lambda i: data[tuple(i)], lambda k: grid[(n, k) + spatial], n, c, sizes, attrs,
     )
     return te.cast(out_type.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
 
@@ -877,14 +885,14 @@ def _affine_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     (data,) = a
     target = tuple(attrs["target_shape"])
     n, dim, i, j = np.indices((data.shape[0], 2) + target)
-    value = _affine_value(_NumpyOps, lambda k: data[n, dim, k], i, j, target, str(data.dtype))
+    value = _affine_value(NumpyOps, lambda k: data[n, dim, k], i, j, target, str(data.dtype))
     return np.asarray(value).astype(data.dtype)
 
 
 def _affine_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> te.PrimExpr:
     (data,) = inputs
     n, dim, i, j = idx
-    value = _affine_value(_LoopOps, lambda k: data[n, dim, k], i, j, tuple(attrs["target_shape"]), data.dtype)
+    value = _affine_value(LoopOps, lambda k: data[n, dim, k], i, j, tuple(attrs["target_shape"]), data.dtype)
     return te.cast(data.dtype, value)  # type: ignore[arg-type]  # a PrimExpr
 
 

@@ -30,7 +30,9 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.common import check_arity, row_major_index, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
+from compiler.ops.image import LoopOps, NumpyOps
 from compiler.ops.kernels.common import buffer_dims, input_buffers
+from compiler.ops.pool import lowest_value
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
@@ -720,16 +722,14 @@ def _roi_batch(ops_: type, value: object, batch: int) -> object:
 
 
 def _roi_align_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    from compiler.ops.image import _NumpyOps
-
     data, rois = a
     x = np.transpose(data, (0, 3, 1, 2)) if attrs["layout"] == "NHWC" else data
     _, channels, height, width = x.shape
     ph, pw = attrs["pooled_size"]
     out = np.zeros((rois.shape[0], channels, ph, pw))
     for r in range(rois.shape[0]):
-        n = int(_roi_batch(_NumpyOps, rois[r, 0], x.shape[0]))
-        start_h, start_w, bin_h, bin_w, grid_h, grid_w = _align_geometry(_NumpyOps, list(rois[r]), attrs)
+        n = int(_roi_batch(NumpyOps, rois[r, 0], x.shape[0]))
+        start_h, start_w, bin_h, bin_w, grid_h, grid_w = _align_geometry(NumpyOps, list(rois[r]), attrs)
         count = float(int(grid_h) * int(grid_w))
         for i in range(ph):
             for j in range(pw):
@@ -739,7 +739,7 @@ def _roi_align_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
                         y = start_h + i * bin_h + (iy + 0.5) * bin_h / float(grid_h)
                         xx = start_w + j * bin_w + (ix + 0.5) * bin_w / float(grid_w)
                         samples.append(_bilinear_clamped(
-                            _NumpyOps, lambda yy, xi: x[n, :, yy, xi].astype(np.float64), y, xx, height, width))
+                            NumpyOps, lambda yy, xi: x[n, :, yy, xi].astype(np.float64), y, xx, height, width))
                 stacked = np.array(samples)
                 out[r, :, i, j] = (stacked / count).sum(axis=0) if attrs["mode"] == "avg" else stacked.max(axis=0)
     out = out.astype(data.dtype)
@@ -750,8 +750,6 @@ def _roi_align_kernel(
     ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer, attrs: Attrs, out_type: Type,
     epilogue: Epilogue,
 ) -> Stmt:
-    from compiler.ops.image import _LoopOps
-
     data, rois = input_buffers(inputs, "vision.roi_align")
     nhwc = attrs["layout"] == "NHWC"
     batch, channels, height, width = (buffer_dims(data)[p] for p in ((0, 3, 1, 2) if nhwc else (0, 1, 2, 3)))
@@ -760,7 +758,7 @@ def _roi_align_kernel(
     r, c, i, j, iy, ix = (ctx.var(name) for name in ("r", "c", "i", "j", "iy", "ix"))
     zero = te.const(0)
     n = ctx.var("n")
-    geometry = _align_geometry(_LoopOps, [rois[r, k] for k in range(5)], attrs)
+    geometry = _align_geometry(LoopOps, [rois[r, k] for k in range(5)], attrs)
     names = ("start_h", "start_w", "bin_h", "bin_w", "grid_h", "grid_w")
     lets = [(te.Var(ctx.fresh(name), g.dtype), g) for name, g in zip(names, geometry)  # type: ignore[union-attr]
             if isinstance(g, te.PrimExpr)]
@@ -776,7 +774,7 @@ def _roi_align_kernel(
         index = (n, yy, xx, c) if nhwc else (n, c, yy, xx)
         return te.cast("float64", data[index])  # type: ignore[index]  # PrimExprs
 
-    sample = _bilinear_clamped(_LoopOps, pixel, y, x, height, width)
+    sample = _bilinear_clamped(LoopOps, pixel, y, x, height, width)
     count = te.cast("float64", grid_h * grid_w)
     avg = attrs["mode"] == "avg"
     update = acc[zero] + sample / count if avg else te.maximum(acc[zero], sample)  # type: ignore[operator]
@@ -788,7 +786,7 @@ def _roi_align_kernel(
     body: Stmt = For(c, zero, te.const(channels), For(i, zero, te.const(ph), For(j, zero, te.const(pw), cell)))
     for var, value in reversed(lets):
         body = LetStmt(var, value, body)
-    body = LetStmt(n, _roi_batch(_LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
+    body = LetStmt(n, _roi_batch(LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
     return For(r, zero, te.const(num), body)
 
 
@@ -865,17 +863,15 @@ def _pool_window(ops_: type, roi: Sequence[object], attrs: Attrs, i: object, j: 
 
 
 def _roi_pool_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    from compiler.ops.image import _NumpyOps
-
     data, rois = a
     _, channels, height, width = data.shape
     ph, pw = attrs["pooled_size"]
     out = np.zeros((rois.shape[0], channels, ph, pw), data.dtype)
     for r in range(rois.shape[0]):
-        n = int(_roi_batch(_NumpyOps, rois[r, 0], data.shape[0]))
+        n = int(_roi_batch(NumpyOps, rois[r, 0], data.shape[0]))
         for i in range(ph):
             for j in range(pw):
-                hs, he, ws, we = (int(v) for v in _pool_window(_NumpyOps, list(rois[r]), attrs, i, j, height, width))
+                hs, he, ws, we = (int(v) for v in _pool_window(NumpyOps, list(rois[r]), attrs, i, j, height, width))
                 if hs < he and ws < we:
                     out[r, :, i, j] = data[n, :, hs:he, ws:we].max(axis=(1, 2))
     return out
@@ -885,15 +881,12 @@ def _roi_pool_kernel(
     ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer, attrs: Attrs, out_type: Type,
     epilogue: Epilogue,
 ) -> Stmt:
-    from compiler.ops.image import _LoopOps
-    from compiler.ops.pool import lowest_value
-
     data, rois = input_buffers(inputs, "vision.roi_pool")
     batch, channels, height, width = buffer_dims(data)
     ph, pw = attrs["pooled_size"]
     r, c, i, j, y, x, n = (ctx.var(name) for name in ("r", "c", "i", "j", "y", "x", "n"))
     zero = te.const(0)
-    window = _pool_window(_LoopOps, [rois[r, k] for k in range(5)], attrs, i, j, height, width)
+    window = _pool_window(LoopOps, [rois[r, k] for k in range(5)], attrs, i, j, height, width)
     hs, he, ws, we = (ctx.var(name) for name in ("hstart", "hend", "wstart", "wend"))
     acc = te.Buffer(ctx.fresh("acc"), (1,), data.dtype, scope="local")
     lowest = lowest_value(np.dtype(data.dtype))
@@ -907,7 +900,7 @@ def _roi_pool_kernel(
     for var, value in reversed(list(zip((hs, he, ws, we), window))):
         cell = LetStmt(var, value, cell)  # type: ignore[arg-type]  # PrimExprs
     body = For(c, zero, te.const(channels), For(i, zero, te.const(ph), For(j, zero, te.const(pw), cell)))
-    body = LetStmt(n, _roi_batch(_LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
+    body = LetStmt(n, _roi_batch(LoopOps, rois[r, 0], batch), body)  # type: ignore[arg-type]
     return For(r, zero, te.const(rois.shape[0]), body)
 
 
@@ -971,20 +964,6 @@ def _decode(ops_: type, anchor: Sequence[object], pred: Sequence[object], attrs:
     return corners
 
 
-class _NpMath:
-    f64 = staticmethod(lambda v: float(v))
-    exp = staticmethod(lambda v: float(np.exp(v)))
-    maximum = staticmethod(max)
-    minimum = staticmethod(min)
-
-
-class _IrMath:
-    f64 = staticmethod(lambda v: te.cast("float64", v))
-    exp = staticmethod(lambda v: te.intrin("exp", v))
-    maximum = staticmethod(te.maximum)
-    minimum = staticmethod(te.minimum)
-
-
 def _threshold32(attrs: Attrs) -> float:
     return float(np.float32(attrs["threshold"]))  # TVM compares against a float32 constant
 
@@ -1003,7 +982,7 @@ def _transform_loc_reference(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.
             if cls_id > 0 and score < _threshold32(attrs):
                 cls_id = 0
             if cls_id > 0:
-                box = _decode(_NpMath, list(anchor[0, j]), list(loc_pred[i, 4 * j:4 * j + 4]), attrs)
+                box = _decode(NumpyOps, list(anchor[0, j]), list(loc_pred[i, 4 * j:4 * j + 4]), attrs)
                 out[i, counts[i]] = [cls_id - 1.0, score] + box
                 counts[i] += 1
     return out.astype(cls_prob.dtype), counts
@@ -1025,7 +1004,7 @@ def _transform_loc_kernel(
     prob = te.cast("float64", cls_prob[i, k, j])
     scan = For(k, te.const(1), te.const(classes - 1), IfThenElse(
         prob > score[zero], seq(Store(score, (zero,), prob), best.set(k))))
-    box = _decode(_IrMath, [anchor[0, j, c] for c in range(4)], [loc_pred[i, j * 4 + c] for c in range(4)], attrs)
+    box = _decode(LoopOps, [anchor[0, j, c] for c in range(4)], [loc_pred[i, j * 4 + c] for c in range(4)], attrs)
     row = [te.cast("float64", best.value - 1), score[zero]] + box
     write = seq(*(Store(boxes, (i, count.value, c), te.cast(boxes.dtype, v)) for c, v in enumerate(row)),  # type: ignore[arg-type]
                 count.set(count.value + 1))

@@ -687,19 +687,27 @@ def _roi_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
 
 
 def _align_geometry(ops_: type, roi: Sequence[object], attrs: Attrs) -> tuple[object, ...]:
-    """Per roi: (start_h, start_w, bin_h, bin_w, grid_h, grid_w) in float64 / int."""
+    """Per roi: (start_h, start_w, roi_h, roi_w, grid_h, grid_w) in float64 / int."""
     scale = attrs["spatial_scale"]
     ph, pw = attrs["pooled_size"]
     start_w, start_h, end_w, end_h = (ops_.f64(v) * scale for v in roi[1:])  # type: ignore[attr-defined]
     roi_h = ops_.maximum(end_h - start_h, 1.0)  # type: ignore[attr-defined]  # malformed rois become 1x1
     roi_w = ops_.maximum(end_w - start_w, 1.0)  # type: ignore[attr-defined]
-    bin_h, bin_w = roi_h / float(ph), roi_w / float(pw)
     if attrs["sample_ratio"] > 0:
         grid_h = grid_w = attrs["sample_ratio"]
     else:
         grid_h = ops_.to_int(ops_.ceil(roi_h / float(ph)))  # type: ignore[attr-defined]
         grid_w = ops_.to_int(ops_.ceil(roi_w / float(pw)))  # type: ignore[attr-defined]
-    return start_h, start_w, bin_h, bin_w, grid_h, grid_w
+    return start_h, start_w, roi_h, roi_w, grid_h, grid_w
+
+
+def _sample_coordinate(ops_: type, start: object, extent: object, cell: object, sample: object, grid: object,
+                       pooled: int) -> object:
+    """start + (cell + (sample + 0.5) / grid) * extent / pooled: TVM's sample point, formed with
+    an exact numerator and one division so that the compiled code (which may fuse a*b+c) rounds
+    exactly like the reference."""
+    numerator = ops_.f64(2 * (cell * grid + sample) + 1) * extent  # type: ignore[attr-defined,operator]
+    return start + numerator / ops_.f64(2 * pooled * grid)  # type: ignore[attr-defined,operator]
 
 
 def _bilinear_clamped(ops_: type, pixel: Callable[[object, object], object], y: object, x: object,
@@ -729,15 +737,15 @@ def _roi_align_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     out = np.zeros((rois.shape[0], channels, ph, pw))
     for r in range(rois.shape[0]):
         n = int(_roi_batch(NumpyOps, rois[r, 0], x.shape[0]))
-        start_h, start_w, bin_h, bin_w, grid_h, grid_w = _align_geometry(NumpyOps, list(rois[r]), attrs)
+        start_h, start_w, roi_h, roi_w, grid_h, grid_w = _align_geometry(NumpyOps, list(rois[r]), attrs)
         count = float(int(grid_h) * int(grid_w))
         for i in range(ph):
             for j in range(pw):
                 samples = []
                 for iy in range(int(grid_h)):
                     for ix in range(int(grid_w)):
-                        y = start_h + i * bin_h + (iy + 0.5) * bin_h / float(grid_h)
-                        xx = start_w + j * bin_w + (ix + 0.5) * bin_w / float(grid_w)
+                        y = _sample_coordinate(NumpyOps, start_h, roi_h, i, iy, int(grid_h), ph)
+                        xx = _sample_coordinate(NumpyOps, start_w, roi_w, j, ix, int(grid_w), pw)
                         samples.append(_bilinear_clamped(
                             NumpyOps, lambda yy, xi: x[n, :, yy, xi].astype(np.float64), y, xx, height, width))
                 stacked = np.array(samples)
@@ -759,16 +767,16 @@ def _roi_align_kernel(
     zero = te.const(0)
     n = ctx.var("n")
     geometry = _align_geometry(LoopOps, [rois[r, k] for k in range(5)], attrs)
-    names = ("start_h", "start_w", "bin_h", "bin_w", "grid_h", "grid_w")
+    names = ("start_h", "start_w", "roi_h", "roi_w", "grid_h", "grid_w")
     lets = [(te.Var(ctx.fresh(name), g.dtype), g) for name, g in zip(names, geometry)  # type: ignore[union-attr]
             if isinstance(g, te.PrimExpr)]
     bound = {name: var for name, (var, _) in zip([nm for nm, g in zip(names, geometry) if isinstance(g, te.PrimExpr)], lets)}
-    start_h, start_w, bin_h, bin_w = (bound[k] for k in names[:4])
+    start_h, start_w, roi_h, roi_w = (bound[k] for k in names[:4])
     grid_h = bound.get("grid_h", te.const(attrs["sample_ratio"]))
     grid_w = bound.get("grid_w", te.const(attrs["sample_ratio"]))
     acc = te.Buffer(ctx.fresh("acc"), (1,), "float64", scope="local")
-    y = start_h + te.cast("float64", i) * bin_h + (te.cast("float64", iy) + 0.5) * bin_h / te.cast("float64", grid_h)
-    x = start_w + te.cast("float64", j) * bin_w + (te.cast("float64", ix) + 0.5) * bin_w / te.cast("float64", grid_w)
+    y = _sample_coordinate(LoopOps, start_h, roi_h, i, iy, grid_h, ph)
+    x = _sample_coordinate(LoopOps, start_w, roi_w, j, ix, grid_w, pw)
 
     def pixel(yy: object, xx: object) -> te.PrimExpr:
         index = (n, yy, xx, c) if nhwc else (n, c, yy, xx)
@@ -850,15 +858,18 @@ def _pool_window(ops_: type, roi: Sequence[object], attrs: Attrs, i: object, j: 
     start_w, start_h, end_w, end_h = (ops_.to_int(ops_.round(ops_.f64(v) * scale)) for v in roi[1:])  # type: ignore[attr-defined]
     roi_h = ops_.maximum(end_h - start_h + 1, 1)  # type: ignore[attr-defined,operator]
     roi_w = ops_.maximum(end_w - start_w + 1, 1)  # type: ignore[attr-defined,operator]
-    bin_h, bin_w = ops_.f64(roi_h) / float(ph), ops_.f64(roi_w) / float(pw)  # type: ignore[attr-defined]
 
     def clamp(v: object, size: int) -> object:
         return ops_.minimum(ops_.maximum(v, 0), size)  # type: ignore[attr-defined]
 
-    hstart = clamp(ops_.to_int(ops_.floor(ops_.f64(i) * bin_h + 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
-    wstart = clamp(ops_.to_int(ops_.floor(ops_.f64(j) * bin_w + 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
-    hend = clamp(ops_.to_int(ops_.ceil(ops_.f64(i + 1) * bin_h - 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
-    wend = clamp(ops_.to_int(ops_.ceil(ops_.f64(j + 1) * bin_w - 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
+    def edge(cell: object, extent: object, pooled: int) -> object:
+        # cell * (extent / pooled) as one rounding of an exact product (immune to a*b+c fusing).
+        return ops_.f64(cell * extent) / float(pooled)  # type: ignore[attr-defined,operator]
+
+    hstart = clamp(ops_.to_int(ops_.floor(edge(i, roi_h, ph) + 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
+    wstart = clamp(ops_.to_int(ops_.floor(edge(j, roi_w, pw) + 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
+    hend = clamp(ops_.to_int(ops_.ceil(edge(i + 1, roi_h, ph) - 1e-5)) + start_h, height)  # type: ignore[attr-defined,operator]
+    wend = clamp(ops_.to_int(ops_.ceil(edge(j + 1, roi_w, pw) - 1e-5)) + start_w, width)  # type: ignore[attr-defined,operator]
     return hstart, hend, wstart, wend
 
 

@@ -24,3 +24,5 @@ from compiler.ops import sorting, index_ops, einsum  # noqa: E402,F401  isort:sk
 from compiler.ops import conv_nd, conv_transpose, conv_nchwc  # noqa: E402,F401  isort:skip
 from compiler.ops import math, bitwise, activation, statistics, scan  # noqa: E402,F401  isort:skip
 from compiler.ops import pool_nd, norm_ext, space, loss  # noqa: E402,F401  isort:skip
+from compiler.ops import image  # noqa: E402,F401  isort:skip
+from compiler.ops import vision  # noqa: E402,F401  isort:skip

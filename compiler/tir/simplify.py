@@ -136,9 +136,15 @@ def _np_erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(math.erf(float(x)), x.dtype)
 
 
+def _np_round(x: np.ndarray) -> np.ndarray:
+    """C's round: halves away from zero (np.round rounds them to even)."""
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
+
+
 _NP_INTRIN = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs,
-    "floor": np.floor, "ceil": np.ceil, "round": np.round, "isnan": np.isnan, "isinf": np.isinf,
+    "floor": np.floor, "ceil": np.ceil, "round": _np_round, "isnan": np.isnan, "isinf": np.isinf,
     "rsqrt": lambda x: np.asarray(1, x.dtype) / np.sqrt(x),
     "sigmoid": lambda x: np.asarray(1, x.dtype) / (np.asarray(1, x.dtype) + np.exp(-x)),
     "erf": _np_erf, "pow": np.power, "fmod": np.fmod,

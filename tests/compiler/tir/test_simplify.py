@@ -54,6 +54,11 @@ def test_division_by_zero_is_not_folded() -> None:
     assert simplify_expr(e) is e
 
 
+def test_round_folds_halves_away_from_zero_like_c() -> None:
+    for value, expected in ((2.5, 3.0), (-2.5, -3.0), (0.5, 1.0), (1.4999, 1.0)):
+        assert is_const(simplify_expr(intrin("round", Const(value, "float64"))), expected, "float64")
+
+
 def test_float_constants_fold_in_their_own_precision() -> None:
     e = Binary("+", Const(0.1, "float32"), Const(0.2, "float32"), "float32")
     folded = simplify_expr(e)

@@ -41,7 +41,7 @@ from compiler.byoc.external_codegens import (
 from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.passes.bind_params import BindParams
 from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.fold_constant import FoldConstant

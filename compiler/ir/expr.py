@@ -11,7 +11,7 @@ node (it is a function of the node's structure, so caching it does not break imm
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,12 +87,29 @@ class Constant(Expr):
         return f"Constant({self.data.dtype}{list(self.data.shape)})"
 
 
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+# The default of an attribute field a call must always give (TVM: a field without a default).
+REQUIRED_ATTR: object = _Required()
+
+
 @dataclass(frozen=True, eq=False)
 class Op(Expr):
-    """A reference to a registered operator. Interned: `Op.get("add") is Op.get("add")`."""
+    """A reference to a registered operator. Interned: `Op.get("add") is Op.get("add")`.
+
+    `attr_fields` lists the operator's attribute fields in declaration order as (name, default)
+    pairs, the default being REQUIRED_ATTR for fields without one. The operator registry
+    (compiler.ops) declares them when it registers the op, so the printer and structural
+    equality learn an op's defaults from the node without importing the registry; it is None
+    for an op nobody declared.
+    """
 
     name: str
     span: Span | None = None
+    attr_fields: tuple[tuple[str, object], ...] | None = field(default=None, repr=False)
 
     @staticmethod
     def get(name: str) -> Op:
@@ -100,6 +117,32 @@ class Op(Expr):
         if op is None:
             op = _OP_TABLE[name] = Op(name)
         return op
+
+    def declare_attr_fields(self, fields: Sequence[tuple[str, object]]) -> None:
+        """Record the op's attribute fields (called once, by the registry)."""
+        object.__setattr__(self, "attr_fields", tuple(fields))
+
+    def printed_attrs(self, attrs: Mapping[str, object]) -> list[tuple[str, object]]:
+        """The attrs TVM's printer shows: fields without a default, and fields that differ."""
+        if self.attr_fields is None:
+            return list(attrs.items())
+        out = []
+        for name, default in self.attr_fields:
+            if name not in attrs:
+                continue
+            value = attrs[name]
+            if default is REQUIRED_ATTR or value != default:
+                out.append((name, value))
+        return out
+
+    def attrs_with_defaults(self, attrs: Attrs) -> Attrs:
+        """`attrs` with every defaulted field the op declares filled in (as TVM's attrs hold)."""
+        if self.attr_fields is None:
+            return attrs
+        missing = {n: d for n, d in self.attr_fields if d is not REQUIRED_ATTR and n not in attrs}
+        if not missing:
+            return attrs
+        return Attrs({**missing, **attrs})
 
     def __repr__(self) -> str:
         return f"Op({self.name})"

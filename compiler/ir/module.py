@@ -6,7 +6,8 @@ the module does not care which. Modules are treated as values: passes return new
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import ClassVar
 
 from compiler.ir.expr import Function, GlobalVar
 
@@ -100,10 +101,16 @@ class IRModule:
     def __repr__(self) -> str:
         return f"IRModule({', '.join('@' + gv.name_hint for gv in self)})"
 
-    def astext(self) -> str:
-        from compiler.ir.printer import astext
+    # The text format (compiler.parser.printer) installs itself here when imported; the IR
+    # does not depend on it.
+    text_printer: ClassVar[Callable[[IRModule], str] | None] = None
 
-        return astext(self)
+    def astext(self) -> str:
+        """The module as Relay text (needs compiler.parser, which every parse has imported)."""
+        printer = IRModule.text_printer
+        if printer is None:
+            raise RuntimeError("import compiler.parser to print modules as Relay text")
+        return printer(self)
 
     def __str__(self) -> str:
-        return self.astext()
+        return self.astext() if IRModule.text_printer is not None else repr(self)

@@ -215,23 +215,9 @@ def _call_attrs(call: Call) -> Attrs:
     TVM's attrs objects always hold every field, so a call built with `{"units": None}` and
     one parsed from text (which fills `out_dtype=""`) are the same call.
     """
-    attrs = call.attrs
     if not isinstance(call.op, Op):
-        return attrs
-    defaults = _DEFAULTS.get(call.op)
-    if defaults is None:
-        from compiler.ops import lookup
-
-        opdef = lookup(call.op.name)
-        if opdef is None:
-            return attrs
-        defaults = _DEFAULTS[call.op] = {s.name: s.default for s in opdef.attrs if not s.required}
-    if all(name in attrs for name in defaults):
-        return attrs
-    return Attrs({**defaults, **attrs})
-
-
-_DEFAULTS: dict[Op, dict[str, object]] = {}
+        return call.attrs
+    return call.op.attrs_with_defaults(call.attrs)
 
 
 def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:

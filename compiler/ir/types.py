@@ -54,9 +54,12 @@ def dtype_of(array: np.ndarray) -> str:
 
 
 class Type:
-    """Base class of all Relay types."""
+    """Base class of all Relay types. `str(ty)` is the type as Relay text writes it."""
 
     __slots__ = ()
+
+    def __str__(self) -> str:
+        return type_text(self)
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,6 @@ class TensorType(Type):
     def nbytes(self) -> int:
         return self.num_elements * np.dtype(self.dtype).itemsize
 
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
-
-        return type_text(self)
-
 
 @dataclass(frozen=True)
 class TupleType(Type):
@@ -101,11 +99,6 @@ class TupleType(Type):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", tuple(self.fields))
-
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
-
-        return type_text(self)
 
 
 @dataclass(frozen=True)
@@ -116,10 +109,21 @@ class FuncType(Type):
     def __post_init__(self) -> None:
         object.__setattr__(self, "arg_types", tuple(self.arg_types))
 
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
 
-        return type_text(self)
+def type_text(ty: Type) -> str:
+    """A type in Relay text: `float32`, `Tensor[(1, ?), int8]`, `(T,)`, `fn (A) -> B`."""
+    if isinstance(ty, TensorType):
+        if not ty.shape:
+            return ty.dtype
+        dims = ", ".join("?" if d is ANY else str(d) for d in ty.shape)
+        return f"Tensor[({dims}), {ty.dtype}]"
+    if isinstance(ty, TupleType):
+        inner = ", ".join(type_text(f) for f in ty.fields)
+        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
+    if isinstance(ty, FuncType):
+        args = ", ".join(type_text(a) for a in ty.arg_types)
+        return f"fn ({args}) -> {type_text(ty.ret_type)}"
+    raise TypeError(f"not a type: {ty!r}")
 
 
 def scalar_type(dtype: str) -> TensorType:

@@ -526,7 +526,7 @@ def @main(%x: Tensor[(2), float32]) {
     ids=["primitive", "external_compiler", "extern_definition", "dynamic_extern", "partitioned"],
 )
 def test_seed_shaped_modules_parse_print_and_parse_back_equal(text):
-    from compiler.ir.printer import astext
+    from compiler.parser.printer import astext
     from compiler.ir.structural import structural_equal
 
     first = parse(HEADER + text)

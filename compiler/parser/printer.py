@@ -56,25 +56,14 @@ from compiler.ir.expr import (
     Var,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
+from compiler.ir.types import FuncType, Type, type_text
 from compiler.ir.visitor import free_vars, post_order
+from compiler.parser.metadata import encode_metadata
 
 VERSION_HEADER = '#[version = "0.0.5"]'
 
 
-def type_text(ty: Type) -> str:
-    if isinstance(ty, TensorType):
-        if not ty.shape:
-            return ty.dtype
-        dims = ", ".join("?" if d is ANY else str(d) for d in ty.shape)
-        return f"Tensor[({dims}), {ty.dtype}]"
-    if isinstance(ty, TupleType):
-        inner = ", ".join(type_text(f) for f in ty.fields)
-        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
-    if isinstance(ty, FuncType):
-        args = ", ".join(type_text(a) for a in ty.arg_types)
-        return f"fn ({args}) -> {type_text(ty.ret_type)}"
-    raise TypeError(f"not a type: {ty!r}")
+__all__ = ["astext", "format_attr_value", "scalar_literal", "type_text"]
 
 
 def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
@@ -351,8 +340,6 @@ class _Printer:
     def metadata_section(self) -> str:
         if not self.meta:
             return ""
-        from compiler.parser.metadata import encode_metadata
-
         return "#[metadata]\n" + encode_metadata(self.meta).rstrip("\n") + "\n"
 
     # --- bodies ---
@@ -474,11 +461,7 @@ class _Printer:
         if not call.attrs:
             return ()
         if isinstance(call.op, Op):
-            from compiler.ops import lookup
-
-            opdef = lookup(call.op.name)
-            if opdef is not None:
-                return opdef.printed_attrs(call.attrs)
+            return call.op.printed_attrs(call.attrs)
         return list(call.attrs.items())
 
     def _constant(self, const: Constant) -> str:
@@ -533,3 +516,7 @@ def _render_lines(block: _Block) -> str:
     lines.append(_render(block.tail))
     return "\n".join(lines)
 
+
+
+# `str(module)` and `module.astext()` print through the text format without the IR importing it.
+IRModule.text_printer = astext

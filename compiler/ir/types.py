@@ -5,6 +5,7 @@ Types are small values, so unlike expressions they compare and hash by value.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -36,8 +37,27 @@ ANY = AnyDim()
 Dim = Union[int, AnyDim]
 
 
+# Spellings TVM's String2DLDataType reads: a kind, optional bits, optional `x<lanes>`.
+_TVM_DTYPE = re.compile(r"(?:(?:u?int|float|bfloat)(\d+)?|bool|handle)(?:x(\d+))?")
+
+
 def is_valid_dtype(dtype: str) -> bool:
+    """True for the dtypes relaycc computes with (those numpy has)."""
     return dtype in DTYPES or dtype in EXTRA_DTYPES
+
+
+def unsupported_dtype_reason(dtype: str) -> str | None:
+    """Why a dtype TVM would accept is not one of ours, or None when TVM would not accept it."""
+    match = _TVM_DTYPE.fullmatch(dtype)
+    if match is None:
+        return None
+    if match.group(2) is not None:
+        return f"vector dtype `{dtype}` (lanes) is not supported; use a scalar dtype and one more dimension"
+    if dtype == "handle":
+        return "dtype `handle` (an opaque pointer) cannot be the type of a Relay value"
+    if dtype.startswith("bfloat"):
+        return f"dtype `{dtype}` is not supported (no numpy equivalent); use float16 or float32"
+    return f"dtype `{dtype}` is not supported; bit widths are 8, 16, 32 and 64 (float: 16, 32, 64; bool)"
 
 
 def np_dtype(dtype: str) -> np.dtype:

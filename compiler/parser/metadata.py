@@ -75,8 +75,9 @@ class MetaTable:
             raise ParseError(f"meta[{key}] references are not supported; only meta[{CONSTANT_KEY}]", span)
         if self.json_text is None:
             raise ParseError(
-                f"{reference} refers to the metadata section, but the text has none; print the module "
-                "with its metadata (a `#[metadata]` section at the end) to keep its constants",
+                f"{reference} refers to the #[metadata] section, but the module was printed without "
+                "its metadata section; print it with its metadata (a `#[metadata]` section at the end) "
+                "to keep its constants",
                 span,
             )
         entries = self.entries().get(key)

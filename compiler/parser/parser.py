@@ -26,7 +26,16 @@ from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
 from compiler.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, Dim, FuncType, TensorType, TupleType, Type, is_valid_dtype
+from compiler.ir.types import (
+    ANY,
+    Dim,
+    FuncType,
+    TensorType,
+    TupleType,
+    Type,
+    is_valid_dtype,
+    unsupported_dtype_reason,
+)
 from compiler.parser.metadata import MetaTable
 from compiler.parser.tokenizer import Lexed, Token, tokenize
 
@@ -194,9 +203,8 @@ class _Parser:
     # -- module and definitions ----------------------------------------------------------------
 
     def module(self) -> IRModule:
-        if not self.accept("version"):
-            message = 'missing version header: a Relay module starts with #[version = "0.0.5"]'
-            raise self.error(message, self.peek())
+        # Optional: a module without the header is read as version 0.0.5.
+        self.accept("version")
         functions: dict[GlobalVar, Function] = {}
         while not self.at("eof") and not self.at("metadata"):
             token = self.peek()
@@ -632,5 +640,6 @@ class _Parser:
 
     def dtype(self, token: Token) -> str:
         if not is_valid_dtype(token.text):
-            raise self.error(f"unknown type or dtype `{token.text}`", token)
+            reason = unsupported_dtype_reason(token.text)
+            raise self.error(reason or f"unknown type or dtype `{token.text}`", token)
         return token.text

@@ -534,3 +534,13 @@ def test_seed_shaped_modules_parse_print_and_parse_back_equal(text):
     second = parse(printed)
     assert structural_equal(first, second)
     assert astext(second) == printed
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"],
+)
+def test_parser_reads_every_scalar_dtype_spelling_in_tensor_and_bare_types(dtype):
+    main = parse_untyped(f"def @main(%x: Tensor[(2), {dtype}], %y: {dtype}) {{ %x }}").main
+    assert main.params[0].type_annotation == TensorType((2,), dtype)
+    assert main.params[1].type_annotation == TensorType((), dtype)

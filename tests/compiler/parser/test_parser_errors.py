@@ -67,7 +67,12 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  ref(%x)", "ref", "references (`ref`) are not supported"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
         ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
-        ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "unknown type or dtype `bfloat16`"),
+        ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "dtype `bfloat16` is not supported"),
+        ("  let %y: Tensor[(2), float32x4] = %x;\n  %y", "float32x4", "vector dtype `float32x4` (lanes)"),
+        ("  let %y: Tensor[(2), int4] = %x;\n  %y", "int4", "dtype `int4` is not supported; bit widths"),
+        ("  let %y: Tensor[(2), uint1] = %x;\n  %y", "uint1", "dtype `uint1` is not supported"),
+        ("  let %y: Tensor[(2), handle] = %x;\n  %y", "handle", "dtype `handle` (an opaque pointer)"),
+        ("  let %y: Tensor[(2), floaty] = %x;\n  %y", "floaty", "unknown type or dtype `floaty`"),
         ("  let %y: Tensor[(-2), float32] = %x;\n  %y", "-2", "dimension -2 is negative"),
         ("  let %y: Tensor[(2.5f), float32] = %x;\n  %y", "2.5f", "expected a dimension"),
         ("  let %y: _ = %x;\n  %y", "_", "incomplete types"),
@@ -119,10 +124,23 @@ def test_parser_reports_the_first_use_of_an_undefined_global():
     assert (error.line, error.column) == (4, 3)
 
 
-def test_parser_requires_the_version_header_in_module_mode():
-    error = parse_error("\n  def @main(%x: float32) { %x }")
-    assert "missing version header" in error.message and '#[version = "0.0.5"]' in error.message
-    assert (error.line, error.column) == (2, 3)
+def test_module_without_version_header_reads_as_version_0_0_5():
+    mod = parse("\n  def @main(%x: float32) { %x }")
+    assert [gv.name_hint for gv in mod] == ["main"]
+
+
+def test_meta_reference_without_metadata_section_is_one_error_at_the_first_use():
+    text = HEADER + (
+        "def @main(%x: Tensor[(2), float32]) {\n"
+        "  %0 = add(%x, meta[relay.Constant][0]);\n"
+        "  multiply(%0, meta[relay.Constant][1])\n}\n"
+    )
+    with pytest.raises(ParseError) as info:
+        parse(text, "bad.relay")
+    error = info.value
+    assert "printed without its metadata section" in error.message
+    assert (error.line, error.column) == (3, 16)
+    assert str(error).count("error:") == 1
 
 
 def test_parser_rejects_an_unsupported_version():

@@ -18,7 +18,7 @@ import numpy as np
 
 from compiler.diagnostics import Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
-from compiler.ir.types import TensorType, Type, dtype_of
+from compiler.ir.types import TensorType, Type, TypeVar, dtype_of
 
 _var_ids = itertools.count()
 
@@ -179,9 +179,12 @@ class Function(Expr):
     ret_type: Type | None = None
     attrs: Attrs = EMPTY_ATTRS
     span: Span | None = None
+    # `def @id[A](%x: A) -> A`: type variables the signature is polymorphic in.
+    type_params: tuple[TypeVar, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "type_params", tuple(self.type_params))
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", Attrs(self.attrs))
 
@@ -210,7 +213,7 @@ class Function(Expr):
                 attrs.pop(k, None)
             else:
                 attrs[k] = v
-        return Function(self.params, self.body, self.ret_type, Attrs(attrs), self.span)
+        return Function(self.params, self.body, self.ret_type, Attrs(attrs), self.span, self.type_params)
 
     def __repr__(self) -> str:
         return f"Function({len(self.params)} params)"
@@ -260,6 +263,125 @@ class If(Expr):
         return "If(...)"
 
 
+@dataclass(frozen=True, eq=False)
+class Constructor(Expr):
+    """A constructor of an algebraic data type (`Cons`), a value or a callee.
+
+    `inputs` are its field types, in terms of the type parameters of `type_name`'s definition;
+    `tag` is its position there. A module holds one Constructor object per constructor.
+    """
+
+    name: str
+    inputs: tuple[Type, ...]
+    type_name: str
+    tag: int = 0
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    def __repr__(self) -> str:
+        return f"Constructor({self.name})"
+
+
+@dataclass(frozen=True, eq=False)
+class TypeData:
+    """`type List[A] { Cons(A, List[A]), Nil }`: an algebraic data type definition."""
+
+    name: str
+    type_params: tuple[TypeVar, ...]
+    constructors: tuple[Constructor, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type_params", tuple(self.type_params))
+        object.__setattr__(self, "constructors", tuple(self.constructors))
+
+    def constructor(self, name: str) -> Constructor | None:
+        return next((c for c in self.constructors if c.name == name), None)
+
+
+class Pattern:
+    """Base class of match patterns."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, eq=False)
+class PatternWildcard(Pattern):
+    """`_`: matches anything, binds nothing."""
+
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PatternVar(Pattern):
+    """`%x`: matches anything and binds it to `var`."""
+
+    var: Var
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PatternConstructor(Pattern):
+    """`Cons(p, q)`: matches values built by `constructor` whose fields match the sub-patterns."""
+
+    constructor: Constructor
+    patterns: tuple[Pattern, ...] = ()
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+
+
+@dataclass(frozen=True, eq=False)
+class PatternTuple(Pattern):
+    """`(p, q)`: matches a tuple whose fields match the sub-patterns."""
+
+    patterns: tuple[Pattern, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+
+
+def pattern_vars(pattern: Pattern) -> list[Var]:
+    """The variables a pattern binds, left to right."""
+    out: list[Var] = []
+    stack = [pattern]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, PatternVar):
+            out.append(p.var)
+        elif isinstance(p, (PatternConstructor, PatternTuple)):
+            stack.extend(reversed(p.patterns))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Clause:
+    """`pattern => rhs` in a match."""
+
+    lhs: Pattern
+    rhs: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Match(Expr):
+    """`match (data) { clauses }`; `complete=False` is `match?` (a value may match no clause)."""
+
+    data: Expr
+    clauses: tuple[Clause, ...]
+    complete: bool = True
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "clauses", tuple(self.clauses))
+
+    def __repr__(self) -> str:
+        return f"Match({len(self.clauses)} clauses)"
+
+
 def children(expr: Expr) -> Sequence[Expr]:
     """The direct sub-expressions of `expr`, in evaluation order."""
     if isinstance(expr, Call):
@@ -275,6 +397,13 @@ def children(expr: Expr) -> Sequence[Expr]:
         return (expr.value, expr.var, expr.body)
     if isinstance(expr, If):
         return (expr.cond, expr.true_branch, expr.false_branch)
+    if isinstance(expr, Match):
+        # Like a let's var, each clause's pattern variables come before the clause's body.
+        out: list[Expr] = [expr.data]
+        for clause in expr.clauses:
+            out += pattern_vars(clause.lhs)
+            out.append(clause.rhs)
+        return out
     return ()
 
 

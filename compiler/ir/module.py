@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import ClassVar
 
-from compiler.ir.expr import Function, GlobalVar
+from compiler.ir.expr import Constructor, Function, GlobalVar, TypeData
 
 
 class IRModule:
@@ -17,10 +17,13 @@ class IRModule:
         self,
         functions: Mapping[GlobalVar, object] | None = None,
         attrs: Mapping[str, object] | None = None,
+        type_definitions: Mapping[str, TypeData] | None = None,
     ):
         self._by_var: dict[GlobalVar, object] = {}
         self._by_name: dict[str, GlobalVar] = {}
         self.attrs: dict[str, object] = dict(attrs or {})
+        # Algebraic data types by name (`type List[A] {...}`), in definition order.
+        self.type_definitions: dict[str, TypeData] = dict(type_definitions or {})
         for gv, func in (functions or {}).items():
             self.add(gv, func)
 
@@ -90,8 +93,21 @@ class IRModule:
             raise TypeError("@main is not a Relay function")
         return func
 
+    def type_definition(self, name: str) -> TypeData:
+        try:
+            return self.type_definitions[name]
+        except KeyError:
+            raise KeyError(f"no type {name} in module") from None
+
+    def constructor(self, name: str) -> Constructor | None:
+        for data in self.type_definitions.values():
+            found = data.constructor(name)
+            if found is not None:
+                return found
+        return None
+
     def copy(self) -> IRModule:
-        return IRModule(dict(self._by_var), self.attrs)
+        return IRModule(dict(self._by_var), self.attrs, self.type_definitions)
 
     def with_function(self, gv: GlobalVar, func: object) -> IRModule:
         mod = self.copy()
@@ -99,7 +115,8 @@ class IRModule:
         return mod
 
     def __repr__(self) -> str:
-        return f"IRModule({', '.join('@' + gv.name_hint for gv in self)})"
+        names = [*self.type_definitions, *("@" + gv.name_hint for gv in self)]
+        return f"IRModule({', '.join(names)})"
 
     # The text format (compiler.parser.printer) installs itself here when imported; the IR
     # does not depend on it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Union
 
 import numpy as np
@@ -122,12 +123,58 @@ class TupleType(Type):
 
 
 @dataclass(frozen=True)
+class TypeVar(Type):
+    """A type parameter (`A` in `def @id[A](%x: A) -> A` or `type List[A]`), equal by name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class FuncType(Type):
+    """`fn [A, B](A) -> B`: `type_params` are bound here and instantiated afresh at each use."""
+
     arg_types: tuple[Type, ...]
     ret_type: Type
+    type_params: tuple[TypeVar, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arg_types", tuple(self.arg_types))
+        object.__setattr__(self, "type_params", tuple(self.type_params))
+
+
+@dataclass(frozen=True)
+class TypeCall(Type):
+    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat` without any."""
+
+    name: str
+    args: tuple[Type, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+
+
+@dataclass(frozen=True)
+class RefType(Type):
+    """`ref(T)`: a mutable cell holding a value of type T."""
+
+    value: Type
+
+
+class IncompleteType(Type):
+    """A type not known yet (`_` in text, or a missing annotation), solved by InferType.
+
+    Each one is distinct (compared by identity), unlike the other types.
+    """
+
+    __slots__ = ("uid",)
+    created = 0  # how many were ever made; InferType compares counts to skip needless work
+
+    def __init__(self) -> None:
+        IncompleteType.created += 1
+        self.uid = IncompleteType.created
+
+    def __repr__(self) -> str:
+        return f"?{self.uid}"
 
 
 def type_text(ty: Type) -> str:
@@ -142,8 +189,39 @@ def type_text(ty: Type) -> str:
         return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
     if isinstance(ty, FuncType):
         args = ", ".join(type_text(a) for a in ty.arg_types)
-        return f"fn ({args}) -> {type_text(ty.ret_type)}"
+        params = ", ".join(p.name for p in ty.type_params)
+        head = f"fn [{params}](" if params else "fn ("
+        return f"{head}{args}) -> {type_text(ty.ret_type)}"
+    if isinstance(ty, TypeVar):
+        return ty.name
+    if isinstance(ty, TypeCall):
+        if not ty.args:
+            return ty.name
+        return f"{ty.name}[{', '.join(type_text(a) for a in ty.args)}]"
+    if isinstance(ty, RefType):
+        return f"ref({type_text(ty.value)})"
+    if isinstance(ty, IncompleteType):
+        return "_"
     raise TypeError(f"not a type: {ty!r}")
+
+
+def substitute(ty: Type, mapping: Mapping[TypeVar, Type]) -> Type:
+    """`ty` with the free type variables in `mapping` replaced."""
+    if not mapping:
+        return ty
+    if isinstance(ty, TypeVar):
+        return mapping.get(ty, ty)
+    if isinstance(ty, TupleType):
+        return TupleType(tuple(substitute(f, mapping) for f in ty.fields))
+    if isinstance(ty, TypeCall):
+        return TypeCall(ty.name, tuple(substitute(a, mapping) for a in ty.args))
+    if isinstance(ty, RefType):
+        return RefType(substitute(ty.value, mapping))
+    if isinstance(ty, FuncType):
+        inner = {k: v for k, v in mapping.items() if k not in ty.type_params}
+        args = tuple(substitute(a, inner) for a in ty.arg_types)
+        return FuncType(args, substitute(ty.ret_type, inner), ty.type_params)
+    return ty
 
 
 def scalar_type(dtype: str) -> TensorType:

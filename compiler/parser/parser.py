@@ -24,15 +24,39 @@ import numpy as np
 from compiler import ops
 from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
-from compiler.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.expr import (
+    Call,
+    Clause,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    PatternWildcard,
+    Tuple,
+    TupleGetItem,
+    TypeData,
+    Var,
+)
 from compiler.ir.module import IRModule
 from compiler.ir.types import (
     ANY,
     Dim,
     FuncType,
+    IncompleteType,
     TensorType,
     TupleType,
     Type,
+    TypeCall,
+    TypeVar,
     is_valid_dtype,
     unsupported_dtype_reason,
 )
@@ -57,14 +81,14 @@ BINARY_OPERATORS = {
     "!=": (7, "not_equal"),
 }
 _UNSUPPORTED_KEYWORDS = {
-    "match": "`match` (algebraic data types) is not supported",
     "ref": "references (`ref`) are not supported",
     "ref_read": "references (`ref_read`) are not supported",
     "ref_write": "references (`ref_write`) are not supported",
-    "type": "type definitions (algebraic data types) are not supported",
     "extern": "`extern type` definitions are not supported",
 }
-_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr")
+_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type")
+# In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
+_DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
 _T = TypeVar("_T")
 
@@ -115,6 +139,12 @@ class _Parser:
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, Token] = {}
         self.definitions: dict[str, Token] = {}
+        # Algebraic data types: name -> (its token, number of type params), then the parsed ones.
+        self.type_names: dict[str, tuple[Token, int]] = {}
+        self.type_definitions: dict[str, TypeData] = {}
+        self.constructors: dict[str, Constructor] = {}
+        # Type variables in scope (type params of enclosing definitions), innermost last.
+        self.type_vars: list[dict[str, TypeVar]] = []
         section = lexed.metadata_token
         self.meta = MetaTable(lexed.metadata_text, self.span(section) if section else None)
 
@@ -205,17 +235,100 @@ class _Parser:
     def module(self) -> IRModule:
         # Optional: a module without the header is read as version 0.0.5.
         self.accept("version")
+        # Type definitions may come in any order and after the defs that use them: read them all
+        # first, then the defs, skipping over the type definitions.
+        type_ends = self.type_definitions_first()
         functions: dict[GlobalVar, Function] = {}
         while not self.at("eof") and not self.at("metadata"):
             token = self.peek()
             if token.kind == "ident" and token.text in _UNSUPPORTED_KEYWORDS:
                 raise self.error(_UNSUPPORTED_KEYWORDS[token.text], token)
+            if self.at_keyword("type"):
+                self.pos = type_ends[self.pos]
+                continue
             if not self.at_keyword("def"):
-                raise self.error(f"expected `def` or end of input, found {token.describe()}", token)
+                raise self.error(f"expected `def`, `type` or end of input, found {token.describe()}", token)
             gv, func = self.definition()
             functions[gv] = func
         self.finish()
-        return IRModule(functions)
+        return IRModule(functions, type_definitions=self.type_definitions)
+
+    def type_definitions_first(self) -> dict[int, int]:
+        """Parse every top-level `type` definition; returns where each starts and ends."""
+        starts: list[int] = []
+        depth = 0
+        for i in range(self.pos, len(self.tokens)):
+            token = self.tokens[i]
+            if token.kind in ("(", "[", "{"):
+                depth += 1
+            elif token.kind in (")", "]", "}"):
+                depth -= 1
+            elif token.kind == "metadata":
+                break
+            elif depth == 0 and token.kind == "ident" and token.text == "type":
+                starts.append(i)
+        for start in starts:
+            name = self.tokens[start + 1]
+            if name.kind != "ident":
+                raise self.error(f"expected a type name after `type`, found {name.describe()}", name)
+            if name.text in self.type_names:
+                first = self.type_names[name.text][0]
+                message = f"duplicate definition of type {name.text} (first defined on line {self.span(first).line})"
+                raise self.error(message, name)
+            arity = 0
+            if self.tokens[start + 2].kind == "[":
+                i = start + 3
+                while self.tokens[i].kind not in ("]", "eof"):
+                    arity += self.tokens[i].kind == "ident"
+                    i += 1
+            self.type_names[name.text] = (name, arity)
+        ends: dict[int, int] = {}
+        resume = self.pos
+        for start in starts:
+            self.pos = start
+            data = self.type_definition()
+            self.type_definitions[data.name] = data
+            ends[start] = self.pos
+        self.pos = resume
+        return ends
+
+    def type_definition(self) -> TypeData:
+        start = self.advance()
+        name = self.advance()
+        params = self.type_parameters() if self.at("[") else []
+        self.type_vars.append({p.name: p for p in params})
+        constructors: list[Constructor] = []
+
+        def constructor() -> None:
+            token = self.expect("ident", "a constructor name")
+            if token.text in self.constructors:
+                raise self.error(f"duplicate constructor {token.text}", token)
+            inputs: list[Type] = []
+            if self.accept("("):
+                inputs, _ = self.separated(self.type, ")", "`,` or `)` in the constructor's fields")
+            made = Constructor(token.text, tuple(inputs), name.text, len(constructors), self.span(token))
+            self.constructors[token.text] = made
+            constructors.append(made)
+
+        if self.accept("{"):
+            self.separated(constructor, "}", "`,` or `}` after a constructor")
+        self.type_vars.pop()
+        return TypeData(name.text, tuple(params), tuple(constructors), self.span(start))
+
+    def type_parameters(self) -> list[TypeVar]:
+        """`[A, B]` after a type or function name."""
+        self.expect("[")
+        seen: set[str] = set()
+
+        def parameter() -> TypeVar:
+            token = self.expect("ident", "a type parameter name")
+            if token.text in seen:
+                raise self.error(f"duplicate type parameter {token.text}", token)
+            seen.add(token.text)
+            return TypeVar(token.text)
+
+        params, _ = self.separated(parameter, "]", "`,` or `]` after a type parameter")
+        return params
 
     def expression(self) -> Expr:
         self.accept("version")
@@ -248,8 +361,8 @@ class _Parser:
 
     def function_rest(self, start: Token) -> Function:
         """Parameters, attributes, optional return type and body after `def @f` or `fn`."""
-        if self.at("["):
-            raise self.error("type parameters are not supported", self.peek())
+        type_params = self.type_parameters() if self.at("[") else []
+        self.type_vars.append({p.name: p for p in type_params})
         self.expect("(")
         self.push_locals()
         self.push_graph()
@@ -274,7 +387,8 @@ class _Parser:
         self.expect("}", "`}` to end the function body")
         self.pop_graph()
         self.pop_locals()
-        return Function(tuple(params), body, ret_type, Attrs(attrs), self.span(start))
+        self.type_vars.pop()
+        return Function(tuple(params), body, ret_type, Attrs(attrs), self.span(start), tuple(type_params))
 
     def parameter(self, previous: list[Var]) -> Var:
         token = self.advance()
@@ -471,6 +585,12 @@ class _Parser:
             return self.function_rest(token)
         if text == "if":
             return self.conditional()
+        if text == "match":
+            return self.match()
+        constructor = self.constructors.get(text)
+        if constructor is not None:
+            self.advance()
+            return constructor
         if text in _UNSUPPORTED_KEYWORDS:
             raise self.error(_UNSUPPORTED_KEYWORDS[text], token)
         if text in _NO_VALUE_KEYWORDS:
@@ -529,6 +649,68 @@ class _Parser:
         otherwise = self.sequence()
         self.expect("}", "`}` to end the else-branch")
         return If(cond, then, otherwise, self.span(start))
+
+    def match(self) -> Match:
+        start = self.advance()
+        question = self.peek()
+        complete = not (question.kind == "?" and question.offset == start.offset + len(start.text))
+        if not complete:
+            self.advance()
+        self.enter()
+        data = self.postfix()
+        self.expect("{", "`{` to start the match clauses")
+        clauses, _ = self.separated(self.clause, "}", "`,` or `}` after a match clause")
+        self.leave()
+        return Match(data, tuple(clauses), complete, self.span(start))
+
+    def clause(self) -> Clause:
+        self.push_locals()
+        lhs = self.pattern(set())
+        arrow = self.peek()
+        if not (arrow.kind == "=" and self.peek(1).kind == ">"):
+            raise self.error(f"expected `=>` after the pattern, found {arrow.describe()}", arrow)
+        self.pos += 2
+        rhs = self.binary()
+        self.pop_locals()
+        return Clause(lhs, rhs)
+
+    def pattern(self, bound: set[str]) -> Pattern:
+        token = self.peek()
+        self.enter()
+        result: Pattern
+        if token.kind == "ident" and token.text == "_":
+            self.advance()
+            result = PatternWildcard(self.span(token))
+        elif token.kind == "local":
+            self.advance()
+            name = token.text[1:]
+            if name in bound:
+                raise self.error(f"{token.text} is bound twice in this pattern", token)
+            bound.add(name)
+            annotation = self.type() if self.accept(":") else None
+            var = Var(name, annotation, self.span(token))
+            self.bind_local(var)
+            result = PatternVar(var, self.span(token))
+        elif token.kind == "(":
+            self.advance()
+            subs, _ = self.separated(lambda: self.pattern(bound), ")", "`,` or `)` in the tuple pattern")
+            result = PatternTuple(tuple(subs), self.span(token))
+        elif token.kind == "ident" and token.text in self.constructors:
+            self.advance()
+            constructor = self.constructors[token.text]
+            subs = []
+            if self.accept("("):
+                subs, _ = self.separated(lambda: self.pattern(bound), ")", "`,` or `)` in the pattern")
+            if len(subs) != len(constructor.inputs):
+                message = f"constructor {token.text} has {len(constructor.inputs)} fields, the pattern gives {len(subs)}"
+                raise self.error(message, token)
+            result = PatternConstructor(constructor, tuple(subs), self.span(token))
+        elif token.kind == "ident":
+            raise self.error(f"unknown constructor `{token.text}` in pattern", token)
+        else:
+            raise self.error(f"expected a pattern (`_`, %x, a constructor or a tuple), found {token.describe()}", token)
+        self.leave()
+        return result
 
     # -- attributes ----------------------------------------------------------------------------
 
@@ -615,13 +797,31 @@ class _Parser:
             # `(T)` is just T; a one-field tuple type is written `(T,)`.
             result = fields[0] if len(fields) == 1 and not trailing_comma else TupleType(tuple(fields))
         elif token.kind == "ident" and token.text == "_":
-            raise self.error("incomplete types (`_`) are not supported; write the type", token)
+            self.advance()
+            result = IncompleteType()
         elif token.kind == "ident":
-            result = TensorType((), self.dtype(self.advance()))
+            result = self.named_type(self.advance())
         else:
             raise self.error(f"expected a type, found {token.describe()}", token)
         self.leave()
         return result
+
+    def named_type(self, token: Token) -> Type:
+        """A type variable, an ADT (`List[float32]`, `Nat`) or a dtype (a rank-0 tensor)."""
+        for scope in reversed(self.type_vars):
+            if token.text in scope:
+                return scope[token.text]
+        known = self.type_names.get(token.text)
+        if known is not None:
+            args: list[Type] = []
+            if self.accept("["):
+                args, _ = self.separated(self.type, "]", "`,` or `]` in the type arguments")
+            if len(args) != known[1]:
+                raise self.error(f"type {token.text} takes {known[1]} type arguments, {len(args)} given", token)
+            return TypeCall(token.text, tuple(args))
+        if not token.text.startswith(_DTYPE_PREFIXES):
+            raise self.error(f"unknown type `{token.text}`", token)
+        return TensorType((), self.dtype(token))
 
     def shape(self) -> tuple[Dim, ...]:
         self.expect("(", "a shape such as (1, 3)")

@@ -45,15 +45,23 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.expr import (
     Call,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
     Tuple,
     TupleGetItem,
+    TypeData,
     Var,
+    pattern_vars,
 )
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, Type, type_text
@@ -173,7 +181,7 @@ _TAIL = 0  # the result of a block
 _LET_VALUE = 1  # the value of a let
 _OPERAND = 2  # anything else
 
-_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function)
+_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function, Match)
 
 
 class _Block:
@@ -215,6 +223,8 @@ def _uses(node: Expr) -> list[tuple[Expr, int]]:
         return [(node.value, _LET_VALUE), (node.body, _TAIL)]
     if isinstance(node, Function):
         return [(node.body, _TAIL)]
+    if isinstance(node, Match):
+        return [(node.data, _OPERAND)] + [(c.rhs, _TAIL) for c in node.clauses]
     return []
 
 
@@ -264,6 +274,10 @@ class _Layout:
             body = _Block(home)
             self.opened[node] = (body,)
             return [(node.body, body)]
+        if isinstance(node, Match):
+            arms = tuple(_Block(home) for _ in node.clauses)
+            self.opened[node] = arms
+            return [(node.data, home)] + [(c.rhs, arm) for c, arm in zip(node.clauses, arms)]
         if isinstance(node, Let):
             inner = home if node in self.merged_lets else _Block(home, "(", ")")
             self.opened[node] = (inner,)
@@ -316,8 +330,10 @@ class _Printer:
 
     def module(self, mod: IRModule) -> str:
         parts = [VERSION_HEADER + "\n"]
+        for name in sorted(mod.type_definitions):
+            parts.append(_type_definition(mod.type_definitions[name]))
         for i, (gv, definition) in enumerate(mod.items()):
-            if i:
+            if i or mod.type_definitions:
                 parts.append("\n")
             if isinstance(definition, Function):
                 self.names = _Names()
@@ -362,6 +378,10 @@ class _Printer:
                 if isinstance(node, Function):
                     for param in node.params:
                         self.names.bind(param)
+                elif isinstance(node, Match):
+                    for clause in node.clauses:
+                        for var in pattern_vars(clause.lhs):
+                            self.names.bind(var)
                 stack += [(child, _ENTER) for child, _ in reversed(_uses(node))]
             elif step == _BIND:
                 assert isinstance(node, Let)
@@ -387,7 +407,7 @@ class _Printer:
             return [self.names.get(node)]
         if isinstance(node, GlobalVar):
             return [f"@{node.name_hint}"]
-        if isinstance(node, Op):
+        if isinstance(node, (Op, Constructor)):
             return [node.name]
         if isinstance(node, Constant):
             return [self._constant(node)]
@@ -422,6 +442,8 @@ class _Printer:
             (body,) = layout.opened[node]
             body.tail = self._ref(node.body, refs)
             return [self._signature("fn (", node), body]
+        if isinstance(node, Match):
+            return self._match_text(node, layout, refs)
         assert isinstance(node, Let)
         if node in layout.merged_lets:
             return self._ref(node.body, refs)
@@ -429,10 +451,39 @@ class _Printer:
         inner.tail = self._ref(node.body, refs)
         return [inner]
 
+    def _match_text(self, node: Match, layout: _Layout, refs: dict[Expr, list[Piece]]) -> list[Piece]:
+        """`match (x) {` one `pattern => { ... },` line per clause `}`."""
+        keyword = "match" if node.complete else "match?"
+        clauses = _Block(None, "{", "}")
+        lines: list[list[Piece]] = []
+        for clause, arm in zip(node.clauses, layout.opened[node]):
+            arm.tail = self._ref(clause.rhs, refs)
+            lines.append([self._pattern(clause.lhs), " => ", arm, ","])
+        if lines:
+            clauses.lines, clauses.tail = lines[:-1], lines[-1]
+        return [f"{keyword} ({self._one(node.data, refs)}) ", clauses]
+
+    def _pattern(self, pattern: Pattern) -> str:
+        if isinstance(pattern, PatternVar):
+            return self._var_decl(pattern.var)
+        if isinstance(pattern, PatternConstructor):
+            if not pattern.patterns:
+                return pattern.constructor.name
+            inner = ", ".join(self._pattern(p) for p in pattern.patterns)
+            return f"{pattern.constructor.name}({inner})"
+        if isinstance(pattern, PatternTuple):
+            inner = ", ".join(self._pattern(p) for p in pattern.patterns)
+            return f"({inner},)" if len(pattern.patterns) == 1 else f"({inner})"
+        return "_"
+
     def _signature(self, prefix: str, func: Function) -> str:
         """`prefix` + params and attrs + `) -> T ` for a def or a fn literal."""
         params = [self._var_decl(p) for p in func.params]
         params += _attr_texts(list(func.attrs.items()), "a function")
+        if func.type_params:
+            # `def @f(` becomes `def @f[A, B](`, `fn (` becomes `fn [A, B](`.
+            type_params = "[" + ", ".join(t.name for t in func.type_params) + "]("
+            prefix = prefix[:-1].rstrip() + (" " if prefix.startswith("fn") else "") + type_params
         text = prefix + ", ".join(params) + ") "
         ret = func.ret_type
         if ret is None and func.has_type and isinstance(func.checked_type, FuncType):
@@ -473,6 +524,17 @@ class _Printer:
             index = self.meta_index[const] = len(self.meta)
             self.meta.append(const.data)
         return f"meta[relay.Constant][{index}]"
+
+
+def _type_definition(data: TypeData) -> str:
+    """`type List[A] {` one `Cons(A, List[A]),` line per constructor `}`, as TVM prints it."""
+    params = f"[{', '.join(p.name for p in data.type_params)}]" if data.type_params else ""
+    lines = [f"type {data.name}{params} {{"]
+    for ctor in data.constructors:
+        fields = f"({', '.join(type_text(t) for t in ctor.inputs)})" if ctor.inputs else ""
+        lines.append(f"  {ctor.name}{fields},")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def _foreign_definition(name: str, definition: object) -> str:

@@ -63,7 +63,9 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  let @g = %x;\n  %x", "@g", "`let` binds a local variable"),
         ("  (%x, %w).first", "first", "expected a tuple index after `.`"),
         ("  (%x, %w).-1", "-1", "expected a tuple index after `.`"),
-        ("  match (%x) { }", "match", "`match` (algebraic data types) is not supported"),
+        ("  match (%x) { Foo => %x }", "Foo", "unknown constructor `Foo` in pattern"),
+        ("  match (%x) { (%a, %a) => %x }", "%a)", "%a is bound twice in this pattern"),
+        ("  match (%x) { _ -> %x }", "->", "expected `=>` after the pattern"),
         ("  ref(%x)", "ref", "references (`ref`) are not supported"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
         ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
@@ -75,10 +77,9 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  let %y: Tensor[(2), floaty] = %x;\n  %y", "floaty", "unknown type or dtype `floaty`"),
         ("  let %y: Tensor[(-2), float32] = %x;\n  %y", "-2", "dimension -2 is negative"),
         ("  let %y: Tensor[(2.5f), float32] = %x;\n  %y", "2.5f", "expected a dimension"),
-        ("  let %y: _ = %x;\n  %y", "_", "incomplete types"),
-        ("  let %y: List[float32] = %x;\n  %y", "List", "unknown type or dtype `List`"),
+        ("  let %y: List[float32] = %x;\n  %y", "List", "unknown type `List`"),
         ("  if (%x) { %x }", END, "expected `else`"),
-        ("  fn [T](%a: T) { %a }", "[", "type parameters are not supported"),
+        ("  fn [T, T](%a: T) { %a }", "T]", "duplicate type parameter T"),
         ("  fn (%a: float32, Primitive=1, %b: float32) { %a }", "%b", "parameters must come before function attributes"),
         ("  fn (%a: float32, %a: float32) { %a }", "%a: float32)", "duplicate parameter %a"),
         ("  fn (%a {virtual_device=1}: float32) { %a }", "{", "virtual device annotations"),
@@ -176,11 +177,28 @@ def test_parser_reports_a_malformed_metadata_section_at_its_header():
 
 
 def test_parser_rejects_top_level_items_other_than_definitions():
-    error = parse_error(HEADER + "type List[A] { Cons(A), Nil }")
-    assert "type definitions" in error.message and (error.line, error.column) == (2, 1)
+    error = parse_error(HEADER + "extern type Opaque")
+    assert "`extern type` definitions are not supported" in error.message and (error.line, error.column) == (2, 1)
     error = parse_error(HEADER + "def @main(%x: float32) { %x }\n%x")
-    assert error.message == "expected `def` or end of input, found `%x`"
+    assert error.message == "expected `def`, `type` or end of input, found `%x`"
     assert (error.line, error.column) == (3, 1)
+
+
+def test_parser_rejects_duplicate_types_and_constructors():
+    error = parse_error(HEADER + "type T { A }\ntype T { B }")
+    assert "duplicate definition of type T (first defined on line 2)" in error.message
+    assert (error.line, error.column) == (3, 6)
+    error = parse_error(HEADER + "type T { A, A }")
+    assert error.message == "duplicate constructor A" and (error.line, error.column) == (2, 13)
+
+
+def test_parser_checks_type_arguments_and_constructor_pattern_fields():
+    text = HEADER + "type List[A] { Cons(A, List[A]), Nil }\n"
+    error = parse_error(text + "def @main(%l: List) { %l }")
+    assert error.message == "type List takes 1 type arguments, 0 given" and (error.line, error.column) == (3, 15)
+    error = parse_error(text + "def @main(%l: List[float32]) { match (%l) { Cons(%h) => %h, Nil => 0f } }")
+    assert error.message == "constructor Cons has 2 fields, the pattern gives 1"
+    assert (error.line, error.column) == (3, 45)
 
 
 def test_parser_reports_unexpected_end_of_input():

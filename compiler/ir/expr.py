@@ -382,6 +382,31 @@ class Match(Expr):
         return f"Match({len(self.clauses)} clauses)"
 
 
+@dataclass(frozen=True, eq=False)
+class RefCreate(Expr):
+    """`ref(v)`: a new mutable cell holding v."""
+
+    value: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RefRead(Expr):
+    """`ref_read(r)`: the value a cell holds now."""
+
+    ref: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RefWrite(Expr):
+    """`ref_write(r, v)`: store v in cell r; the result is the empty tuple."""
+
+    ref: Expr
+    value: Expr
+    span: Span | None = None
+
+
 def children(expr: Expr) -> Sequence[Expr]:
     """The direct sub-expressions of `expr`, in evaluation order."""
     if isinstance(expr, Call):
@@ -397,6 +422,12 @@ def children(expr: Expr) -> Sequence[Expr]:
         return (expr.value, expr.var, expr.body)
     if isinstance(expr, If):
         return (expr.cond, expr.true_branch, expr.false_branch)
+    if isinstance(expr, RefCreate):
+        return (expr.value,)
+    if isinstance(expr, RefRead):
+        return (expr.ref,)
+    if isinstance(expr, RefWrite):
+        return (expr.ref, expr.value)
     if isinstance(expr, Match):
         # Like a let's var, each clause's pattern variables come before the clause's body.
         out: list[Expr] = [expr.data]

@@ -42,10 +42,14 @@ from compiler.ir.expr import (
     PatternTuple,
     PatternVar,
     PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     TypeData,
     Var,
+    children,
     pattern_vars,
 )
 from compiler.ir.module import IRModule
@@ -220,6 +224,9 @@ class _ExprEqual:
         if isinstance(x, Constructor):
             assert isinstance(y, Constructor)
             return _constructors_equal(x, y)
+        if isinstance(x, (RefCreate, RefRead, RefWrite)):
+            stack.extend(zip(children(x), children(y)))
+            return True
         if isinstance(x, Constant):
             assert isinstance(y, Constant)
             return _arrays_equal(x.data, y.data)
@@ -556,6 +563,11 @@ class _ExprHash:
             return h
         if isinstance(node, Constructor):
             return _mix(_tag("constructor"), _str_hash(node.name))
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            h = _tag(type(node).__name__)
+            for child in children(node):
+                h = _mix(h, get(child))
+            return h
         if isinstance(node, Constant):
             return _mix(_tag("constant"), _array_hash(node.data))
         if isinstance(node, GlobalVar):

@@ -24,6 +24,9 @@ from compiler.ir.expr import (
     Match,
     Op,
     Pattern,
+    RefCreate,
+    RefRead,
+    RefWrite,
     PatternConstructor,
     PatternTuple,
     PatternVar,
@@ -131,6 +134,17 @@ def rebuild(node: Expr, get: Callable[[Expr], Expr]) -> Expr:
         if cond is node.cond and t is node.true_branch and f is node.false_branch:
             return node
         return If(cond, t, f, node.span)
+    if isinstance(node, RefCreate):
+        value = get(node.value)
+        return node if value is node.value else RefCreate(value, node.span)
+    if isinstance(node, RefRead):
+        ref = get(node.ref)
+        return node if ref is node.ref else RefRead(ref, node.span)
+    if isinstance(node, RefWrite):
+        ref, value = get(node.ref), get(node.value)
+        if ref is node.ref and value is node.value:
+            return node
+        return RefWrite(ref, value, node.span)
     if isinstance(node, Match):
         data = get(node.data)
         clauses = tuple(Clause(_rebuild_pattern(c.lhs, get), get(c.rhs)) for c in node.clauses)

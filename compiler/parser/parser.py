@@ -41,6 +41,9 @@ from compiler.ir.expr import (
     PatternTuple,
     PatternVar,
     PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     TypeData,
@@ -52,6 +55,7 @@ from compiler.ir.types import (
     Dim,
     FuncType,
     IncompleteType,
+    RefType,
     TensorType,
     TupleType,
     Type,
@@ -81,11 +85,10 @@ BINARY_OPERATORS = {
     "!=": (7, "not_equal"),
 }
 _UNSUPPORTED_KEYWORDS = {
-    "ref": "references (`ref`) are not supported",
-    "ref_read": "references (`ref_read`) are not supported",
-    "ref_write": "references (`ref_write`) are not supported",
     "extern": "`extern type` definitions are not supported",
 }
+# `ref(e)`, `ref_read(r)`, `ref_write(r, v)`: keyword -> number of operands.
+_REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
 _NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type")
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
@@ -587,6 +590,8 @@ class _Parser:
             return self.conditional()
         if text == "match":
             return self.match()
+        if text in _REF_KEYWORDS:
+            return self.reference(text)
         constructor = self.constructors.get(text)
         if constructor is not None:
             self.advance()
@@ -649,6 +654,22 @@ class _Parser:
         otherwise = self.sequence()
         self.expect("}", "`}` to end the else-branch")
         return If(cond, then, otherwise, self.span(start))
+
+    def reference(self, keyword: str) -> Expr:
+        start = self.advance()
+        self.expect("(", f"`(` after {keyword}")
+        self.enter()
+        operands, _ = self.separated(self.binary, ")", f"`,` or `)` after the operands of {keyword}")
+        self.leave()
+        wanted = _REF_KEYWORDS[keyword]
+        if len(operands) != wanted:
+            raise self.error(f"{keyword} takes {wanted} operand{'s' if wanted > 1 else ''}, got {len(operands)}", start)
+        span = self.span(start)
+        if keyword == "ref":
+            return RefCreate(operands[0], span)
+        if keyword == "ref_read":
+            return RefRead(operands[0], span)
+        return RefWrite(operands[0], operands[1], span)
 
     def match(self) -> Match:
         start = self.advance()
@@ -785,6 +806,12 @@ class _Parser:
             dtype = self.dtype(self.expect("ident", "a dtype such as float32"))
             self.expect("]", "`]` to close the tensor type")
             result: Type = TensorType(shape, dtype)
+        elif self.at_keyword("ref"):
+            self.advance()
+            self.expect("(", "`(` after ref")
+            value = self.type()
+            self.expect(")", "`)` to close the reference type")
+            result = RefType(value)
         elif self.at_keyword("fn"):
             self.advance()
             self.expect("(", "`(` after fn")

@@ -57,10 +57,14 @@ from compiler.ir.expr import (
     PatternConstructor,
     PatternTuple,
     PatternVar,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     TypeData,
     Var,
+    children,
     pattern_vars,
 )
 from compiler.ir.module import IRModule
@@ -181,7 +185,8 @@ _TAIL = 0  # the result of a block
 _LET_VALUE = 1  # the value of a let
 _OPERAND = 2  # anything else
 
-_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function, Match)
+_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function, Match, RefCreate, RefRead, RefWrite)
+_REF_KEYWORD = {RefCreate: "ref", RefRead: "ref_read", RefWrite: "ref_write"}
 
 
 class _Block:
@@ -225,6 +230,8 @@ def _uses(node: Expr) -> list[tuple[Expr, int]]:
         return [(node.body, _TAIL)]
     if isinstance(node, Match):
         return [(node.data, _OPERAND)] + [(c.rhs, _TAIL) for c in node.clauses]
+    if isinstance(node, (RefCreate, RefRead, RefWrite)):
+        return [(child, _OPERAND) for child in children(node)]
     return []
 
 
@@ -444,6 +451,9 @@ class _Printer:
             return [self._signature("fn (", node), body]
         if isinstance(node, Match):
             return self._match_text(node, layout, refs)
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            operands = ", ".join(self._one(child, refs) for child in children(node))
+            return [f"{_REF_KEYWORD[type(node)]}({operands})"]
         assert isinstance(node, Let)
         if node in layout.merged_lets:
             return self._ref(node.body, refs)

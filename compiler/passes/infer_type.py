@@ -36,6 +36,9 @@ from compiler.ir.expr import (
     Let,
     Match,
     Op,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     Var,
@@ -45,6 +48,7 @@ from compiler.ir.types import (
     ANY,
     FuncType,
     IncompleteType,
+    RefType,
     TensorType,
     TupleType,
     Type,
@@ -289,7 +293,25 @@ class _Inferencer:
             return t
         if isinstance(node, Match):
             return self.match_type(node)
+        if isinstance(node, RefCreate):
+            return RefType(self.value_type(node.value))
+        if isinstance(node, (RefRead, RefWrite)):
+            return self.reference_type(node)
         raise TypeCheckError(f"cannot type {node!r}", getattr(node, "span", None))
+
+    def reference_type(self, node: RefRead | RefWrite) -> Type:
+        """`ref_read(r)` has the type r holds; `ref_write(r, v)` needs v of that type and gives ()."""
+        value = node.value if isinstance(node, RefWrite) else None
+        content = self.value_type(value) if value is not None else IncompleteType()
+        keyword = "ref_write" if value is not None else "ref_read"
+        self.unify_or_fail(
+            RefType(content),
+            self.value_type(node.ref),
+            lambda want, ref: f"{keyword} needs a reference{' to ' + str(want.value) if value is not None else ''}, "
+            f"found {ref}",
+            node.span,
+        )
+        return TupleType(()) if value is not None else content
 
     def var_type(self, var: Var) -> Type:
         pattern_type = self.patterns.var_type(var)

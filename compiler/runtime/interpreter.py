@@ -30,6 +30,9 @@ from compiler.ir.expr import (
     PatternConstructor,
     PatternTuple,
     PatternVar,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     Var,
@@ -77,6 +80,18 @@ class ConstructorValue:
         if not self.fields:
             return self.constructor.name
         return f"{self.constructor.name}({', '.join(map(repr, self.fields))})"
+
+
+class RefValue:
+    """A mutable cell made by `ref(v)`; compared by identity like TVM's references."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"ref({self.value!r})"
 
 
 def match_pattern(pattern: Pattern, value: Value, bindings: dict[Expr, Value]) -> bool:
@@ -228,6 +243,12 @@ class Interpreter:
             return (node.cond,)
         if isinstance(node, Match):
             return (node.data,)
+        if isinstance(node, RefCreate):
+            return (node.value,)
+        if isinstance(node, RefRead):
+            return (node.ref,)
+        if isinstance(node, RefWrite):
+            return (node.ref, node.value)
         return ()
 
     def _value(self, node: Expr, frame: Frame) -> Value:
@@ -245,6 +266,15 @@ class Interpreter:
             value = self._value(node.tuple_value, frame)
             assert isinstance(value, tuple)
             return value[node.index]
+        if isinstance(node, RefCreate):
+            return RefValue(self._value(node.value, frame))
+        if isinstance(node, (RefRead, RefWrite)):
+            cell = self._value(node.ref, frame)
+            assert isinstance(cell, RefValue)
+            if isinstance(node, RefRead):
+                return cell.value
+            cell.value = self._value(node.value, frame)
+            return ()
         assert isinstance(node, Call) and isinstance(node.op, Op)
         opdef = ops.get(node.op.name)
         args = [self._value(a, frame) for a in node.args]

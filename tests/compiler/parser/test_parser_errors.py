@@ -66,7 +66,6 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  match (%x) { Foo => %x }", "Foo", "unknown constructor `Foo` in pattern"),
         ("  match (%x) { (%a, %a) => %x }", "%a)", "%a is bound twice in this pattern"),
         ("  match (%x) { _ -> %x }", "->", "expected `=>` after the pattern"),
-        ("  ref(%x)", "ref", "references (`ref`) are not supported"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
         ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
         ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "dtype `bfloat16` is not supported"),

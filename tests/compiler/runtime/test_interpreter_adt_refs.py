@@ -1,4 +1,4 @@
-"""The interpreter runs algebraic data types: constructors build values, match takes them apart."""
+"""The interpreter runs ADTs (constructors build values, match takes them apart) and references."""
 
 from __future__ import annotations
 
@@ -62,3 +62,17 @@ def test_partial_match_without_a_matching_clause_is_a_located_error():
     with pytest.raises(InputError, match="no clause of the match handles the value Nil") as info:
         evaluate(mod, [ConstructorValue(nil), np.float32(1)])
     assert info.value.line == 14
+
+
+def test_references_hold_the_last_written_value():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) {
+  let %r = ref(%x);
+  let %first = ref_read(%r);
+  let %w = ref_write(%r, add(%first, %first));
+  (%first, ref_read(%r), %w)
+}""")
+    x = np.array([1, 2], "float32")
+    first, last = run_main(mod, {"x": x})
+    np.testing.assert_array_equal(first, x)
+    np.testing.assert_array_equal(last, 2 * x)

@@ -400,9 +400,9 @@ class _Parser:
             raise self.error(f"duplicate parameter {token.text}", token)
         if self.at("{"):
             raise self.error("virtual device annotations on parameters are not supported", self.peek())
-        if not self.accept(":"):
-            raise self.error(f"parameter {token.text} needs a type annotation", token)
-        var = Var(name, self.type(), self.span(token))
+        # Without an annotation the type is inferred from the uses (InferType).
+        annotation = self.type() if self.accept(":") else None
+        var = Var(name, annotation, self.span(token))
         self.bind_local(var)
         return var
 

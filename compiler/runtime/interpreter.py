@@ -309,8 +309,7 @@ def bind_main_args(mod: IRModule, named: Mapping[str, np.ndarray]) -> list[np.nd
     for p in main.params:
         if p.name_hint not in named:
             raise InputError(f"missing input {p.name_hint!r} for @main")
-        ty = p.type_annotation
-        assert ty is not None
+        ty = p.type_annotation if p.type_annotation is not None else p.checked_type
         args.append(_check_input(p.name_hint, named[p.name_hint], ty))
     return args
 

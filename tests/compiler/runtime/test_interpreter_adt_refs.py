@@ -76,3 +76,16 @@ def @main(%x: Tensor[(2), float32]) {
     first, last = run_main(mod, {"x": x})
     np.testing.assert_array_equal(first, x)
     np.testing.assert_array_equal(last, 2 * x)
+
+
+def test_polymorphic_map_applies_a_closure_to_every_element():
+    mod = parse(LIST + """def @map[A, B](%f: fn (A) -> B, %l: List[A]) -> List[B] {
+  match (%l) { Cons(%h, %t) => Cons(%f(%h), @map(%f, %t)), Nil => Nil }
+}
+def @main(%x: Tensor[(2), float32], %k: Tensor[(2), float32]) {
+  let %scaled = @map(fn (%v) { multiply(%v, %k) }, Cons(%x, Cons(%k, Nil)));
+  @sum(%scaled)
+}""")
+    x, k = np.array([1, 2], "float32"), np.array([3, 4], "float32")
+    (out,) = run_main(mod, {"x": x, "k": k})
+    np.testing.assert_array_equal(out, x * k + k * k)

@@ -518,6 +518,10 @@ class _ExprHash:
             in_pattern = self.pattern_positions.get(v)
             if in_pattern is not None:
                 h = _mix(_mix(_tag("pattern var"), in_pattern), ann)
+            elif isinstance(bound_to, Function):
+                # Not by the value's hash: a let-bound function may call itself, so its body
+                # uses the variable before the value's hash exists.
+                h = _mix(_mix(_tag("fn let var"), len(bound_to.params)), ann)
             elif position is not None:
                 h = _mix(_mix(_mix(_tag("param"), position[0]), position[1]), ann)
             elif bound_to is not None:

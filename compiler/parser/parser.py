@@ -443,9 +443,16 @@ class _Parser:
         self.advance()
         annotation = self.type() if self.accept(":") else None
         self.expect("=", "`=` in the let binding")
-        value = self.binary()
-        self.expect(";", "`;` after the let binding")
         var = Var(token.text[1:], annotation, self.span(token))
+        if self.at_keyword("fn"):
+            # A let-bound function sees its own name, so it can call itself (a loop).
+            self.push_locals()
+            self.bind_local(var)
+            value = self.binary()
+            self.pop_locals()
+        else:
+            value = self.binary()
+        self.expect(";", "`;` after the let binding")
         self.bind_local(var)
         return var, value
 

@@ -202,3 +202,16 @@ def test_failed_inference_leaves_no_types_behind():
     with pytest.raises(TypeCheckError):
         InferType()(mod)
     assert not any(node.has_type for node in post_order(mod.main))
+
+
+def test_recursive_let_bound_closure_gets_its_function_type():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], %n: int32) {
+  let %loop = fn (%i: int32, %acc) {
+    if (less(%i, %n)) { %loop(add(%i, 1), add(%acc, %x)) } else { %acc }
+  };
+  %loop(0, %x)
+}""")
+    f2 = TensorType((2,), F32)
+    assert mod.main.body.var.checked_type == FuncType((TensorType((), "int32"), f2), f2)
+    assert mod.main.checked_type.ret_type == f2

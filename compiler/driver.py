@@ -1,6 +1,6 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
-    Relay text ─parse─▶ IRModule ─InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+    Relay text ─parse─▶ IRModule ─StripDevices─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
         ─▶ BYOC (per external codegen: partition, outline, its own passes)
         ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
@@ -51,6 +51,7 @@ from compiler.passes.inline_globals import InlineGlobals
 from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
+from compiler.passes.strip_devices import StripDevices
 from compiler.runtime.build import build_shared_library
 from compiler.tir.stmt import PrimFunc
 
@@ -179,6 +180,8 @@ class CompiledModel:
 
 
 def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
+    # One CPU: device placement (on_device, device_copy, virtual devices) means nothing here.
+    mod = StripDevices()(mod)
     mod = InferType()(mod)
     if params:
         mod = BindParams(dict(params))(mod)

@@ -18,6 +18,7 @@ import numpy as np
 
 from compiler.diagnostics import Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
+from compiler.ir.device import VirtualDevice
 from compiler.ir.types import TensorType, Type, TypeVar, dtype_of
 
 _var_ids = itertools.count()
@@ -51,6 +52,8 @@ class Var(Expr):
     type_annotation: Type | None = None
     span: Span | None = None
     uid: int = field(default_factory=lambda: next(_var_ids), repr=False)
+    # `%x {virtual_device=meta[VirtualDevice][0]}`: where a parameter lives (see ir/device.py).
+    virtual_device: VirtualDevice | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"Var(%{self.name_hint})"

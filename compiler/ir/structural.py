@@ -263,7 +263,7 @@ class _ExprEqual:
         return True
 
     def _bind(self, p: Var, q: Var) -> bool:
-        if p.type_annotation != q.type_annotation:
+        if p.type_annotation != q.type_annotation or p.virtual_device != q.virtual_device:
             return False
         self.bound_pairs.add((p, q))
         self.bound_left.add(p)

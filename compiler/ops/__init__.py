@@ -18,4 +18,4 @@ from compiler.ops.registry import (  # noqa: F401  (re-exported API)
 from compiler.ops import elemwise, broadcast, nn, reduce, transform  # noqa: E402,F401  isort:skip
 from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401  isort:skip
 from compiler.ops import call  # noqa: E402,F401  isort:skip
-from compiler.ops import annotation  # noqa: E402,F401  isort:skip
+from compiler.ops import annotation, device  # noqa: E402,F401  isort:skip

@@ -24,6 +24,7 @@ import numpy as np
 from compiler import ops
 from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
+from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import (
     Call,
     Clause,
@@ -398,13 +399,32 @@ class _Parser:
         name = token.text[1:]
         if any(p.name_hint == name for p in previous):
             raise self.error(f"duplicate parameter {token.text}", token)
-        if self.at("{"):
-            raise self.error("virtual device annotations on parameters are not supported", self.peek())
+        device = self.parameter_device() if self.at("{") else None
         # Without an annotation the type is inferred from the uses (InferType).
         annotation = self.type() if self.accept(":") else None
-        var = Var(name, annotation, self.span(token))
+        var = Var(name, annotation, self.span(token), virtual_device=device)
         self.bind_local(var)
         return var
+
+    def parameter_device(self) -> VirtualDevice:
+        """`{virtual_device=meta[VirtualDevice][i]}` after a parameter's name."""
+        self.advance()
+        attrs: dict[str, AttrValue] = {}
+        keys: dict[str, Token] = {}
+
+        def entry() -> None:
+            if not self.at_attribute():
+                raise self.error(f"expected virtual_device=..., found {self.peek().describe()}", self.peek())
+            self.attribute(attrs, keys)
+
+        self.separated(entry, "}", "`,` or `}` after the parameter's attributes")
+        for key, token in keys.items():
+            if key != "virtual_device":
+                raise self.error(f"a parameter takes only virtual_device, not {key}", token)
+        device = attrs.get("virtual_device")
+        if not isinstance(device, VirtualDevice):
+            raise self.error("virtual_device must be meta[VirtualDevice][i]", keys.get("virtual_device", self.peek()))
+        return device
 
     # -- expressions ---------------------------------------------------------------------------
 
@@ -772,6 +792,9 @@ class _Parser:
             return self.attribute_list()
         if kind == "{":
             return self.attribute_map()
+        if kind == "meta" and token.text.startswith("meta[VirtualDevice]"):
+            self.advance()
+            return self.meta.virtual_device(token.text, self.span(token))
         if kind == "meta":
             raise self.error("meta[...] references are not supported as attribute values", token)
         raise self.error(f"expected an attribute value, found {token.describe()}", token)

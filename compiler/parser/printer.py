@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Union
 
 import numpy as np
 
 from compiler.ir.attrs import Attrs
+from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import (
     Call,
     Constant,
@@ -94,8 +95,15 @@ def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
 # Values: attribute values and scalar constants
 
 
-def format_attr_value(value: object) -> str:
-    """An attribute value as the parser reads it back (`1e-05f`, `"NCHW"`, `[1, 2]`, `@f`)."""
+def format_attr_value(value: object, meta: Callable[[object], str] | None = None) -> str:
+    """An attribute value as the parser reads it back (`1e-05f`, `"NCHW"`, `[1, 2]`, `@f`).
+
+    `meta` writes values that live in the metadata section (VirtualDevices) as `meta[...]`.
+    """
+    if isinstance(value, VirtualDevice):
+        if meta is None:
+            raise TypeError("a VirtualDevice attribute needs a printer with a metadata section")
+        return meta(value)
     if value is None:
         return "None"
     if isinstance(value, (bool, np.bool_)):
@@ -107,9 +115,9 @@ def format_attr_value(value: object) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(format_attr_value(v) for v in value) + "]"
+        return "[" + ", ".join(format_attr_value(v, meta) for v in value) + "]"
     if isinstance(value, Attrs):
-        return "{" + ", ".join(f"{k}={format_attr_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={format_attr_value(v, meta)}" for k, v in value.items()) + "}"
     if isinstance(value, GlobalVar):
         return f"@{value.name_hint}"
     if isinstance(value, Op):
@@ -128,12 +136,14 @@ def _float_attr_text(value: float) -> str:
     return repr(value) + "f"
 
 
-def _attr_texts(items: Sequence[tuple[str, object]], owner: str) -> list[str]:
+def _attr_texts(
+    items: Sequence[tuple[str, object]], owner: str, meta: Callable[[object], str] | None = None
+) -> list[str]:
     """`key=value` for each attribute of `owner`, naming the attribute when a value cannot be written."""
     texts: list[str] = []
     for key, value in items:
         try:
-            texts.append(f"{key}={format_attr_value(value)}")
+            texts.append(f"{key}={format_attr_value(value, meta)}")
         except ValueError as error:
             raise ValueError(f"cannot print attribute {key} of {owner}: {error}") from None
     return texts
@@ -331,6 +341,7 @@ class _Printer:
         self.counter = 0
         self.meta: list[np.ndarray] = []
         self.meta_index: dict[Constant, int] = {}
+        self.devices: list[VirtualDevice] = []
         self.names = _Names()
 
     # --- entry points ---
@@ -361,9 +372,9 @@ class _Printer:
         return _render_lines(block) + "\n"
 
     def metadata_section(self) -> str:
-        if not self.meta:
+        if not self.meta and not self.devices:
             return ""
-        return "#[metadata]\n" + encode_metadata(self.meta).rstrip("\n") + "\n"
+        return "#[metadata]\n" + encode_metadata(self.meta, self.devices).rstrip("\n") + "\n"
 
     # --- bodies ---
 
@@ -430,7 +441,7 @@ class _Printer:
         """The text of a compound node whose operands are all printed."""
         if isinstance(node, Call):
             args = [self._one(a, refs) for a in node.args]
-            args += _attr_texts(self._call_attrs(node), f"call to {self._one(node.op, refs)}")
+            args += _attr_texts(self._call_attrs(node), f"call to {self._one(node.op, refs)}", self._device_ref)
             text = f"{self._one(node.op, refs)}({', '.join(args)})"
             if self.show_types and node.has_type:
                 text += f" /* ty={type_text(node.checked_type)} */"
@@ -489,7 +500,7 @@ class _Printer:
     def _signature(self, prefix: str, func: Function) -> str:
         """`prefix` + params and attrs + `) -> T ` for a def or a fn literal."""
         params = [self._var_decl(p) for p in func.params]
-        params += _attr_texts(list(func.attrs.items()), "a function")
+        params += _attr_texts(list(func.attrs.items()), "a function", self._device_ref)
         if func.type_params:
             # `def @f(` becomes `def @f[A, B](`, `fn (` becomes `fn [A, B](`.
             type_params = "[" + ", ".join(t.name for t in func.type_params) + "]("
@@ -502,8 +513,16 @@ class _Printer:
             text += f"-> {type_text(ret)} "
         return text
 
+    def _device_ref(self, device: object) -> str:
+        assert isinstance(device, VirtualDevice)
+        if device not in self.devices:
+            self.devices.append(device)
+        return f"meta[VirtualDevice][{self.devices.index(device)}]"
+
     def _var_decl(self, var: Var) -> str:
         name = self.names.get(var)
+        if var.virtual_device is not None:
+            name += f" {{virtual_device={self._device_ref(var.virtual_device)}}}"
         if var.type_annotation is None:
             return name
         return f"{name}: {type_text(var.type_annotation)}"

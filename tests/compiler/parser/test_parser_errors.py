@@ -81,7 +81,7 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  fn [T, T](%a: T) { %a }", "T]", "duplicate type parameter T"),
         ("  fn (%a: float32, Primitive=1, %b: float32) { %a }", "%b", "parameters must come before function attributes"),
         ("  fn (%a: float32, %a: float32) { %a }", "%a: float32)", "duplicate parameter %a"),
-        ("  fn (%a {virtual_device=1}: float32) { %a }", "{", "virtual device annotations"),
+        ("  fn (%a {virtual_device=1}: float32) { %a }", "virtual_device=", "virtual_device must be meta[VirtualDevice][i]"),
         ("  %0 = exp(%x);", END, "expected an expression, found `}`"),
     ],
 )

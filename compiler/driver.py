@@ -43,6 +43,7 @@ from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
 from compiler.parser.printer import astext
 from compiler.passes.bind_params import BindParams
+from compiler.passes.check_compilable import CheckCompilable
 from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fuse_ops import FuseOps
@@ -183,6 +184,8 @@ def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     # One CPU: device placement (on_device, device_copy, virtual devices) means nothing here.
     mod = StripDevices()(mod)
     mod = InferType()(mod)
+    # ADTs, references and closures have no C form; say so before inlining trips on recursion.
+    mod = CheckCompilable()(mod)
     if params:
         mod = BindParams(dict(params))(mod)
     # Helpers are inlined first so the later passes (and fusion) see one straight-line @main.

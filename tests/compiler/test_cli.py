@@ -269,3 +269,29 @@ def test_compile_reports_a_missing_codegen_file_on_one_line(tmp_path: Path) -> N
     )
     assert result.returncode == 1
     assert result.stderr.strip() == f"error: {tmp_path / 'absent.json'}: no such codegen file"
+
+
+SUM_LIST = """#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  match (Cons(%x, Cons(%x, Nil))) {
+    Cons(%h, Cons(%g, _)) => add(%h, %g),
+    _ => %x,
+  }
+}
+"""
+
+
+def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path: Path) -> None:
+    model = write(tmp_path / "model.relay", SUM_LIST)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out")
+    line = assert_one_line_error(result)
+    assert line == (
+        f"{model}:4:3: error: the AOT executor cannot compile match expressions; run it with relaycc interpret"
+    )
+    x = np.array([1, 2], np.float32)
+    inputs, outputs = save_npz(tmp_path / "in.npz", x=x), tmp_path / "out.npz"
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
+    assert result.returncode == 0, result.stderr
+    with np.load(outputs) as saved:
+        np.testing.assert_array_equal(saved["out0"], x + x)

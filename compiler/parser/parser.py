@@ -844,10 +844,14 @@ class _Parser:
             result = RefType(value)
         elif self.at_keyword("fn"):
             self.advance()
+            # `fn [A](A) -> A`: a polymorphic function type binds its own type variables.
+            type_params = self.type_parameters() if self.at("[") else []
+            self.type_vars.append({p.name: p for p in type_params})
             self.expect("(", "`(` after fn")
             args, _ = self.separated(self.type, ")", "`,` or `)` in the argument types")
             self.expect("->", "`->` and the result type")
-            result = FuncType(tuple(args), self.type())
+            result = FuncType(tuple(args), self.type(), tuple(type_params))
+            self.type_vars.pop()
         elif self.at("("):
             self.advance()
             fields, trailing_comma = self.separated(self.type, ")", "`,` or `)` in the tuple type")

@@ -144,3 +144,12 @@ def test_let_bound_match_result_round_trips(keyword):
   %v
 }}""")
     assert isinstance(mod.main.body, Let)
+
+
+def test_polymorphic_function_type_in_an_annotation_binds_its_own_type_variables():
+    mod = parse(PRELUDE + "def @apply(%f: fn [B](B) -> B, %x: float32) -> float32 { %f(%x) }\n"
+                "def @main(%x: float32) -> float32 { %x }", infer_types=False)
+    ty = mod["apply"].params[0].type_annotation
+    assert ty == FuncType((TypeVar("B"),), TypeVar("B"), (TypeVar("B"),))
+    assert "%f: fn [B](B) -> B" in astext(mod)
+    assert structural_equal(parse(astext(mod), infer_types=False), mod)

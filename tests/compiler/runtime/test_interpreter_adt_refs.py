@@ -89,3 +89,21 @@ def @main(%x: Tensor[(2), float32], %k: Tensor[(2), float32]) {
     x, k = np.array([1, 2], "float32"), np.array([3, 4], "float32")
     (out,) = run_main(mod, {"x": x, "k": k})
     np.testing.assert_array_equal(out, x * k + k * k)
+
+
+def test_rose_tree_of_the_prelude_shape_is_built_and_folded():
+    mod = parse("""#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+type Tree[A] { Rose(A, List[Tree[A]]) }
+def @size[A](%t: Tree[A]) -> int32 {
+  match (%t) { Rose(_, %children) => add(1, @forest(%children)) }
+}
+def @forest[A](%ts: List[Tree[A]]) -> int32 {
+  match (%ts) { Cons(%t, %rest) => add(@size(%t), @forest(%rest)), Nil => 0 }
+}
+def @main(%x: float32) -> int32 {
+  %0 = Rose(%x, Nil);
+  @size(Rose(%x, Cons(%0, Cons(Rose(%x, Cons(%0, Nil)), Nil))))
+}""")
+    (size,) = run_main(mod, {"x": np.array(1, "float32")})
+    assert int(size) == 4

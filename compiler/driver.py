@@ -1,6 +1,6 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
-    Relay text ─parse─▶ IRModule ─InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+    Relay text ─parse─▶ IRModule ─StripDevices─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
         ─▶ BYOC (per external codegen: partition, outline, its own passes)
         ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
@@ -41,8 +41,9 @@ from compiler.byoc.external_codegens import (
 from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.passes.bind_params import BindParams
+from compiler.passes.check_compilable import CheckCompilable
 from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fuse_ops import FuseOps
@@ -51,6 +52,7 @@ from compiler.passes.inline_globals import InlineGlobals
 from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
+from compiler.passes.strip_devices import StripDevices
 from compiler.runtime.build import build_shared_library
 from compiler.tir.stmt import PrimFunc
 
@@ -179,7 +181,11 @@ class CompiledModel:
 
 
 def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
+    # One CPU: device placement (on_device, device_copy, virtual devices) means nothing here.
+    mod = StripDevices()(mod)
     mod = InferType()(mod)
+    # ADTs, references and closures have no C form; say so before inlining trips on recursion.
+    mod = CheckCompilable()(mod)
     if params:
         mod = BindParams(dict(params))(mod)
     # Helpers are inlined first so the later passes (and fusion) see one straight-line @main.

@@ -11,14 +11,15 @@ node (it is a function of the node's structure, so caching it does not break imm
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler.diagnostics import Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
-from compiler.ir.types import TensorType, Type, dtype_of
+from compiler.ir.device import VirtualDevice
+from compiler.ir.types import TensorType, Type, TypeVar, dtype_of
 
 _var_ids = itertools.count()
 
@@ -51,6 +52,8 @@ class Var(Expr):
     type_annotation: Type | None = None
     span: Span | None = None
     uid: int = field(default_factory=lambda: next(_var_ids), repr=False)
+    # `%x {virtual_device=meta[VirtualDevice][0]}`: where a parameter lives (see ir/device.py).
+    virtual_device: VirtualDevice | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"Var(%{self.name_hint})"
@@ -87,12 +90,29 @@ class Constant(Expr):
         return f"Constant({self.data.dtype}{list(self.data.shape)})"
 
 
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+# The default of an attribute field a call must always give (TVM: a field without a default).
+REQUIRED_ATTR: object = _Required()
+
+
 @dataclass(frozen=True, eq=False)
 class Op(Expr):
-    """A reference to a registered operator. Interned: `Op.get("add") is Op.get("add")`."""
+    """A reference to a registered operator. Interned: `Op.get("add") is Op.get("add")`.
+
+    `attr_fields` lists the operator's attribute fields in declaration order as (name, default)
+    pairs, the default being REQUIRED_ATTR for fields without one. The operator registry
+    (compiler.ops) declares them when it registers the op, so the printer and structural
+    equality learn an op's defaults from the node without importing the registry; it is None
+    for an op nobody declared.
+    """
 
     name: str
     span: Span | None = None
+    attr_fields: tuple[tuple[str, object], ...] | None = field(default=None, repr=False)
 
     @staticmethod
     def get(name: str) -> Op:
@@ -100,6 +120,32 @@ class Op(Expr):
         if op is None:
             op = _OP_TABLE[name] = Op(name)
         return op
+
+    def declare_attr_fields(self, fields: Sequence[tuple[str, object]]) -> None:
+        """Record the op's attribute fields (called once, by the registry)."""
+        object.__setattr__(self, "attr_fields", tuple(fields))
+
+    def printed_attrs(self, attrs: Mapping[str, object]) -> list[tuple[str, object]]:
+        """The attrs TVM's printer shows: fields without a default, and fields that differ."""
+        if self.attr_fields is None:
+            return list(attrs.items())
+        out = []
+        for name, default in self.attr_fields:
+            if name not in attrs:
+                continue
+            value = attrs[name]
+            if default is REQUIRED_ATTR or value != default:
+                out.append((name, value))
+        return out
+
+    def attrs_with_defaults(self, attrs: Attrs) -> Attrs:
+        """`attrs` with every defaulted field the op declares filled in (as TVM's attrs hold)."""
+        if self.attr_fields is None:
+            return attrs
+        missing = {n: d for n, d in self.attr_fields if d is not REQUIRED_ATTR and n not in attrs}
+        if not missing:
+            return attrs
+        return Attrs({**missing, **attrs})
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -136,9 +182,12 @@ class Function(Expr):
     ret_type: Type | None = None
     attrs: Attrs = EMPTY_ATTRS
     span: Span | None = None
+    # `def @id[A](%x: A) -> A`: type variables the signature is polymorphic in.
+    type_params: tuple[TypeVar, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "type_params", tuple(self.type_params))
         if not isinstance(self.attrs, Attrs):
             object.__setattr__(self, "attrs", Attrs(self.attrs))
 
@@ -167,7 +216,7 @@ class Function(Expr):
                 attrs.pop(k, None)
             else:
                 attrs[k] = v
-        return Function(self.params, self.body, self.ret_type, Attrs(attrs), self.span)
+        return Function(self.params, self.body, self.ret_type, Attrs(attrs), self.span, self.type_params)
 
     def __repr__(self) -> str:
         return f"Function({len(self.params)} params)"
@@ -217,6 +266,150 @@ class If(Expr):
         return "If(...)"
 
 
+@dataclass(frozen=True, eq=False)
+class Constructor(Expr):
+    """A constructor of an algebraic data type (`Cons`), a value or a callee.
+
+    `inputs` are its field types, in terms of the type parameters of `type_name`'s definition;
+    `tag` is its position there. A module holds one Constructor object per constructor.
+    """
+
+    name: str
+    inputs: tuple[Type, ...]
+    type_name: str
+    tag: int = 0
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    def __repr__(self) -> str:
+        return f"Constructor({self.name})"
+
+
+@dataclass(frozen=True, eq=False)
+class TypeData:
+    """`type List[A] { Cons(A, List[A]), Nil }`: an algebraic data type definition."""
+
+    name: str
+    type_params: tuple[TypeVar, ...]
+    constructors: tuple[Constructor, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type_params", tuple(self.type_params))
+        object.__setattr__(self, "constructors", tuple(self.constructors))
+
+    def constructor(self, name: str) -> Constructor | None:
+        return next((c for c in self.constructors if c.name == name), None)
+
+
+class Pattern:
+    """Base class of match patterns."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, eq=False)
+class PatternWildcard(Pattern):
+    """`_`: matches anything, binds nothing."""
+
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PatternVar(Pattern):
+    """`%x`: matches anything and binds it to `var`."""
+
+    var: Var
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PatternConstructor(Pattern):
+    """`Cons(p, q)`: matches values built by `constructor` whose fields match the sub-patterns."""
+
+    constructor: Constructor
+    patterns: tuple[Pattern, ...] = ()
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+
+
+@dataclass(frozen=True, eq=False)
+class PatternTuple(Pattern):
+    """`(p, q)`: matches a tuple whose fields match the sub-patterns."""
+
+    patterns: tuple[Pattern, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+
+
+def pattern_vars(pattern: Pattern) -> list[Var]:
+    """The variables a pattern binds, left to right."""
+    out: list[Var] = []
+    stack = [pattern]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, PatternVar):
+            out.append(p.var)
+        elif isinstance(p, (PatternConstructor, PatternTuple)):
+            stack.extend(reversed(p.patterns))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Clause:
+    """`pattern => rhs` in a match."""
+
+    lhs: Pattern
+    rhs: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Match(Expr):
+    """`match (data) { clauses }`; `complete=False` is `match?` (a value may match no clause)."""
+
+    data: Expr
+    clauses: tuple[Clause, ...]
+    complete: bool = True
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "clauses", tuple(self.clauses))
+
+    def __repr__(self) -> str:
+        return f"Match({len(self.clauses)} clauses)"
+
+
+@dataclass(frozen=True, eq=False)
+class RefCreate(Expr):
+    """`ref(v)`: a new mutable cell holding v."""
+
+    value: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RefRead(Expr):
+    """`ref_read(r)`: the value a cell holds now."""
+
+    ref: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RefWrite(Expr):
+    """`ref_write(r, v)`: store v in cell r; the result is the empty tuple."""
+
+    ref: Expr
+    value: Expr
+    span: Span | None = None
+
+
 def children(expr: Expr) -> Sequence[Expr]:
     """The direct sub-expressions of `expr`, in evaluation order."""
     if isinstance(expr, Call):
@@ -232,6 +425,19 @@ def children(expr: Expr) -> Sequence[Expr]:
         return (expr.value, expr.var, expr.body)
     if isinstance(expr, If):
         return (expr.cond, expr.true_branch, expr.false_branch)
+    if isinstance(expr, RefCreate):
+        return (expr.value,)
+    if isinstance(expr, RefRead):
+        return (expr.ref,)
+    if isinstance(expr, RefWrite):
+        return (expr.ref, expr.value)
+    if isinstance(expr, Match):
+        # Like a let's var, each clause's pattern variables come before the clause's body.
+        out: list[Expr] = [expr.data]
+        for clause in expr.clauses:
+            out += pattern_vars(clause.lhs)
+            out.append(clause.rhs)
+        return out
     return ()
 
 

@@ -6,9 +6,10 @@ the module does not care which. Modules are treated as values: passes return new
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import ClassVar
 
-from compiler.ir.expr import Function, GlobalVar
+from compiler.ir.expr import Constructor, Function, GlobalVar, TypeData
 
 
 class IRModule:
@@ -16,10 +17,13 @@ class IRModule:
         self,
         functions: Mapping[GlobalVar, object] | None = None,
         attrs: Mapping[str, object] | None = None,
+        type_definitions: Mapping[str, TypeData] | None = None,
     ):
         self._by_var: dict[GlobalVar, object] = {}
         self._by_name: dict[str, GlobalVar] = {}
         self.attrs: dict[str, object] = dict(attrs or {})
+        # Algebraic data types by name (`type List[A] {...}`), in definition order.
+        self.type_definitions: dict[str, TypeData] = dict(type_definitions or {})
         for gv, func in (functions or {}).items():
             self.add(gv, func)
 
@@ -89,8 +93,21 @@ class IRModule:
             raise TypeError("@main is not a Relay function")
         return func
 
+    def type_definition(self, name: str) -> TypeData:
+        try:
+            return self.type_definitions[name]
+        except KeyError:
+            raise KeyError(f"no type {name} in module") from None
+
+    def constructor(self, name: str) -> Constructor | None:
+        for data in self.type_definitions.values():
+            found = data.constructor(name)
+            if found is not None:
+                return found
+        return None
+
     def copy(self) -> IRModule:
-        return IRModule(dict(self._by_var), self.attrs)
+        return IRModule(dict(self._by_var), self.attrs, self.type_definitions)
 
     def with_function(self, gv: GlobalVar, func: object) -> IRModule:
         mod = self.copy()
@@ -98,12 +115,19 @@ class IRModule:
         return mod
 
     def __repr__(self) -> str:
-        return f"IRModule({', '.join('@' + gv.name_hint for gv in self)})"
+        names = [*self.type_definitions, *("@" + gv.name_hint for gv in self)]
+        return f"IRModule({', '.join(names)})"
+
+    # The text format (compiler.parser.printer) installs itself here when imported; the IR
+    # does not depend on it.
+    text_printer: ClassVar[Callable[[IRModule], str] | None] = None
 
     def astext(self) -> str:
-        from compiler.ir.printer import astext
-
-        return astext(self)
+        """The module as Relay text (needs compiler.parser, which every parse has imported)."""
+        printer = IRModule.text_printer
+        if printer is None:
+            raise RuntimeError("import compiler.parser to print modules as Relay text")
+        return printer(self)
 
     def __str__(self) -> str:
-        return self.astext()
+        return self.astext() if IRModule.text_printer is not None else repr(self)

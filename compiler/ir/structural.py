@@ -29,18 +29,31 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.expr import (
     Call,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
+    TypeData,
     Var,
+    children,
+    pattern_vars,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
+from compiler.ir.types import ANY, FuncType, RefType, TensorType, TupleType, Type, TypeCall, TypeVar
 from compiler.ir.visitor import post_order
 
 Structural = Union[IRModule, Expr, Type, Attrs]
@@ -58,6 +71,8 @@ def structural_hash(x: Structural, map_free_vars: bool = False) -> int:
     """A 64-bit hash; `map_free_vars` must match the equality the hash is used with."""
     if isinstance(x, IRModule):
         h = _tag("module")
+        for data in x.type_definitions.values():
+            h = _mix(h, _type_data_hash(data))
         for gv, definition in x.items():
             h = _mix(h, _str_hash(gv.name_hint))
             if isinstance(definition, Function):
@@ -75,6 +90,10 @@ def structural_hash(x: Structural, map_free_vars: bool = False) -> int:
 
 
 def _modules_equal(a: IRModule, b: IRModule, map_free_vars: bool) -> bool:
+    if sorted(a.type_definitions) != sorted(b.type_definitions):
+        return False
+    if not all(_type_data_equal(a.type_definitions[n], b.type_definitions[n]) for n in a.type_definitions):
+        return False
     names_a = [gv.name_hint for gv in a]
     if names_a != [gv.name_hint for gv in b]:
         return False
@@ -86,6 +105,30 @@ def _modules_equal(a: IRModule, b: IRModule, map_free_vars: bool) -> bool:
         elif not (fa is fb or fa == fb):
             return False
     return True
+
+
+def _type_data_equal(a: TypeData, b: TypeData) -> bool:
+    return (
+        a.name == b.name
+        and a.type_params == b.type_params
+        and len(a.constructors) == len(b.constructors)
+        and all(_constructors_equal(x, y) and x.inputs == y.inputs for x, y in zip(a.constructors, b.constructors))
+    )
+
+
+def _constructors_equal(a: Constructor, b: Constructor) -> bool:
+    return a is b or (a.name == b.name and a.type_name == b.type_name and a.tag == b.tag)
+
+
+def _type_data_hash(data: TypeData) -> int:
+    h = _mix(_tag("type data"), _str_hash(data.name))
+    for p in data.type_params:
+        h = _mix(h, _str_hash(p.name))
+    for c in data.constructors:
+        h = _mix(h, _str_hash(c.name))
+        for t in c.inputs:
+            h = _mix(h, _type_hash(t))
+    return h
 
 
 class _ExprEqual:
@@ -167,6 +210,23 @@ class _ExprEqual:
             stack.append((x.true_branch, y.true_branch))
             stack.append((x.cond, y.cond))
             return True
+        if isinstance(x, Match):
+            assert isinstance(y, Match)
+            if x.complete != y.complete or len(x.clauses) != len(y.clauses):
+                return False
+            for cx, cy in zip(x.clauses, y.clauses):
+                if not self._patterns_equal(cx.lhs, cy.lhs):
+                    return False
+            for cx, cy in reversed(list(zip(x.clauses, y.clauses))):
+                stack.append((cx.rhs, cy.rhs))
+            stack.append((x.data, y.data))
+            return True
+        if isinstance(x, Constructor):
+            assert isinstance(y, Constructor)
+            return _constructors_equal(x, y)
+        if isinstance(x, (RefCreate, RefRead, RefWrite)):
+            stack.extend(zip(children(x), children(y)))
+            return True
         if isinstance(x, Constant):
             assert isinstance(y, Constant)
             return _arrays_equal(x.data, y.data)
@@ -178,8 +238,32 @@ class _ExprEqual:
             return x is y or x.name == y.name
         raise TypeError(f"cannot compare {x!r}")
 
+    def _patterns_equal(self, a: Pattern, b: Pattern) -> bool:
+        """Same pattern shape; the variables they bind are paired like a function's params."""
+        stack = [(a, b)]
+        while stack:
+            x, y = stack.pop()
+            if type(x) is not type(y):
+                return False
+            if isinstance(x, PatternVar):
+                assert isinstance(y, PatternVar)
+                if not self._bind(x.var, y.var):
+                    return False
+            elif isinstance(x, (PatternConstructor, PatternTuple)):
+                assert isinstance(y, (PatternConstructor, PatternTuple))
+                if len(x.patterns) != len(y.patterns):
+                    return False
+                if isinstance(x, PatternConstructor):
+                    assert isinstance(y, PatternConstructor)
+                    if not _constructors_equal(x.constructor, y.constructor):
+                        return False
+                stack.extend(zip(x.patterns, y.patterns))
+            else:
+                assert isinstance(x, PatternWildcard)
+        return True
+
     def _bind(self, p: Var, q: Var) -> bool:
-        if p.type_annotation != q.type_annotation:
+        if p.type_annotation != q.type_annotation or p.virtual_device != q.virtual_device:
             return False
         self.bound_pairs.add((p, q))
         self.bound_left.add(p)
@@ -215,23 +299,9 @@ def _call_attrs(call: Call) -> Attrs:
     TVM's attrs objects always hold every field, so a call built with `{"units": None}` and
     one parsed from text (which fills `out_dtype=""`) are the same call.
     """
-    attrs = call.attrs
     if not isinstance(call.op, Op):
-        return attrs
-    defaults = _DEFAULTS.get(call.op)
-    if defaults is None:
-        from compiler.ops import lookup
-
-        opdef = lookup(call.op.name)
-        if opdef is None:
-            return attrs
-        defaults = _DEFAULTS[call.op] = {s.name: s.default for s in opdef.attrs if not s.required}
-    if all(name in attrs for name in defaults):
-        return attrs
-    return Attrs({**defaults, **attrs})
-
-
-_DEFAULTS: dict[Op, dict[str, object]] = {}
+        return call.attrs
+    return call.op.attrs_with_defaults(call.attrs)
 
 
 def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -360,11 +430,33 @@ def _type_hash(ty: Type | None) -> int:
             h = _mix(h, _type_hash(f))
         return h
     if isinstance(ty, FuncType):
-        h = _mix(_tag("func type"), len(ty.arg_types))
+        h = _mix(_mix(_tag("func type"), len(ty.arg_types)), len(ty.type_params))
         for t in ty.arg_types:
             h = _mix(h, _type_hash(t))
         return _mix(h, _type_hash(ty.ret_type))
+    if isinstance(ty, TypeVar):
+        return _mix(_tag("type var"), _str_hash(ty.name))
+    if isinstance(ty, TypeCall):
+        h = _mix(_tag("type call"), _str_hash(ty.name))
+        for a in ty.args:
+            h = _mix(h, _type_hash(a))
+        return h
+    if isinstance(ty, RefType):
+        return _mix(_tag("ref type"), _type_hash(ty.value))
     return _mix(_tag("type"), _str_hash(type(ty).__name__))
+
+
+def _pattern_hash(pattern: Pattern) -> int:
+    if isinstance(pattern, PatternVar):
+        return _mix(_tag("pattern var"), _type_hash(pattern.var.type_annotation))
+    if isinstance(pattern, (PatternConstructor, PatternTuple)):
+        h = _tag("pattern tuple")
+        if isinstance(pattern, PatternConstructor):
+            h = _mix(_tag("pattern constructor"), _str_hash(pattern.constructor.name))
+        for p in pattern.patterns:
+            h = _mix(h, _pattern_hash(p))
+        return h
+    return _tag("wildcard")
 
 
 class _ExprHash:
@@ -381,6 +473,7 @@ class _ExprHash:
         self.memo: dict[Expr, int] = {}
         self.params: dict[Var, tuple[int, int]] = {}
         self.let_values: dict[Var, Expr] = {}
+        self.pattern_positions: dict[Var, int] = {}
 
     def run(self, root: Expr) -> int:
         nodes = list(post_order(root))
@@ -390,6 +483,10 @@ class _ExprHash:
                     self.params[p] = (i, len(node.params))
             elif isinstance(node, Let):
                 self.let_values[node.var] = node.value
+            elif isinstance(node, Match):
+                for clause in node.clauses:
+                    for i, v in enumerate(pattern_vars(clause.lhs)):
+                        self.pattern_positions[v] = i
         memo = self.memo
         for node in nodes:
             # Variables are hashed when used: a let variable needs its value's hash, which is
@@ -418,7 +515,14 @@ class _ExprHash:
             ann = _type_hash(v.type_annotation)
             position = self.params.get(v)
             bound_to = self.let_values.get(v)
-            if position is not None:
+            in_pattern = self.pattern_positions.get(v)
+            if in_pattern is not None:
+                h = _mix(_mix(_tag("pattern var"), in_pattern), ann)
+            elif isinstance(bound_to, Function):
+                # Not by the value's hash: a let-bound function may call itself, so its body
+                # uses the variable before the value's hash exists.
+                h = _mix(_mix(_tag("fn let var"), len(bound_to.params)), ann)
+            elif position is not None:
                 h = _mix(_mix(_mix(_tag("param"), position[0]), position[1]), ann)
             elif bound_to is not None:
                 h = _mix(_mix(_tag("let var"), self._get(bound_to)), ann)
@@ -456,6 +560,18 @@ class _ExprHash:
         if isinstance(node, If):
             h = _mix(_tag("if"), get(node.cond))
             return _mix(_mix(h, get(node.true_branch)), get(node.false_branch))
+        if isinstance(node, Match):
+            h = _mix(_mix(_tag("match"), int(node.complete)), get(node.data))
+            for clause in node.clauses:
+                h = _mix(_mix(h, _pattern_hash(clause.lhs)), get(clause.rhs))
+            return h
+        if isinstance(node, Constructor):
+            return _mix(_tag("constructor"), _str_hash(node.name))
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            h = _tag(type(node).__name__)
+            for child in children(node):
+                h = _mix(h, get(child))
+            return h
         if isinstance(node, Constant):
             return _mix(_tag("constant"), _array_hash(node.data))
         if isinstance(node, GlobalVar):

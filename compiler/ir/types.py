@@ -5,7 +5,9 @@ Types are small values, so unlike expressions they compare and hash by value.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Union
 
 import numpy as np
@@ -36,8 +38,27 @@ ANY = AnyDim()
 Dim = Union[int, AnyDim]
 
 
+# Spellings TVM's String2DLDataType reads: a kind, optional bits, optional `x<lanes>`.
+_TVM_DTYPE = re.compile(r"(?:(?:u?int|float|bfloat)(\d+)?|bool|handle)(?:x(\d+))?")
+
+
 def is_valid_dtype(dtype: str) -> bool:
+    """True for the dtypes relaycc computes with (those numpy has)."""
     return dtype in DTYPES or dtype in EXTRA_DTYPES
+
+
+def unsupported_dtype_reason(dtype: str) -> str | None:
+    """Why a dtype TVM would accept is not one of ours, or None when TVM would not accept it."""
+    match = _TVM_DTYPE.fullmatch(dtype)
+    if match is None:
+        return None
+    if match.group(2) is not None:
+        return f"vector dtype `{dtype}` (lanes) is not supported; use a scalar dtype and one more dimension"
+    if dtype == "handle":
+        return "dtype `handle` (an opaque pointer) cannot be the type of a Relay value"
+    if dtype.startswith("bfloat"):
+        return f"dtype `{dtype}` is not supported (no numpy equivalent); use float16 or float32"
+    return f"dtype `{dtype}` is not supported; bit widths are 8, 16, 32 and 64 (float: 16, 32, 64; bool)"
 
 
 def np_dtype(dtype: str) -> np.dtype:
@@ -54,9 +75,12 @@ def dtype_of(array: np.ndarray) -> str:
 
 
 class Type:
-    """Base class of all Relay types."""
+    """Base class of all Relay types. `str(ty)` is the type as Relay text writes it."""
 
     __slots__ = ()
+
+    def __str__(self) -> str:
+        return type_text(self)
 
 
 @dataclass(frozen=True)
@@ -89,11 +113,6 @@ class TensorType(Type):
     def nbytes(self) -> int:
         return self.num_elements * np.dtype(self.dtype).itemsize
 
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
-
-        return type_text(self)
-
 
 @dataclass(frozen=True)
 class TupleType(Type):
@@ -102,24 +121,107 @@ class TupleType(Type):
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", tuple(self.fields))
 
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
 
-        return type_text(self)
+@dataclass(frozen=True)
+class TypeVar(Type):
+    """A type parameter (`A` in `def @id[A](%x: A) -> A` or `type List[A]`), equal by name."""
+
+    name: str
 
 
 @dataclass(frozen=True)
 class FuncType(Type):
+    """`fn [A, B](A) -> B`: `type_params` are bound here and instantiated afresh at each use."""
+
     arg_types: tuple[Type, ...]
     ret_type: Type
+    type_params: tuple[TypeVar, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arg_types", tuple(self.arg_types))
+        object.__setattr__(self, "type_params", tuple(self.type_params))
 
-    def __str__(self) -> str:
-        from compiler.ir.printer import type_text
 
-        return type_text(self)
+@dataclass(frozen=True)
+class TypeCall(Type):
+    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat` without any."""
+
+    name: str
+    args: tuple[Type, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+
+
+@dataclass(frozen=True)
+class RefType(Type):
+    """`ref(T)`: a mutable cell holding a value of type T."""
+
+    value: Type
+
+
+class IncompleteType(Type):
+    """A type not known yet (`_` in text, or a missing annotation), solved by InferType.
+
+    Each one is distinct (compared by identity), unlike the other types.
+    """
+
+    __slots__ = ("uid",)
+    created = 0  # how many were ever made; InferType compares counts to skip needless work
+
+    def __init__(self) -> None:
+        IncompleteType.created += 1
+        self.uid = IncompleteType.created
+
+    def __repr__(self) -> str:
+        return f"?{self.uid}"
+
+
+def type_text(ty: Type) -> str:
+    """A type in Relay text: `float32`, `Tensor[(1, ?), int8]`, `(T,)`, `fn (A) -> B`."""
+    if isinstance(ty, TensorType):
+        if not ty.shape:
+            return ty.dtype
+        dims = ", ".join("?" if d is ANY else str(d) for d in ty.shape)
+        return f"Tensor[({dims}), {ty.dtype}]"
+    if isinstance(ty, TupleType):
+        inner = ", ".join(type_text(f) for f in ty.fields)
+        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
+    if isinstance(ty, FuncType):
+        args = ", ".join(type_text(a) for a in ty.arg_types)
+        params = ", ".join(p.name for p in ty.type_params)
+        head = f"fn [{params}](" if params else "fn ("
+        return f"{head}{args}) -> {type_text(ty.ret_type)}"
+    if isinstance(ty, TypeVar):
+        return ty.name
+    if isinstance(ty, TypeCall):
+        if not ty.args:
+            return ty.name
+        return f"{ty.name}[{', '.join(type_text(a) for a in ty.args)}]"
+    if isinstance(ty, RefType):
+        return f"ref({type_text(ty.value)})"
+    if isinstance(ty, IncompleteType):
+        return "_"
+    raise TypeError(f"not a type: {ty!r}")
+
+
+def substitute(ty: Type, mapping: Mapping[TypeVar, Type]) -> Type:
+    """`ty` with the free type variables in `mapping` replaced."""
+    if not mapping:
+        return ty
+    if isinstance(ty, TypeVar):
+        return mapping.get(ty, ty)
+    if isinstance(ty, TupleType):
+        return TupleType(tuple(substitute(f, mapping) for f in ty.fields))
+    if isinstance(ty, TypeCall):
+        return TypeCall(ty.name, tuple(substitute(a, mapping) for a in ty.args))
+    if isinstance(ty, RefType):
+        return RefType(substitute(ty.value, mapping))
+    if isinstance(ty, FuncType):
+        inner = {k: v for k, v in mapping.items() if k not in ty.type_params}
+        args = tuple(substitute(a, inner) for a in ty.arg_types)
+        return FuncType(args, substitute(ty.ret_type, inner), ty.type_params)
+    return ty
 
 
 def scalar_type(dtype: str) -> TensorType:

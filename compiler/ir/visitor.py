@@ -13,17 +13,28 @@ from typing import Optional
 
 from compiler.ir.expr import (
     Call,
+    Clause,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    Pattern,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
     Tuple,
     TupleGetItem,
     Var,
     children,
+    pattern_vars,
 )
 
 
@@ -101,7 +112,7 @@ def rebuild(node: Expr, get: Callable[[Expr], Expr]) -> Expr:
         if body is node.body and all(a is b for a, b in zip(params, node.params)):
             return node
         assert all(isinstance(p, Var) for p in params), "function params must stay Vars"
-        return Function(params, body, node.ret_type, node.attrs, node.span)  # type: ignore[arg-type]  # checked by the assert above
+        return Function(params, body, node.ret_type, node.attrs, node.span, node.type_params)  # type: ignore[arg-type]  # checked by the assert above
     if isinstance(node, Tuple):
         fields = tuple(get(f) for f in node.fields)
         if all(a is b for a, b in zip(fields, node.fields)):
@@ -123,8 +134,43 @@ def rebuild(node: Expr, get: Callable[[Expr], Expr]) -> Expr:
         if cond is node.cond and t is node.true_branch and f is node.false_branch:
             return node
         return If(cond, t, f, node.span)
-    assert isinstance(node, (Var, GlobalVar, Constant, Op)), f"unknown node {node!r}"
+    if isinstance(node, RefCreate):
+        value = get(node.value)
+        return node if value is node.value else RefCreate(value, node.span)
+    if isinstance(node, RefRead):
+        ref = get(node.ref)
+        return node if ref is node.ref else RefRead(ref, node.span)
+    if isinstance(node, RefWrite):
+        ref, value = get(node.ref), get(node.value)
+        if ref is node.ref and value is node.value:
+            return node
+        return RefWrite(ref, value, node.span)
+    if isinstance(node, Match):
+        data = get(node.data)
+        clauses = tuple(Clause(_rebuild_pattern(c.lhs, get), get(c.rhs)) for c in node.clauses)
+        if data is node.data and all(
+            a.lhs is b.lhs and a.rhs is b.rhs for a, b in zip(clauses, node.clauses)
+        ):
+            return node
+        return Match(data, clauses, node.complete, node.span)
+    assert isinstance(node, (Var, GlobalVar, Constant, Op, Constructor)), f"unknown node {node!r}"
     return node
+
+
+def _rebuild_pattern(pattern: Pattern, get: Callable[[Expr], Expr]) -> Pattern:
+    """`pattern` with its variables replaced by `get(var)`; the same object when none changed."""
+    if isinstance(pattern, PatternVar):
+        var = get(pattern.var)
+        assert isinstance(var, Var), "a pattern must bind a Var"
+        return pattern if var is pattern.var else PatternVar(var, pattern.span)
+    if isinstance(pattern, (PatternConstructor, PatternTuple)):
+        subs = tuple(_rebuild_pattern(p, get) for p in pattern.patterns)
+        if all(a is b for a, b in zip(subs, pattern.patterns)):
+            return pattern
+        if isinstance(pattern, PatternTuple):
+            return PatternTuple(subs, pattern.span)
+        return PatternConstructor(pattern.constructor, subs, pattern.span)
+    return pattern
 
 
 class ExprMutator:
@@ -167,6 +213,9 @@ def free_vars(expr: Expr) -> list[Var]:
             bound.update(node.params)
         elif isinstance(node, Let):
             bound.add(node.var)
+        elif isinstance(node, Match):
+            for clause in node.clauses:
+                bound.update(pattern_vars(clause.lhs))
     for node in post_order(expr):
         if isinstance(node, Var) and node not in bound and node not in seen_used:
             seen_used.add(node)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compiler.ir.attrs import Attrs
+from compiler.ir.expr import REQUIRED_ATTR, Op
 from compiler.ir.types import Type
 
 if TYPE_CHECKING:
@@ -49,12 +50,8 @@ class AttrError(Exception):
         self.key = key
 
 
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED = _Required()
+# The IR owns the marker, so that an Op node can describe its fields without importing us.
+REQUIRED = REQUIRED_ATTR
 
 # Attribute kinds. Each converts a parsed value (int, float, bool, str, None, tuples) or raises.
 ATTR_KINDS = (
@@ -216,14 +213,7 @@ class OpDef:
 
     def printed_attrs(self, attrs: Mapping[str, object]) -> list[tuple[str, object]]:
         """The attrs TVM's printer would show: fields without a default, and changed ones."""
-        out = []
-        for spec in self.attrs:
-            if spec.name not in attrs:
-                continue
-            value = attrs[spec.name]
-            if spec.required or value != spec.default:
-                out.append((spec.name, value))
-        return out
+        return Op.get(self.name).printed_attrs(attrs)
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -237,6 +227,8 @@ def register(opdef: OpDef) -> OpDef:
         raise ValueError(f"operator {opdef.name} registered twice")
     _REGISTRY[opdef.name] = opdef
     _FAMILIES[opdef.name] = _registering_family()
+    # The IR node carries the fields, so printing and comparing calls need no registry.
+    Op.get(opdef.name).declare_attr_fields([(s.name, s.default) for s in opdef.attrs])
     return opdef
 
 

@@ -1,4 +1,4 @@
-"""Relay text (`#[version = "0.0.5"]`) to IR.
+"""The Relay text format (`#[version = "0.0.5"]`): tokenizer, parser, printer and #[metadata] section.
 
 `parse` reads a whole module and, by default, type-checks it (as TVM's parser does), so a parse
 can also fail with a TypeCheckError. `parse_expr` reads a single expression.
@@ -10,8 +10,9 @@ from compiler.diagnostics import InputError, Source
 from compiler.ir.expr import Expr
 from compiler.ir.module import IRModule
 from compiler.parser.parser import MAX_NESTING, parse_expression, parse_module
+from compiler.parser.printer import astext
 
-__all__ = ["MAX_NESTING", "parse", "parse_expr", "parse_file"]
+__all__ = ["MAX_NESTING", "astext", "parse", "parse_expr", "parse_file"]
 
 
 def parse(text: str, source_name: str = "<string>", infer_types: bool = True) -> IRModule:

@@ -17,9 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from compiler.diagnostics import ParseError, Span
+from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import Constant
 
 CONSTANT_KEY = "relay.Constant"
+DEVICE_KEY = "VirtualDevice"
 NDARRAY_MAGIC = 0xDD5E40F096B4A13F
 TVM_VERSION = "0.13.0"
 
@@ -67,16 +69,21 @@ class MetaTable:
         if self.json_text is not None:
             self.entries()
 
-    def constant(self, reference: str, span: Span) -> Constant:
-        """The Constant for the text `meta[<key>][<index>]` found at `span`."""
+    def virtual_device(self, reference: str, span: Span) -> VirtualDevice:
+        """The VirtualDevice for the text `meta[VirtualDevice][<index>]` found at `span`."""
+        entry = self._entry(reference, span)
+        if not isinstance(entry, VirtualDevice):
+            raise ParseError(f"{reference} is not a VirtualDevice in the metadata section", span)
+        return entry
+
+    def _entry(self, reference: str, span: Span) -> object:
         key, _, rest = reference[len("meta[") :].partition("]")
         index = int(rest.strip("[]"))
-        if key != CONSTANT_KEY:
-            raise ParseError(f"meta[{key}] references are not supported; only meta[{CONSTANT_KEY}]", span)
         if self.json_text is None:
             raise ParseError(
-                f"{reference} refers to the metadata section, but the text has none; print the module "
-                "with its metadata (a `#[metadata]` section at the end) to keep its constants",
+                f"{reference} refers to the #[metadata] section, but the module was printed without "
+                "its metadata section; print it with its metadata (a `#[metadata]` section at the end) "
+                "to keep its constants",
                 span,
             )
         entries = self.entries().get(key)
@@ -84,8 +91,16 @@ class MetaTable:
             raise ParseError(f"the metadata section has no entry for meta[{key}]", span)
         if index >= len(entries):
             raise ParseError(f"{reference} is out of range: the metadata section holds {len(entries)}", span)
+        return entries[index]
+
+    def constant(self, reference: str, span: Span) -> Constant:
+        """The Constant for the text `meta[<key>][<index>]` found at `span`."""
+        key, _, rest = reference[len("meta[") :].partition("]")
+        index = int(rest.strip("[]"))
+        if key != CONSTANT_KEY:
+            raise ParseError(f"meta[{key}] references are not supported; only meta[{CONSTANT_KEY}]", span)
         if index not in self.constants:
-            entry = entries[index]
+            entry = self._entry(reference, span)
             if not isinstance(entry, Constant):
                 raise ParseError(f"{reference} is not a constant in the metadata section", span)
             self.constants[index] = Constant(entry.data, span)
@@ -141,7 +156,9 @@ def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
         items: list[object] = []
         for element_index in _int_list(array_node.get("data", []), "Array data"):
             element = node(element_index)
-            if element.get("type_key") == CONSTANT_KEY:
+            if element.get("type_key") == DEVICE_KEY:
+                items.append(_virtual_device(element, node))
+            elif element.get("type_key") == CONSTANT_KEY:
                 blob_index = _index(_attr(element, "data"), len(blobs), "b64ndarrays")
                 if blob_index not in decoded_blobs:
                     decoded_blobs[blob_index] = decode_ndarray(_as_str(blobs[blob_index], "b64ndarrays entry"))
@@ -150,6 +167,29 @@ def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
                 items.append(element)
         table[key] = items
     return table
+
+
+def _virtual_device(element: Mapping[str, object], node: Callable[[object], dict[str, object]]) -> VirtualDevice:
+    attrs = element.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise _MetadataError("VirtualDevice attrs must be an object")
+
+    def integer(name: str) -> int:
+        try:
+            return int(str(attrs.get(name, "-1")))
+        except ValueError:
+            raise _MetadataError(f"VirtualDevice {name} must be an integer") from None
+
+    scope = ""
+    if str(attrs.get("memory_scope", "0")) != "0":
+        scope = str(node(attrs["memory_scope"]).get("repr_str", ""))
+    target = None
+    if str(attrs.get("target", "0")) != "0":
+        # A Target node names its kind through a TargetKind node (e.g. "llvm", "c").
+        target_attrs = node(attrs["target"]).get("attrs", {})
+        kind = target_attrs.get("kind") if isinstance(target_attrs, dict) else None
+        target = str(node(kind).get("repr_str", "")) if kind not in (None, "0") else ""
+    return VirtualDevice(integer("device_type_int"), integer("virtual_device_id"), target, scope)
 
 
 def _map_entries(
@@ -248,7 +288,7 @@ def encode_ndarray(array: np.ndarray) -> str:
     return base64.b64encode(header + shape + struct.pack("<q", len(raw)) + raw).decode("ascii")
 
 
-def encode_metadata(constants: Sequence[np.ndarray]) -> str:
+def encode_metadata(constants: Sequence[np.ndarray], devices: Sequence[VirtualDevice] = ()) -> str:
     """The JSON text of a metadata section holding `constants` as meta[relay.Constant][0..].
 
     Node indices follow TVM's depth-first discovery order: the root Map, its Array, then each
@@ -286,6 +326,8 @@ def encode_metadata(constants: Sequence[np.ndarray]) -> str:
             "virtual_device_": str(virtual_device),
         }
     nodes[2]["data"] = element_indices
+    if devices:
+        _add_devices(nodes, devices)
     document = {
         "root": 1,
         "nodes": nodes,
@@ -293,3 +335,35 @@ def encode_metadata(constants: Sequence[np.ndarray]) -> str:
         "attrs": {"tvm_version": TVM_VERSION},
     }
     return json.dumps(document, indent=2)
+
+
+def _add_devices(nodes: list[dict[str, object]], devices: Sequence[VirtualDevice]) -> None:
+    """Append meta[VirtualDevice][0..] to the root Map of a section being built."""
+    root = nodes[1]
+    array_index = len(nodes)
+    nodes.append({"type_key": "Array", "data": []})
+    keys, data = root["keys"], root["data"]
+    assert isinstance(keys, list) and isinstance(data, list)
+    keys.append(DEVICE_KEY)
+    data.append(array_index)
+    elements = []
+    for device in devices:
+        elements.append(len(nodes))
+        node: dict[str, object] = {"type_key": DEVICE_KEY}
+        nodes.append(node)
+        scope = "0"
+        if device.memory_scope:
+            scope = str(len(nodes))
+            nodes.append({"type_key": "runtime.String", "repr_str": device.memory_scope})
+        target = "0"
+        if device.target is not None:
+            target = str(len(nodes))
+            nodes.append({"type_key": "Target", "attrs": {"kind": str(len(nodes) + 1)}})
+            nodes.append({"type_key": "TargetKind", "repr_str": device.target})
+        node["attrs"] = {
+            "device_type_int": str(device.device_type),
+            "memory_scope": scope,
+            "target": target,
+            "virtual_device_id": str(device.virtual_device_id),
+        }
+    nodes[array_index]["data"] = elements

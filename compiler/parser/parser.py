@@ -24,9 +24,47 @@ import numpy as np
 from compiler import ops
 from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
-from compiler.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.device import VirtualDevice
+from compiler.ir.expr import (
+    Call,
+    Clause,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Tuple,
+    TupleGetItem,
+    TypeData,
+    Var,
+)
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, Dim, FuncType, TensorType, TupleType, Type, is_valid_dtype
+from compiler.ir.types import (
+    ANY,
+    Dim,
+    FuncType,
+    IncompleteType,
+    RefType,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeVar,
+    is_valid_dtype,
+    unsupported_dtype_reason,
+)
 from compiler.parser.metadata import MetaTable
 from compiler.parser.tokenizer import Lexed, Token, tokenize
 
@@ -48,14 +86,13 @@ BINARY_OPERATORS = {
     "!=": (7, "not_equal"),
 }
 _UNSUPPORTED_KEYWORDS = {
-    "match": "`match` (algebraic data types) is not supported",
-    "ref": "references (`ref`) are not supported",
-    "ref_read": "references (`ref_read`) are not supported",
-    "ref_write": "references (`ref_write`) are not supported",
-    "type": "type definitions (algebraic data types) are not supported",
     "extern": "`extern type` definitions are not supported",
 }
-_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr")
+# `ref(e)`, `ref_read(r)`, `ref_write(r, v)`: keyword -> number of operands.
+_REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
+_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type")
+# In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
+_DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
 _T = TypeVar("_T")
 
@@ -106,6 +143,12 @@ class _Parser:
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, Token] = {}
         self.definitions: dict[str, Token] = {}
+        # Algebraic data types: name -> (its token, number of type params), then the parsed ones.
+        self.type_names: dict[str, tuple[Token, int]] = {}
+        self.type_definitions: dict[str, TypeData] = {}
+        self.constructors: dict[str, Constructor] = {}
+        # Type variables in scope (type params of enclosing definitions), innermost last.
+        self.type_vars: list[dict[str, TypeVar]] = []
         section = lexed.metadata_token
         self.meta = MetaTable(lexed.metadata_text, self.span(section) if section else None)
 
@@ -194,20 +237,102 @@ class _Parser:
     # -- module and definitions ----------------------------------------------------------------
 
     def module(self) -> IRModule:
-        if not self.accept("version"):
-            message = 'missing version header: a Relay module starts with #[version = "0.0.5"]'
-            raise self.error(message, self.peek())
+        # Optional: a module without the header is read as version 0.0.5.
+        self.accept("version")
+        # Type definitions may come in any order and after the defs that use them: read them all
+        # first, then the defs, skipping over the type definitions.
+        type_ends = self.type_definitions_first()
         functions: dict[GlobalVar, Function] = {}
         while not self.at("eof") and not self.at("metadata"):
             token = self.peek()
             if token.kind == "ident" and token.text in _UNSUPPORTED_KEYWORDS:
                 raise self.error(_UNSUPPORTED_KEYWORDS[token.text], token)
+            if self.at_keyword("type"):
+                self.pos = type_ends[self.pos]
+                continue
             if not self.at_keyword("def"):
-                raise self.error(f"expected `def` or end of input, found {token.describe()}", token)
+                raise self.error(f"expected `def`, `type` or end of input, found {token.describe()}", token)
             gv, func = self.definition()
             functions[gv] = func
         self.finish()
-        return IRModule(functions)
+        return IRModule(functions, type_definitions=self.type_definitions)
+
+    def type_definitions_first(self) -> dict[int, int]:
+        """Parse every top-level `type` definition; returns where each starts and ends."""
+        starts: list[int] = []
+        depth = 0
+        for i in range(self.pos, len(self.tokens)):
+            token = self.tokens[i]
+            if token.kind in ("(", "[", "{"):
+                depth += 1
+            elif token.kind in (")", "]", "}"):
+                depth -= 1
+            elif token.kind == "metadata":
+                break
+            elif depth == 0 and token.kind == "ident" and token.text == "type":
+                starts.append(i)
+        for start in starts:
+            name = self.tokens[start + 1]
+            if name.kind != "ident":
+                raise self.error(f"expected a type name after `type`, found {name.describe()}", name)
+            if name.text in self.type_names:
+                first = self.type_names[name.text][0]
+                message = f"duplicate definition of type {name.text} (first defined on line {self.span(first).line})"
+                raise self.error(message, name)
+            arity = 0
+            if self.tokens[start + 2].kind == "[":
+                i = start + 3
+                while self.tokens[i].kind not in ("]", "eof"):
+                    arity += self.tokens[i].kind == "ident"
+                    i += 1
+            self.type_names[name.text] = (name, arity)
+        ends: dict[int, int] = {}
+        resume = self.pos
+        for start in starts:
+            self.pos = start
+            data = self.type_definition()
+            self.type_definitions[data.name] = data
+            ends[start] = self.pos
+        self.pos = resume
+        return ends
+
+    def type_definition(self) -> TypeData:
+        start = self.advance()
+        name = self.advance()
+        params = self.type_parameters() if self.at("[") else []
+        self.type_vars.append({p.name: p for p in params})
+        constructors: list[Constructor] = []
+
+        def constructor() -> None:
+            token = self.expect("ident", "a constructor name")
+            if token.text in self.constructors:
+                raise self.error(f"duplicate constructor {token.text}", token)
+            inputs: list[Type] = []
+            if self.accept("("):
+                inputs, _ = self.separated(self.type, ")", "`,` or `)` in the constructor's fields")
+            made = Constructor(token.text, tuple(inputs), name.text, len(constructors), self.span(token))
+            self.constructors[token.text] = made
+            constructors.append(made)
+
+        if self.accept("{"):
+            self.separated(constructor, "}", "`,` or `}` after a constructor")
+        self.type_vars.pop()
+        return TypeData(name.text, tuple(params), tuple(constructors), self.span(start))
+
+    def type_parameters(self) -> list[TypeVar]:
+        """`[A, B]` after a type or function name."""
+        self.expect("[")
+        seen: set[str] = set()
+
+        def parameter() -> TypeVar:
+            token = self.expect("ident", "a type parameter name")
+            if token.text in seen:
+                raise self.error(f"duplicate type parameter {token.text}", token)
+            seen.add(token.text)
+            return TypeVar(token.text)
+
+        params, _ = self.separated(parameter, "]", "`,` or `]` after a type parameter")
+        return params
 
     def expression(self) -> Expr:
         self.accept("version")
@@ -240,8 +365,8 @@ class _Parser:
 
     def function_rest(self, start: Token) -> Function:
         """Parameters, attributes, optional return type and body after `def @f` or `fn`."""
-        if self.at("["):
-            raise self.error("type parameters are not supported", self.peek())
+        type_params = self.type_parameters() if self.at("[") else []
+        self.type_vars.append({p.name: p for p in type_params})
         self.expect("(")
         self.push_locals()
         self.push_graph()
@@ -266,20 +391,40 @@ class _Parser:
         self.expect("}", "`}` to end the function body")
         self.pop_graph()
         self.pop_locals()
-        return Function(tuple(params), body, ret_type, Attrs(attrs), self.span(start))
+        self.type_vars.pop()
+        return Function(tuple(params), body, ret_type, Attrs(attrs), self.span(start), tuple(type_params))
 
     def parameter(self, previous: list[Var]) -> Var:
         token = self.advance()
         name = token.text[1:]
         if any(p.name_hint == name for p in previous):
             raise self.error(f"duplicate parameter {token.text}", token)
-        if self.at("{"):
-            raise self.error("virtual device annotations on parameters are not supported", self.peek())
-        if not self.accept(":"):
-            raise self.error(f"parameter {token.text} needs a type annotation", token)
-        var = Var(name, self.type(), self.span(token))
+        device = self.parameter_device() if self.at("{") else None
+        # Without an annotation the type is inferred from the uses (InferType).
+        annotation = self.type() if self.accept(":") else None
+        var = Var(name, annotation, self.span(token), virtual_device=device)
         self.bind_local(var)
         return var
+
+    def parameter_device(self) -> VirtualDevice:
+        """`{virtual_device=meta[VirtualDevice][i]}` after a parameter's name."""
+        self.advance()
+        attrs: dict[str, AttrValue] = {}
+        keys: dict[str, Token] = {}
+
+        def entry() -> None:
+            if not self.at_attribute():
+                raise self.error(f"expected virtual_device=..., found {self.peek().describe()}", self.peek())
+            self.attribute(attrs, keys)
+
+        self.separated(entry, "}", "`,` or `}` after the parameter's attributes")
+        for key, token in keys.items():
+            if key != "virtual_device":
+                raise self.error(f"a parameter takes only virtual_device, not {key}", token)
+        device = attrs.get("virtual_device")
+        if not isinstance(device, VirtualDevice):
+            raise self.error("virtual_device must be meta[VirtualDevice][i]", keys.get("virtual_device", self.peek()))
+        return device
 
     # -- expressions ---------------------------------------------------------------------------
 
@@ -318,9 +463,16 @@ class _Parser:
         self.advance()
         annotation = self.type() if self.accept(":") else None
         self.expect("=", "`=` in the let binding")
-        value = self.binary()
-        self.expect(";", "`;` after the let binding")
         var = Var(token.text[1:], annotation, self.span(token))
+        if self.at_keyword("fn"):
+            # A let-bound function sees its own name, so it can call itself (a loop).
+            self.push_locals()
+            self.bind_local(var)
+            value = self.binary()
+            self.pop_locals()
+        else:
+            value = self.binary()
+        self.expect(";", "`;` after the let binding")
         self.bind_local(var)
         return var, value
 
@@ -463,6 +615,14 @@ class _Parser:
             return self.function_rest(token)
         if text == "if":
             return self.conditional()
+        if text == "match":
+            return self.match()
+        if text in _REF_KEYWORDS:
+            return self.reference(text)
+        constructor = self.constructors.get(text)
+        if constructor is not None:
+            self.advance()
+            return constructor
         if text in _UNSUPPORTED_KEYWORDS:
             raise self.error(_UNSUPPORTED_KEYWORDS[text], token)
         if text in _NO_VALUE_KEYWORDS:
@@ -522,6 +682,84 @@ class _Parser:
         self.expect("}", "`}` to end the else-branch")
         return If(cond, then, otherwise, self.span(start))
 
+    def reference(self, keyword: str) -> Expr:
+        start = self.advance()
+        self.expect("(", f"`(` after {keyword}")
+        self.enter()
+        operands, _ = self.separated(self.binary, ")", f"`,` or `)` after the operands of {keyword}")
+        self.leave()
+        wanted = _REF_KEYWORDS[keyword]
+        if len(operands) != wanted:
+            raise self.error(f"{keyword} takes {wanted} operand{'s' if wanted > 1 else ''}, got {len(operands)}", start)
+        span = self.span(start)
+        if keyword == "ref":
+            return RefCreate(operands[0], span)
+        if keyword == "ref_read":
+            return RefRead(operands[0], span)
+        return RefWrite(operands[0], operands[1], span)
+
+    def match(self) -> Match:
+        start = self.advance()
+        question = self.peek()
+        complete = not (question.kind == "?" and question.offset == start.offset + len(start.text))
+        if not complete:
+            self.advance()
+        self.enter()
+        data = self.postfix()
+        self.expect("{", "`{` to start the match clauses")
+        clauses, _ = self.separated(self.clause, "}", "`,` or `}` after a match clause")
+        self.leave()
+        return Match(data, tuple(clauses), complete, self.span(start))
+
+    def clause(self) -> Clause:
+        self.push_locals()
+        lhs = self.pattern(set())
+        arrow = self.peek()
+        if not (arrow.kind == "=" and self.peek(1).kind == ">"):
+            raise self.error(f"expected `=>` after the pattern, found {arrow.describe()}", arrow)
+        self.pos += 2
+        rhs = self.binary()
+        self.pop_locals()
+        return Clause(lhs, rhs)
+
+    def pattern(self, bound: set[str]) -> Pattern:
+        token = self.peek()
+        self.enter()
+        result: Pattern
+        if token.kind == "ident" and token.text == "_":
+            self.advance()
+            result = PatternWildcard(self.span(token))
+        elif token.kind == "local":
+            self.advance()
+            name = token.text[1:]
+            if name in bound:
+                raise self.error(f"{token.text} is bound twice in this pattern", token)
+            bound.add(name)
+            annotation = self.type() if self.accept(":") else None
+            var = Var(name, annotation, self.span(token))
+            self.bind_local(var)
+            result = PatternVar(var, self.span(token))
+        elif token.kind == "(":
+            self.advance()
+            subs, _ = self.separated(lambda: self.pattern(bound), ")", "`,` or `)` in the tuple pattern")
+            result = PatternTuple(tuple(subs), self.span(token))
+        elif token.kind == "ident" and token.text in self.constructors:
+            self.advance()
+            constructor = self.constructors[token.text]
+            subs = []
+            if self.accept("("):
+                subs, _ = self.separated(lambda: self.pattern(bound), ")", "`,` or `)` in the pattern")
+            if len(subs) != len(constructor.inputs):
+                message = f"constructor {token.text} has {len(constructor.inputs)} fields, the pattern gives {len(subs)}"
+                raise self.error(message, token)
+            result = PatternConstructor(constructor, tuple(subs), self.span(token))
+        elif token.kind == "ident":
+            raise self.error(f"unknown constructor `{token.text}` in pattern", token)
+        else:
+            raise self.error(f"expected a pattern (`_`, %x, a constructor or a tuple), found {token.describe()}", token)
+        self.leave()
+        return result
+
     # -- attributes ----------------------------------------------------------------------------
 
     def attribute(self, attrs: dict[str, AttrValue], keys: dict[str, Token]) -> None:
@@ -554,6 +792,9 @@ class _Parser:
             return self.attribute_list()
         if kind == "{":
             return self.attribute_map()
+        if kind == "meta" and token.text.startswith("meta[VirtualDevice]"):
+            self.advance()
+            return self.meta.virtual_device(token.text, self.span(token))
         if kind == "meta":
             raise self.error("meta[...] references are not supported as attribute values", token)
         raise self.error(f"expected an attribute value, found {token.describe()}", token)
@@ -595,25 +836,53 @@ class _Parser:
             dtype = self.dtype(self.expect("ident", "a dtype such as float32"))
             self.expect("]", "`]` to close the tensor type")
             result: Type = TensorType(shape, dtype)
+        elif self.at_keyword("ref"):
+            self.advance()
+            self.expect("(", "`(` after ref")
+            value = self.type()
+            self.expect(")", "`)` to close the reference type")
+            result = RefType(value)
         elif self.at_keyword("fn"):
             self.advance()
+            # `fn [A](A) -> A`: a polymorphic function type binds its own type variables.
+            type_params = self.type_parameters() if self.at("[") else []
+            self.type_vars.append({p.name: p for p in type_params})
             self.expect("(", "`(` after fn")
             args, _ = self.separated(self.type, ")", "`,` or `)` in the argument types")
             self.expect("->", "`->` and the result type")
-            result = FuncType(tuple(args), self.type())
+            result = FuncType(tuple(args), self.type(), tuple(type_params))
+            self.type_vars.pop()
         elif self.at("("):
             self.advance()
             fields, trailing_comma = self.separated(self.type, ")", "`,` or `)` in the tuple type")
             # `(T)` is just T; a one-field tuple type is written `(T,)`.
             result = fields[0] if len(fields) == 1 and not trailing_comma else TupleType(tuple(fields))
         elif token.kind == "ident" and token.text == "_":
-            raise self.error("incomplete types (`_`) are not supported; write the type", token)
+            self.advance()
+            result = IncompleteType()
         elif token.kind == "ident":
-            result = TensorType((), self.dtype(self.advance()))
+            result = self.named_type(self.advance())
         else:
             raise self.error(f"expected a type, found {token.describe()}", token)
         self.leave()
         return result
+
+    def named_type(self, token: Token) -> Type:
+        """A type variable, an ADT (`List[float32]`, `Nat`) or a dtype (a rank-0 tensor)."""
+        for scope in reversed(self.type_vars):
+            if token.text in scope:
+                return scope[token.text]
+        known = self.type_names.get(token.text)
+        if known is not None:
+            args: list[Type] = []
+            if self.accept("["):
+                args, _ = self.separated(self.type, "]", "`,` or `]` in the type arguments")
+            if len(args) != known[1]:
+                raise self.error(f"type {token.text} takes {known[1]} type arguments, {len(args)} given", token)
+            return TypeCall(token.text, tuple(args))
+        if not token.text.startswith(_DTYPE_PREFIXES):
+            raise self.error(f"unknown type `{token.text}`", token)
+        return TensorType((), self.dtype(token))
 
     def shape(self) -> tuple[Dim, ...]:
         self.expect("(", "a shape such as (1, 3)")
@@ -632,5 +901,6 @@ class _Parser:
 
     def dtype(self, token: Token) -> str:
         if not is_valid_dtype(token.text):
-            raise self.error(f"unknown type or dtype `{token.text}`", token)
+            reason = unsupported_dtype_reason(token.text)
+            raise self.error(reason or f"unknown type or dtype `{token.text}`", token)
         return token.text

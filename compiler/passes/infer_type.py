@@ -1,18 +1,25 @@
 """InferType: give every expression of every Relay function its checked type.
 
-Before: any module whose function parameters carry type annotations.
-After: every node reachable from a Relay function has `checked_type`; functions' types are
-`FuncType`s. Errors are `TypeCheckError`s located at the offending expression and naming the
-types that disagree.
+Before: any module; parameters and lets may lack annotations (or say `_`).
+After: every node reachable from a Relay function has `checked_type`, with no hole left;
+functions' types are `FuncType`s. Errors are `TypeCheckError`s located at the offending
+expression and naming the types that disagree.
+
+Types are found by unification (compiler/passes/type_solver.py): a missing annotation is a hole
+that the uses of the variable fill. Polymorphic functions (`def @id[A](%x: A) -> A`) and ADT
+constructors (`Cons`, `Nil`) get fresh holes for their type parameters at each use. An op's type
+relation needs concrete argument types, so a call whose arguments still have holes is deferred
+and retried once more is known (as TVM defers relations); a hole nothing fills is an error at
+the first expression whose type it leaves unknown.
 
 Types are cached on the nodes. A node's type is a function of its structure, so a node already
 typed (by an earlier run on another module sharing it) is not visited again; that keeps repeated
-InferType runs between passes cheap.
+InferType runs between passes cheap. A failed run leaves no types behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -21,20 +28,40 @@ from compiler.diagnostics import Span, TypeCheckError
 from compiler.ir.expr import (
     Call,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     Var,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
+from compiler.ir.types import (
+    ANY,
+    FuncType,
+    IncompleteType,
+    RefType,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeVar,
+    substitute,
+)
 from compiler.ir.visitor import post_order
+from compiler.passes.match_patterns import PatternTyper, missing_case
 from compiler.passes.pass_infra import Pass, PassContext
+from compiler.passes.type_solver import Solver, instantiate
+
+BOOL = TensorType((), "bool")
 
 
 def compatible(expected: Type, actual: Type) -> bool:
@@ -67,6 +94,8 @@ def describe(expr: Expr) -> str:
             return f"call to @{expr.op.name_hint}"
         if isinstance(expr.op, Var):
             return f"call to %{expr.op.name_hint}"
+        if isinstance(expr.op, Constructor):
+            return f"call to constructor {expr.op.name}"
         return "call to a function literal"
     if isinstance(expr, Var):
         return f"%{expr.name_hint}"
@@ -76,26 +105,44 @@ def describe(expr: Expr) -> str:
         return "function"
     if isinstance(expr, TupleGetItem):
         return f"projection .{expr.index}"
+    if isinstance(expr, Constructor):
+        return f"constructor {expr.name}"
     return type(expr).__name__.lower()
 
 
 def declared_type(func: Function) -> FuncType | None:
-    """The function's type from its annotations alone, or None without a return annotation."""
-    if func.ret_type is None:
+    """The function's type from its annotations alone, or None where one is missing."""
+    if func.ret_type is None or not _complete(func.ret_type):
         return None
     params = []
     for p in func.params:
-        if p.type_annotation is None:
+        if p.type_annotation is None or not _complete(p.type_annotation):
             return None
         params.append(p.type_annotation)
-    return FuncType(tuple(params), func.ret_type)
+    return FuncType(tuple(params), func.ret_type, func.type_params)
+
+
+def _complete(ty: Type) -> bool:
+    return Solver().is_complete(ty)
 
 
 class _Inferencer:
     def __init__(self, mod: IRModule):
         self.mod = mod
+        self.solver = Solver()
         self.global_types: dict[str, FuncType] = {}
-        self.in_progress: set[str] = set()
+        # Return-type holes of globals being inferred, for recursive calls to them.
+        self.in_progress: dict[str, FuncType] = {}
+        self.recursive_holes: dict[IncompleteType, str] = {}
+        self.typed: list[Expr] = []
+        self.deferred: list[tuple[Expr, Callable[[], bool]]] = []
+        self.let_value: dict[Var, Expr] = {}
+        self.patterns = PatternTyper(mod, self.solver, self.value_type)
+        # Whether finish() must look for holes: none made during the run, none written as `_`.
+        self.holes_before = IncompleteType.created
+        self.annotated_holes = False
+
+    # -- globals and functions --
 
     def global_type(self, gv: GlobalVar, span: Span | None) -> FuncType:
         name = gv.name_hint
@@ -109,13 +156,10 @@ class _Inferencer:
             if declared is not None:
                 self.global_types[name] = declared
                 return declared
-            if name in self.in_progress:
-                raise TypeCheckError(
-                    f"@{name} is recursive and needs a return type annotation", span or gv.span
-                )
-            self.in_progress.add(name)
-            ty = self.infer_function(definition)
-            self.in_progress.discard(name)
+            pending = self.in_progress.get(name)
+            if pending is not None:
+                return pending
+            ty = self.infer_function(definition, name)
             self.global_types[name] = ty
             return ty
         # Lowered definitions (PrimFuncs, externs) describe their own Relay-level type.
@@ -124,49 +168,109 @@ class _Inferencer:
             raise TypeCheckError(f"global @{name} has no Relay type", span or gv.span)
         return ty
 
-    def infer_function(self, func: Function) -> FuncType:
+    def infer_function(self, func: Function, name: str | None = None) -> FuncType:
         if func.has_type:
             ty = func.checked_type
             assert isinstance(ty, FuncType)
             return ty
+        if name is not None:
+            # A recursive call sees the annotations and a hole for what is not written yet.
+            params = tuple(p.type_annotation or IncompleteType() for p in func.params)
+            ret = func.ret_type or IncompleteType()
+            if isinstance(ret, IncompleteType):
+                self.recursive_holes[ret] = name
+            self.in_progress[name] = FuncType(params, ret, func.type_params)
         self.infer(func)
         ty = func.checked_type
         assert isinstance(ty, FuncType)
+        if name is not None:
+            pending = self.in_progress.pop(name)
+            self.solver.unify_all(pending.arg_types, ty.arg_types)
+            self.solver.unify(pending.ret_type, ty.ret_type)
+            self.solve_deferred(final=False)
         return ty
 
     def infer(self, root: Expr) -> Type:
-        let_value: dict[Var, Expr] = {}
+        let_value = self.let_value
 
         def descend(node: Expr) -> bool:
             # Called before a node's children are walked, so a let's binder is known by the
             # time the walk reaches the var.
             if isinstance(node, Let):
                 let_value[node.var] = node.value
+            elif isinstance(node, Match):
+                self.patterns.owners(node)
             return not node.has_type
 
         for node in post_order(root, descend=descend):
             if node.has_type:
                 continue
-            ty = self.type_of(node, let_value)
+            ty = self.type_of(node)
             if ty is not None:
                 node.set_checked_type(ty)
+                self.typed.append(node)
         if isinstance(root, (Op, GlobalVar)):
             raise TypeCheckError(f"{describe(root)} cannot be used as a value here", root.span)
         return root.checked_type
 
-    def type_of(self, node: Expr, let_value: dict[Var, Expr]) -> Type | None:
+    # -- finishing: deferred relations, then no hole may remain --
+
+    def solve_deferred(self, final: bool) -> None:
+        progress = True
+        while progress and self.deferred:
+            progress = False
+            waiting = []
+            for node, attempt in self.deferred:
+                if attempt():
+                    progress = True
+                else:
+                    waiting.append((node, attempt))
+            self.deferred = waiting
+        if final and self.deferred:
+            node = self.deferred[0][0]
+            raise TypeCheckError(
+                f"cannot infer the argument types of {describe(node)}; annotate the values it uses",
+                node.span,
+            )
+
+    def finish(self) -> None:
+        self.solve_deferred(final=True)
+        if IncompleteType.created == self.holes_before and not self.annotated_holes:
+            return  # nothing was left open: every type is final already
+        for node in self.typed:
+            ty = node.checked_type
+            if not self.solver.has_holes(ty):
+                continue
+            if not self.solver.is_complete(ty):
+                raise TypeCheckError(self.unknown_message(node, ty), node.span)
+            node.set_checked_type(self.solver.resolve(ty))
+
+    def unknown_message(self, node: Expr, ty: Type) -> str:
+        for hole, name in self.recursive_holes.items():
+            if self.solver.find(hole) is hole and self.solver.occurs(hole, ty):
+                return f"@{name} is recursive and needs a return type annotation (its return type cannot be inferred)"
+        shown = self.solver.resolve(ty)
+        return f"cannot infer the type of {describe(node)} (known so far: {shown}); annotate it"
+
+    def forget(self) -> None:
+        """Undo the types this run set, after an error."""
+        for node in self.typed:
+            node.__dict__.pop("_checked_type", None)
+        self.typed.clear()
+
+    # -- expressions --
+
+    def unify_or_fail(self, expected: Type, actual: Type, message: Callable[[Type, Type], str], span: Span | None) -> None:
+        if not self.solver.unify(expected, actual):
+            raise TypeCheckError(message(self.solver.resolve(expected), self.solver.resolve(actual)), span)
+
+    def type_of(self, node: Expr) -> Type | None:
         if isinstance(node, Var):
-            if node.type_annotation is not None:
-                return node.type_annotation
-            # Let-bound without annotation: the walk typed the value first (see expr.children).
-            value = let_value.get(node)
-            if value is None:
-                raise TypeCheckError(f"%{node.name_hint} needs a type annotation", node.span)
-            return value.checked_type
+            return self.var_type(node)
         if isinstance(node, Constant):
             return node.tensor_type
-        if isinstance(node, (Op, GlobalVar)):
-            return None  # typed at their use: they are not first-class values here
+        if isinstance(node, (Op, GlobalVar, Constructor)):
+            return None  # typed at their use: each use may instantiate them differently
         if isinstance(node, Call):
             return self.call_type(node)
         if isinstance(node, Function):
@@ -174,76 +278,151 @@ class _Inferencer:
         if isinstance(node, Tuple):
             return TupleType(tuple(self.value_type(f) for f in node.fields))
         if isinstance(node, TupleGetItem):
-            ty = self.value_type(node.tuple_value)
-            if not isinstance(ty, TupleType):
-                raise TypeCheckError(f"projection .{node.index} of a non-tuple of type {ty}", node.span)
-            if not 0 <= node.index < len(ty.fields):
-                raise TypeCheckError(
-                    f"projection .{node.index} out of range for {len(ty.fields)}-tuple {ty}", node.span
-                )
-            return ty.fields[node.index]
+            return self.projection_type(node)
         if isinstance(node, Let):
-            if node.var.type_annotation is not None:
-                value_ty = self.value_type(node.value)
-                if not compatible(node.var.type_annotation, value_ty):
-                    raise TypeCheckError(
-                        f"let %{node.var.name_hint} is annotated {node.var.type_annotation} "
-                        f"but its value has type {value_ty}",
-                        node.span or node.var.span,
-                    )
-            return self.value_type(node.body)
+            return self.let_type(node)
         if isinstance(node, If):
             cond = self.value_type(node.cond)
-            if not (isinstance(cond, TensorType) and cond.ndim == 0 and cond.dtype == "bool"):
-                raise TypeCheckError(f"if condition must be a bool scalar, found {cond}", node.cond.span or node.span)
+            self.unify_or_fail(
+                BOOL, cond, lambda _, c: f"if condition must be a bool scalar, found {c}", node.cond.span or node.span
+            )
             t, f = self.value_type(node.true_branch), self.value_type(node.false_branch)
-            if not (compatible(t, f) or compatible(f, t)):
-                raise TypeCheckError(f"if branches disagree: then-branch is {t}, else-branch is {f}", node.span)
+            self.unify_or_fail(
+                t, f, lambda a, b: f"if branches disagree: then-branch is {a}, else-branch is {b}", node.span
+            )
             return t
+        if isinstance(node, Match):
+            return self.match_type(node)
+        if isinstance(node, RefCreate):
+            return RefType(self.value_type(node.value))
+        if isinstance(node, (RefRead, RefWrite)):
+            return self.reference_type(node)
         raise TypeCheckError(f"cannot type {node!r}", getattr(node, "span", None))
+
+    def reference_type(self, node: RefRead | RefWrite) -> Type:
+        """`ref_read(r)` has the type r holds; `ref_write(r, v)` needs v of that type and gives ()."""
+        value = node.value if isinstance(node, RefWrite) else None
+        content = self.value_type(value) if value is not None else IncompleteType()
+        keyword = "ref_write" if value is not None else "ref_read"
+        self.unify_or_fail(
+            RefType(content),
+            self.value_type(node.ref),
+            lambda want, ref: f"{keyword} needs a reference{' to ' + str(want.value) if value is not None else ''}, "
+            f"found {ref}",
+            node.span,
+        )
+        return TupleType(()) if value is not None else content
+
+    def var_type(self, var: Var) -> Type:
+        pattern_type = self.patterns.var_type(var)
+        if pattern_type is not None:
+            return pattern_type
+        value = self.let_value.get(var)
+        if var.type_annotation is not None:
+            if not isinstance(var.type_annotation, TensorType) and self.solver.has_holes(var.type_annotation):
+                self.annotated_holes = True
+            return var.type_annotation
+        if value is not None and value.has_type:
+            return value.checked_type
+        # A parameter without annotation, or a let-bound function used inside its own body.
+        return IncompleteType()
+
+    def let_type(self, node: Let) -> Type:
+        value_ty = self.value_type(node.value)
+        var_ty = node.var.checked_type
+        annotation = node.var.type_annotation
+        self.unify_or_fail(
+            var_ty,
+            value_ty,
+            lambda a, v: f"let %{node.var.name_hint} is annotated {annotation if annotation else a} "
+            f"but its value has type {v}",
+            node.span or node.var.span,
+        )
+        return self.value_type(node.body)
 
     def value_type(self, expr: Expr) -> Type:
         if isinstance(expr, GlobalVar):
-            return self.global_type(expr, expr.span)
+            return instantiate(self.global_type(expr, expr.span))
         if isinstance(expr, Op):
             raise TypeCheckError(f"operator {expr.name} used as a value; call it instead", expr.span)
+        if isinstance(expr, Constructor):
+            return self.constructor_type(expr)
         return expr.checked_type
 
+    def constructor_type(self, ctor: Constructor) -> Type:
+        """`Cons` is `fn (A, List[A]) -> List[A]` with a fresh A; `Nil` is `List[A]`."""
+        data = self.mod.type_definitions.get(ctor.type_name)
+        if data is None or data.constructor(ctor.name) is None:
+            raise TypeCheckError(f"constructor {ctor.name} is not defined in this module", ctor.span)
+        fresh: dict[TypeVar, Type] = {p: IncompleteType() for p in data.type_params}
+        result = TypeCall(data.name, tuple(fresh[p] for p in data.type_params))
+        if not ctor.inputs:
+            return result
+        return FuncType(tuple(substitute(t, fresh) for t in ctor.inputs), result)
+
     def function_type(self, func: Function) -> FuncType:
-        params = []
-        for p in func.params:
-            if p.type_annotation is None:
-                raise TypeCheckError(f"parameter %{p.name_hint} needs a type annotation", p.span or func.span)
-            params.append(p.type_annotation)
+        params = tuple(p.checked_type for p in func.params)
         body = self.value_type(func.body)
         ret = body
         if func.ret_type is not None:
-            if not compatible(func.ret_type, body):
-                raise TypeCheckError(
-                    f"function is annotated to return {func.ret_type} but its body has type {body}",
-                    func.body.span or func.span,
-                )
+            if self.solver.has_holes(func.ret_type):
+                self.annotated_holes = True
+            self.unify_or_fail(
+                func.ret_type,
+                body,
+                lambda r, b: f"function is annotated to return {func.ret_type} but its body has type {b}",
+                func.body.span or func.span,
+            )
             ret = func.ret_type
-        return FuncType(tuple(params), ret)
+        return FuncType(params, ret, func.type_params)
+
+    def projection_type(self, node: TupleGetItem) -> Type:
+        ty = self.solver.find(self.value_type(node.tuple_value))
+        if isinstance(ty, IncompleteType):
+            result = IncompleteType()
+
+            def attempt() -> bool:
+                known = self.solver.find(ty)
+                if isinstance(known, IncompleteType):
+                    return False
+                self.unify_or_fail(result, self.field_type(node, known), _mismatch(node), node.span)
+                return True
+
+            self.deferred.append((node, attempt))
+            return result
+        return self.field_type(node, ty)
+
+    def field_type(self, node: TupleGetItem, ty: Type) -> Type:
+        if not isinstance(ty, TupleType):
+            raise TypeCheckError(f"projection .{node.index} of a non-tuple of type {ty}", node.span)
+        if not 0 <= node.index < len(ty.fields):
+            raise TypeCheckError(f"projection .{node.index} out of range for {len(ty.fields)}-tuple {ty}", node.span)
+        return ty.fields[node.index]
 
     def call_type(self, call: Call) -> Type:
         if isinstance(call.op, Op):
             return self.op_call_type(call, call.op)
-        callee = self.value_type(call.op)
+        callee = self.solver.find(self.value_type(call.op))
+        arg_types = [self.value_type(a) for a in call.args]
+        if isinstance(callee, IncompleteType):
+            result = IncompleteType()
+            self.solver.unify(callee, FuncType(tuple(IncompleteType() for _ in arg_types), result))
+            callee = self.solver.find(callee)
         if not isinstance(callee, FuncType):
             raise TypeCheckError(f"{describe(call)}: callee has type {callee}, not a function", call.span)
+        callee = instantiate(callee)
         if len(callee.arg_types) != len(call.args):
             raise TypeCheckError(
                 f"{describe(call)} passes {len(call.args)} arguments, the function takes {len(callee.arg_types)}",
                 call.span,
             )
-        for i, (expected, arg) in enumerate(zip(callee.arg_types, call.args)):
-            actual = self.value_type(arg)
-            if not compatible(expected, actual):
-                raise TypeCheckError(
-                    f"argument {i} of {describe(call)}: expected {expected}, found {actual}",
-                    arg.span or call.span,
-                )
+        for i, (expected, arg, actual) in enumerate(zip(callee.arg_types, call.args, arg_types)):
+            self.unify_or_fail(
+                expected,
+                actual,
+                lambda e, a, i=i: f"argument {i} of {describe(call)}: expected {e}, found {a}",
+                arg.span or call.span,
+            )
         return callee.ret_type
 
     def op_call_type(self, call: Call, op: Op) -> Type:
@@ -251,10 +430,23 @@ class _Inferencer:
         if opdef is None:
             raise TypeCheckError(f"unknown operator {op.name}", call.span)
         if opdef.num_inputs is not None and len(call.args) != opdef.num_inputs:
-            raise TypeCheckError(
-                f"{op.name} takes {opdef.num_inputs} arguments, {len(call.args)} given", call.span
-            )
-        arg_types: Sequence[Type] = [self.value_type(a) for a in call.args]
+            raise TypeCheckError(f"{op.name} takes {opdef.num_inputs} arguments, {len(call.args)} given", call.span)
+        arg_types = [self.value_type(a) for a in call.args]
+        if all(isinstance(t, TensorType) or self.solver.is_complete(t) for t in arg_types):
+            return self.relation(call, opdef, [self.solver.resolve(t) for t in arg_types])
+        result = IncompleteType()
+
+        def attempt() -> bool:
+            if not all(self.solver.is_complete(t) for t in arg_types):
+                return False
+            ty = self.relation(call, opdef, [self.solver.resolve(t) for t in arg_types])
+            self.unify_or_fail(result, ty, _mismatch(call), call.span)
+            return True
+
+        self.deferred.append((call, attempt))
+        return result
+
+    def relation(self, call: Call, opdef: ops.OpDef, arg_types: list[Type]) -> Type:
         try:
             if opdef.extras.get("constant_args"):
                 # The result type depends on constant argument values (arange's length).
@@ -264,6 +456,29 @@ class _Inferencer:
         except ops.TypeRelationError as err:
             raise TypeCheckError(f"in {describe(call)}: {err}", call.span) from None
 
+    def match_type(self, node: Match) -> Type:
+        data = self.value_type(node.data)
+        self.patterns.check(node, data)
+        if node.complete:
+            missing = missing_case(node, self.mod)
+            if missing is not None:
+                raise TypeCheckError(f"match does not handle the case {missing}; add a clause or use match?", node.span)
+        if not node.clauses:
+            return IncompleteType()
+        result = self.value_type(node.clauses[0].rhs)
+        for i, clause in enumerate(node.clauses[1:], start=1):
+            self.unify_or_fail(
+                result,
+                self.value_type(clause.rhs),
+                lambda a, b, i=i: f"match clauses disagree: clause 0 has type {a}, clause {i} has type {b}",
+                clause.rhs.span or node.span,
+            )
+        return result
+
+
+def _mismatch(node: Expr) -> Callable[[Type, Type], str]:
+    return lambda a, b: f"{describe(node)} has type {b} where {a} is expected"
+
 
 @dataclass(frozen=True)
 class InferType(Pass):
@@ -271,12 +486,26 @@ class InferType(Pass):
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         inferencer = _Inferencer(mod)
-        for gv, func in mod.functions():
-            ty = inferencer.infer_function(func)
-            inferencer.global_types.setdefault(gv.name_hint, ty)
+        try:
+            for gv, func in mod.functions():
+                # A fully annotated function's type is known without its body (see global_type).
+                recursive_name = gv.name_hint if declared_type(func) is None else None
+                ty = inferencer.infer_function(func, recursive_name)
+                inferencer.global_types.setdefault(gv.name_hint, ty)
+            inferencer.finish()
+        except TypeCheckError:
+            inferencer.forget()
+            raise
         return mod
 
 
 def infer_expr(expr: Expr, mod: IRModule | None = None) -> Type:
     """Type a standalone expression (globals resolved in `mod`)."""
-    return _Inferencer(mod or IRModule()).infer(expr)
+    inferencer = _Inferencer(mod or IRModule())
+    try:
+        inferencer.infer(expr)
+        inferencer.finish()
+    except TypeCheckError:
+        inferencer.forget()
+        raise
+    return expr.checked_type

@@ -18,12 +18,21 @@ from compiler.diagnostics import InputError, UnsupportedError
 from compiler.ir.expr import (
     Call,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
     Var,
@@ -31,7 +40,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType, Type
 
-Value = object  # np.ndarray | tuple[Value, ...] | Closure
+Value = object  # np.ndarray | tuple[Value, ...] | Closure | ConstructorValue | Constructor
 
 
 class Frame:
@@ -58,6 +67,48 @@ class Frame:
 class Closure:
     func: Function
     frame: Frame | None
+
+
+@dataclass(frozen=True, eq=False)
+class ConstructorValue:
+    """A value of an algebraic data type: the constructor that built it and its fields."""
+
+    constructor: Constructor
+    fields: tuple[Value, ...] = ()
+
+    def __repr__(self) -> str:
+        if not self.fields:
+            return self.constructor.name
+        return f"{self.constructor.name}({', '.join(map(repr, self.fields))})"
+
+
+class RefValue:
+    """A mutable cell made by `ref(v)`; compared by identity like TVM's references."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"ref({self.value!r})"
+
+
+def match_pattern(pattern: Pattern, value: Value, bindings: dict[Expr, Value]) -> bool:
+    """Whether `value` matches `pattern`; the variables it binds go into `bindings`."""
+    stack = [(pattern, value)]
+    while stack:
+        p, v = stack.pop()
+        if isinstance(p, PatternVar):
+            bindings[p.var] = v
+        elif isinstance(p, PatternConstructor):
+            if not isinstance(v, ConstructorValue) or v.constructor.name != p.constructor.name:
+                return False
+            stack.extend(zip(p.patterns, v.fields))
+        elif isinstance(p, PatternTuple):
+            assert isinstance(v, tuple) and len(v) == len(p.patterns)
+            stack.extend(zip(p.patterns, v))
+    return True
 
 
 class Interpreter:
@@ -104,6 +155,11 @@ class Interpreter:
                     if isinstance(node, Constant):
                         fr.values[node] = node.data
                     continue
+                if isinstance(node, Constructor):
+                    # A constructor without fields is a value; one with fields is called.
+                    stack.pop()
+                    fr.values[node] = node if node.inputs else ConstructorValue(node)
+                    continue
                 if isinstance(node, GlobalVar):
                     stack.pop()
                     fr.values[node] = self.global_closure(node)
@@ -132,8 +188,16 @@ class Interpreter:
                     entry[2], entry[3] = 2, (branch, fr)
                     stack.append([branch, fr, 0, None])
                     continue
+                if isinstance(node, Match):
+                    entry[2], entry[3] = 2, (self._choose_clause(node, fr), fr)
+                    stack.append([entry[3][0], fr, 0, None])
+                    continue
                 if isinstance(node, Call) and not isinstance(node.op, Op):
                     callee = self._value(node.op, fr)
+                    if isinstance(callee, Constructor):
+                        stack.pop()
+                        fr.values[node] = ConstructorValue(callee, tuple(self._value(a, fr) for a in node.args))
+                        continue
                     if not isinstance(callee, Closure):
                         raise UnsupportedError("call of a non-function value", node.span)
                     args = [self._value(a, fr) for a in node.args]
@@ -154,6 +218,16 @@ class Interpreter:
                 fr.values[node] = self._value(target, target_frame)
         return self._value(root, frame)
 
+    def _choose_clause(self, node: Match, frame: Frame) -> Expr:
+        """Bind the variables of the first clause the matched value fits; returns its body."""
+        value = self._value(node.data, frame)
+        for clause in node.clauses:
+            bindings: dict[Expr, Value] = {}
+            if match_pattern(clause.lhs, value, bindings):
+                frame.values.update(bindings)
+                return clause.rhs
+        raise InputError(f"no clause of the match handles the value {value!r}", node.span)
+
     @staticmethod
     def _strict_children(node: Expr) -> tuple[Expr, ...]:
         """Children evaluated before the node itself (branches and let bodies come later)."""
@@ -167,6 +241,14 @@ class Interpreter:
             return (node.value,)
         if isinstance(node, If):
             return (node.cond,)
+        if isinstance(node, Match):
+            return (node.data,)
+        if isinstance(node, RefCreate):
+            return (node.value,)
+        if isinstance(node, RefRead):
+            return (node.ref,)
+        if isinstance(node, RefWrite):
+            return (node.ref, node.value)
         return ()
 
     def _value(self, node: Expr, frame: Frame) -> Value:
@@ -184,6 +266,15 @@ class Interpreter:
             value = self._value(node.tuple_value, frame)
             assert isinstance(value, tuple)
             return value[node.index]
+        if isinstance(node, RefCreate):
+            return RefValue(self._value(node.value, frame))
+        if isinstance(node, (RefRead, RefWrite)):
+            cell = self._value(node.ref, frame)
+            assert isinstance(cell, RefValue)
+            if isinstance(node, RefRead):
+                return cell.value
+            cell.value = self._value(node.value, frame)
+            return ()
         assert isinstance(node, Call) and isinstance(node.op, Op)
         opdef = ops.get(node.op.name)
         args = [self._value(a, frame) for a in node.args]
@@ -218,8 +309,7 @@ def bind_main_args(mod: IRModule, named: Mapping[str, np.ndarray]) -> list[np.nd
     for p in main.params:
         if p.name_hint not in named:
             raise InputError(f"missing input {p.name_hint!r} for @main")
-        ty = p.type_annotation
-        assert ty is not None
+        ty = p.type_annotation if p.type_annotation is not None else p.checked_type
         args.append(_check_input(p.name_hint, named[p.name_hint], ty))
     return args
 
@@ -231,8 +321,12 @@ def flatten(value: Value) -> list[np.ndarray]:
         for v in value:
             out.extend(flatten(v))
         return out
-    if isinstance(value, Closure):
+    if isinstance(value, (Closure, Constructor)):
         raise UnsupportedError("@main returns a function; only tensors and tuples can be outputs")
+    if isinstance(value, ConstructorValue):
+        raise UnsupportedError(
+            f"@main returns a value of type {value.constructor.type_name}; only tensors and tuples can be outputs"
+        )
     return [np.asarray(value)]
 
 

@@ -321,3 +321,27 @@ def @main(%c: bool, %x: Tensor[(2), float32]) {
 def test_inspect_of_a_broken_model_is_its_located_error(tmp_path: Path) -> None:
     line = assert_one_line_error(run_relaycc("inspect", write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)))
     assert re.search(r"bad\.relay:3:3: error: .*not_an_operator", line), line
+SUM_LIST = """#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  match (Cons(%x, Cons(%x, Nil))) {
+    Cons(%h, Cons(%g, _)) => add(%h, %g),
+    _ => %x,
+  }
+}
+"""
+
+
+def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path: Path) -> None:
+    model = write(tmp_path / "model.relay", SUM_LIST)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out")
+    line = assert_one_line_error(result)
+    assert line == (
+        f"{model}:4:3: error: the AOT executor cannot compile match expressions; run it with relaycc interpret"
+    )
+    x = np.array([1, 2], np.float32)
+    inputs, outputs = save_npz(tmp_path / "in.npz", x=x), tmp_path / "out.npz"
+    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
+    assert result.returncode == 0, result.stderr
+    with np.load(outputs) as saved:
+        np.testing.assert_array_equal(saved["out0"], x + x)

@@ -2,7 +2,9 @@ import pytest
 
 from compiler.diagnostics import InputError
 from compiler.driver import BuildOptions, Target, build, lower
-from compiler.parser import parse
+from compiler.ir.device import VirtualDevice
+from compiler.parser import astext, parse
+from compiler.parser.metadata import encode_metadata
 
 ADD = """#[version = "0.0.5"]
 def @main(%x: Tensor[(4), float32]) { add(%x, %x) }"""
@@ -85,3 +87,17 @@ def test_external_module_sources_are_separate_files_and_their_prim_funcs_leave_t
     assert "tvmgen_default_toy_cg_thflow_main_0(" not in sources["default_lib1.c"]
     assert "int32_t tvmgen_default_toy_cg_thflow_main_0(" in sources["toy_cg_thflow_extern_calls.c"]
     assert model.report["target"]["external"] == ["toy_cg_thflow"]
+
+
+def test_device_placement_is_stripped_before_lowering():
+    text = """#[version = "0.0.5"]
+def @main(%x {virtual_device=meta[VirtualDevice][0]}: Tensor[(2), float32]) {
+  %0 = on_device(%x, virtual_device=meta[VirtualDevice][0]);
+  device_copy(add(%0, %0), src_virtual_device=meta[VirtualDevice][0], dst_virtual_device=meta[VirtualDevice][1])
+}
+#[metadata]
+""" + encode_metadata([], [VirtualDevice(1, 0), VirtualDevice(2, 0)])
+    model = lower(parse(text), executor=False)
+    lowered = astext(model.lowered)
+    assert "on_device" not in lowered and "device_copy" not in lowered and "VirtualDevice" not in lowered
+    assert [p["name"] for p in model.report["passes"]][:1] == ["StripDevices"]

@@ -53,7 +53,8 @@ def test_metadata_lists_every_lowered_call(compiled):
         assert call["callee"] in report["functions"]
         assert set(call["metadata"]) >= {"relay_attrs", "all_prim_fn_vars"}
         assert call["metadata"]["all_prim_fn_vars"] == [call["callee"]]
-    assert [p["name"] for p in report["passes"]][:2] == ["InferType", "InlineGlobals"]
+    # Device placement is stripped and unsupported constructs refused before any optimization.
+    assert [p["name"] for p in report["passes"]][:4] == ["StripDevices", "InferType", "CheckCompilable", "InlineGlobals"]
 
 
 def test_generated_c_compiles_without_warnings(compiled):

@@ -23,6 +23,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.types import ANY, FuncType, TensorType, TupleType
 from compiler.ir.visitor import ExprMutator
+from compiler.parser import parse as parse_module
 
 F8 = TensorType((1, 8), "float32")
 BOOL = TensorType((), "bool")
@@ -386,3 +387,29 @@ def test_unknown_expression_kinds_are_rejected():
         structural_hash(Strange())
     with pytest.raises(TypeError, match="cannot compare"):
         structural_equal(Strange(), Strange())
+
+
+ADT = """#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+"""
+
+
+def test_matches_equal_up_to_renaming_of_pattern_variables_and_hash_alike():
+    a = parse_module(ADT + "def @main(%l: List[float32]) { match (%l) { Cons(%h, _) => %h, Nil => 0f } }")
+    b = parse_module(ADT + "def @main(%m: List[float32]) { match (%m) { Cons(%x, _) => %x, Nil => 0f } }")
+    assert structural_equal(a, b) and structural_hash(a) == structural_hash(b)
+
+
+def test_matches_differing_in_pattern_completeness_or_bound_field_are_unequal():
+    base = parse_module(ADT + "def @main(%l: List[float32]) { match? (%l) { Cons(%h, %t) => %h } }")
+    other_field = parse_module(ADT + "def @main(%l: List[float32]) { match? (%l) { Cons(%t, %h) => %h } }")
+    complete = parse_module(ADT + "def @main(%l: List[float32]) { match (%l) { Cons(%h, %t) => %h, _ => 0f } }")
+    assert not structural_equal(base, other_field)
+    assert structural_hash(base) != structural_hash(other_field)
+    assert not structural_equal(base, complete)
+
+
+def test_modules_with_different_type_definitions_are_unequal():
+    a = parse_module(ADT + "def @main(%x: float32) { %x }")
+    b = parse_module('#[version = "0.0.5"]\ntype List[A] { Cons(A, List[A]), Empty }\ndef @main(%x: float32) { %x }')
+    assert not structural_equal(a, b) and structural_hash(a) != structural_hash(b)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.driver import BuildOptions, build
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main

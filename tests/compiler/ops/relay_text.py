@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.driver import export, lower
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main

@@ -3,7 +3,7 @@ import pytest
 
 from compiler import ops
 from compiler.diagnostics import ParseError
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import TensorType, TupleType
 from compiler.ops import annotation

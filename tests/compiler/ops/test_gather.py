@@ -10,7 +10,7 @@ import pytest
 from compiler import ops
 from compiler.driver import export, lower
 from compiler.ir.expr import Function
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError

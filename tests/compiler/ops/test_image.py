@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler import ops
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError
 from compiler.parser import parse

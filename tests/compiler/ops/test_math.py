@@ -143,7 +143,7 @@ def test_text_model_of_math_ops_compiles_and_matches_the_interpreter(tmp_path: P
 
 @pytest.mark.parametrize("name", ALL)
 def test_calls_print_and_parse_back(name: str) -> None:
-    from compiler.ir.printer import astext
+    from compiler.parser.printer import astext
     from compiler.ir.structural import structural_equal
     from compiler.parser import parse
 

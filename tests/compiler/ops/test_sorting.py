@@ -9,7 +9,7 @@ import pytest
 
 from compiler import ops
 from compiler.driver import export, lower
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError
 from compiler.parser import parse

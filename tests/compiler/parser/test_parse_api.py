@@ -8,7 +8,7 @@ import pytest
 
 from compiler.diagnostics import InputError, ParseError, TypeCheckError
 from compiler.ir.expr import Call, Constant, Function, Tuple
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import TensorType, TupleType
 from compiler.parser import parse, parse_expr, parse_file

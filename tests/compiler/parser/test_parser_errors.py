@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.diagnostics import ParseError
+from compiler.diagnostics import ParseError, TypeCheckError
 from compiler.parser import parse, parse_expr
 from compiler.parser.metadata import encode_metadata
 
@@ -63,20 +63,25 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  let @g = %x;\n  %x", "@g", "`let` binds a local variable"),
         ("  (%x, %w).first", "first", "expected a tuple index after `.`"),
         ("  (%x, %w).-1", "-1", "expected a tuple index after `.`"),
-        ("  match (%x) { }", "match", "`match` (algebraic data types) is not supported"),
-        ("  ref(%x)", "ref", "references (`ref`) are not supported"),
+        ("  match (%x) { Foo => %x }", "Foo", "unknown constructor `Foo` in pattern"),
+        ("  match (%x) { (%a, %a) => %x }", "%a)", "%a is bound twice in this pattern"),
+        ("  match (%x) { _ -> %x }", "->", "expected `=>` after the pattern"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
         ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
-        ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "unknown type or dtype `bfloat16`"),
+        ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "dtype `bfloat16` is not supported"),
+        ("  let %y: Tensor[(2), float32x4] = %x;\n  %y", "float32x4", "vector dtype `float32x4` (lanes)"),
+        ("  let %y: Tensor[(2), int4] = %x;\n  %y", "int4", "dtype `int4` is not supported; bit widths"),
+        ("  let %y: Tensor[(2), uint1] = %x;\n  %y", "uint1", "dtype `uint1` is not supported"),
+        ("  let %y: Tensor[(2), handle] = %x;\n  %y", "handle", "dtype `handle` (an opaque pointer)"),
+        ("  let %y: Tensor[(2), floaty] = %x;\n  %y", "floaty", "unknown type or dtype `floaty`"),
         ("  let %y: Tensor[(-2), float32] = %x;\n  %y", "-2", "dimension -2 is negative"),
         ("  let %y: Tensor[(2.5f), float32] = %x;\n  %y", "2.5f", "expected a dimension"),
-        ("  let %y: _ = %x;\n  %y", "_", "incomplete types"),
-        ("  let %y: List[float32] = %x;\n  %y", "List", "unknown type or dtype `List`"),
+        ("  let %y: List[float32] = %x;\n  %y", "List", "unknown type `List`"),
         ("  if (%x) { %x }", END, "expected `else`"),
-        ("  fn [T](%a: T) { %a }", "[", "type parameters are not supported"),
+        ("  fn [T, T](%a: T) { %a }", "T]", "duplicate type parameter T"),
         ("  fn (%a: float32, Primitive=1, %b: float32) { %a }", "%b", "parameters must come before function attributes"),
         ("  fn (%a: float32, %a: float32) { %a }", "%a: float32)", "duplicate parameter %a"),
-        ("  fn (%a {virtual_device=1}: float32) { %a }", "{", "virtual device annotations"),
+        ("  fn (%a {virtual_device=1}: float32) { %a }", "virtual_device=", "virtual_device must be meta[VirtualDevice][i]"),
         ("  %0 = exp(%x);", END, "expected an expression, found `}`"),
     ],
 )
@@ -96,11 +101,11 @@ def test_parser_reports_unknown_operator_with_location_and_caret():
     )
 
 
-def test_parser_requires_a_type_annotation_on_def_and_fn_parameters():
-    error = parse_error(HEADER + "def @main(%x: float32, %y) { %x }")
-    assert (error.message, error.line, error.column) == ("parameter %y needs a type annotation", 2, 24)
-    error = body_error("  fn (%p) { %p }")
-    assert (error.message, error.line, error.column) == ("parameter %p needs a type annotation", 3, 7)
+def test_unannotated_parameter_whose_type_nothing_determines_is_a_type_error_at_it():
+    with pytest.raises(TypeCheckError) as info:
+        parse(HEADER + "def @main(%x: float32, %y) { %x }", "bad.relay")
+    assert "cannot infer the type of %y" in info.value.message
+    assert (info.value.line, info.value.column) == (2, 24)
 
 
 def test_parser_reports_a_duplicate_definition_at_the_second():
@@ -119,10 +124,23 @@ def test_parser_reports_the_first_use_of_an_undefined_global():
     assert (error.line, error.column) == (4, 3)
 
 
-def test_parser_requires_the_version_header_in_module_mode():
-    error = parse_error("\n  def @main(%x: float32) { %x }")
-    assert "missing version header" in error.message and '#[version = "0.0.5"]' in error.message
-    assert (error.line, error.column) == (2, 3)
+def test_module_without_version_header_reads_as_version_0_0_5():
+    mod = parse("\n  def @main(%x: float32) { %x }")
+    assert [gv.name_hint for gv in mod] == ["main"]
+
+
+def test_meta_reference_without_metadata_section_is_one_error_at_the_first_use():
+    text = HEADER + (
+        "def @main(%x: Tensor[(2), float32]) {\n"
+        "  %0 = add(%x, meta[relay.Constant][0]);\n"
+        "  multiply(%0, meta[relay.Constant][1])\n}\n"
+    )
+    with pytest.raises(ParseError) as info:
+        parse(text, "bad.relay")
+    error = info.value
+    assert "printed without its metadata section" in error.message
+    assert (error.line, error.column) == (3, 16)
+    assert str(error).count("error:") == 1
 
 
 def test_parser_rejects_an_unsupported_version():
@@ -158,11 +176,28 @@ def test_parser_reports_a_malformed_metadata_section_at_its_header():
 
 
 def test_parser_rejects_top_level_items_other_than_definitions():
-    error = parse_error(HEADER + "type List[A] { Cons(A), Nil }")
-    assert "type definitions" in error.message and (error.line, error.column) == (2, 1)
+    error = parse_error(HEADER + "extern type Opaque")
+    assert "`extern type` definitions are not supported" in error.message and (error.line, error.column) == (2, 1)
     error = parse_error(HEADER + "def @main(%x: float32) { %x }\n%x")
-    assert error.message == "expected `def` or end of input, found `%x`"
+    assert error.message == "expected `def`, `type` or end of input, found `%x`"
     assert (error.line, error.column) == (3, 1)
+
+
+def test_parser_rejects_duplicate_types_and_constructors():
+    error = parse_error(HEADER + "type T { A }\ntype T { B }")
+    assert "duplicate definition of type T (first defined on line 2)" in error.message
+    assert (error.line, error.column) == (3, 6)
+    error = parse_error(HEADER + "type T { A, A }")
+    assert error.message == "duplicate constructor A" and (error.line, error.column) == (2, 13)
+
+
+def test_parser_checks_type_arguments_and_constructor_pattern_fields():
+    text = HEADER + "type List[A] { Cons(A, List[A]), Nil }\n"
+    error = parse_error(text + "def @main(%l: List) { %l }")
+    assert error.message == "type List takes 1 type arguments, 0 given" and (error.line, error.column) == (3, 15)
+    error = parse_error(text + "def @main(%l: List[float32]) { match (%l) { Cons(%h) => %h, Nil => 0f } }")
+    assert error.message == "constructor Cons has 2 fields, the pattern gives 1"
+    assert (error.line, error.column) == (3, 45)
 
 
 def test_parser_reports_unexpected_end_of_input():

@@ -3,7 +3,7 @@ import pytest
 from compiler.diagnostics import TypeCheckError
 from compiler.ir.expr import Call, Function, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, FuncType, TensorType, TupleType
+from compiler.ir.types import ANY, FuncType, TensorType, TupleType, TypeCall
 from compiler.ir.visitor import post_order
 from compiler.parser import parse
 from compiler.passes.infer_type import InferType, infer_expr
@@ -133,3 +133,85 @@ def test_infer_type_is_incremental_and_keeps_existing_types():
     mod = IRModule.from_expr(Function((x,), Call(Op.get("negative"), (inner,))))
     InferType()(mod)
     assert mod.main.body.checked_type == TensorType((3,), F32)
+
+
+LIST = """#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+"""
+
+
+def test_unannotated_fn_parameter_is_inferred_from_the_call():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32]) {
+  %0 = fn (%y) { add(%y, 1f) };
+  %0(%x)
+}""")
+    fn = mod.main.body.op
+    assert fn.params[0].checked_type == TensorType((2, 3), F32)
+    assert mod.main.body.checked_type == TensorType((2, 3), F32)
+
+
+def test_let_without_annotation_takes_the_type_of_its_value():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(4), int32]) { let %y = negative(%x); let %z = %y; %z }""")
+    assert mod.main.body.var.checked_type == TensorType((4,), "int32")
+    assert mod.main.checked_type.ret_type == TensorType((4,), "int32")
+
+
+def test_polymorphic_global_is_instantiated_afresh_at_each_call():
+    mod = typed("""#[version = "0.0.5"]
+def @id[A](%x: A) -> A { %x }
+def @main(%x: Tensor[(2), float32], %n: int32) { (@id(%x), @id(%n), @id(@id(%n))) }""")
+    assert mod.main.checked_type.ret_type == TupleType(
+        (TensorType((2,), F32), TensorType((), "int32"), TensorType((), "int32"))
+    )
+    assert mod["id"].checked_type.type_params[0].name == "A"
+
+
+def test_polymorphic_recursive_map_with_a_function_typed_parameter():
+    mod = typed(LIST + """def @map[A, B](%f: fn (A) -> B, %l: List[A]) -> List[B] {
+  match (%l) {
+    Cons(%h, %t) => Cons(%f(%h), @map(%f, %t)),
+    Nil => Nil,
+  }
+}
+def @main(%x: Tensor[(3), float32]) {
+  @map(fn (%v) { sum(%v) }, Cons(%x, Nil))
+}""")
+    assert mod.main.checked_type.ret_type == TypeCall("List", (TensorType((), F32),))
+
+
+def test_a_parameter_nothing_determines_is_a_located_error():
+    with pytest.raises(TypeCheckError) as info:
+        parse('#[version = "0.0.5"]\ndef @main(%x: float32) {\n  let %f = fn (%y) { %y };\n  %x\n}', "m.relay")
+    assert "cannot infer the type of %y" in info.value.message
+    assert (info.value.line, info.value.column) == (3, 16)
+
+
+def test_op_relation_waits_until_its_argument_types_are_known():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) {
+  let %g = fn (%a, %b) { multiply(add(%a, %b), %b) };
+  %g(%x, %x)
+}""")
+    assert mod.main.checked_type.ret_type == TensorType((2,), F32)
+
+
+def test_failed_inference_leaves_no_types_behind():
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: float32) { let %f = fn (%y) { %y }; %x }', infer_types=False)
+    with pytest.raises(TypeCheckError):
+        InferType()(mod)
+    assert not any(node.has_type for node in post_order(mod.main))
+
+
+def test_recursive_let_bound_closure_gets_its_function_type():
+    mod = typed("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], %n: int32) {
+  let %loop = fn (%i: int32, %acc) {
+    if (less(%i, %n)) { %loop(add(%i, 1), add(%acc, %x)) } else { %acc }
+  };
+  %loop(0, %x)
+}""")
+    f2 = TensorType((2,), F32)
+    assert mod.main.body.var.checked_type == FuncType((TensorType((), "int32"), f2), f2)
+    assert mod.main.checked_type.ret_type == f2

@@ -84,3 +84,16 @@ def test_wrong_shape_and_dtype_and_unknown_inputs_are_reported():
         run_main(mod, {"x": np.zeros((2, 2)), "y": ok})
     with pytest.raises(InputError, match="unknown input 'z'"):
         run_main(mod, {"x": ok, "y": ok, "z": ok})
+
+
+def test_recursive_let_bound_closure_runs_as_a_loop():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], %n: int32) -> Tensor[(2), float32] {
+  let %while_loop = fn (%i: int32, %acc: Tensor[(2), float32]) {
+    if (less(%i, %n)) { %while_loop(add(%i, 1), add(%acc, %x)) } else { %acc }
+  };
+  %while_loop(0, %x)
+}""")
+    x = np.array([1, 2], "float32")
+    (out,) = run_main(mod, {"x": x, "n": np.array(1000, "int32")})
+    np.testing.assert_array_equal(out, 1001 * x)

@@ -22,7 +22,7 @@ from compiler.ir.expr import (
     const,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.printer import astext, format_attr_value, scalar_literal
+from compiler.parser.printer import astext, format_attr_value, scalar_literal
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import ANY, FuncType, TensorType, TupleType
 from compiler.ops import get as get_op

@@ -36,45 +36,47 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Union
 
 import numpy as np
 
 from compiler.ir.attrs import Attrs
+from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import (
     Call,
     Constant,
+    Constructor,
     Expr,
     Function,
     GlobalVar,
     If,
     Let,
+    Match,
     Op,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    RefCreate,
+    RefRead,
+    RefWrite,
     Tuple,
     TupleGetItem,
+    TypeData,
     Var,
+    children,
+    pattern_vars,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
+from compiler.ir.types import FuncType, Type, type_text
 from compiler.ir.visitor import free_vars, post_order
+from compiler.parser.metadata import encode_metadata
 
 VERSION_HEADER = '#[version = "0.0.5"]'
 
 
-def type_text(ty: Type) -> str:
-    if isinstance(ty, TensorType):
-        if not ty.shape:
-            return ty.dtype
-        dims = ", ".join("?" if d is ANY else str(d) for d in ty.shape)
-        return f"Tensor[({dims}), {ty.dtype}]"
-    if isinstance(ty, TupleType):
-        inner = ", ".join(type_text(f) for f in ty.fields)
-        return f"({inner},)" if len(ty.fields) == 1 else f"({inner})"
-    if isinstance(ty, FuncType):
-        args = ", ".join(type_text(a) for a in ty.arg_types)
-        return f"fn ({args}) -> {type_text(ty.ret_type)}"
-    raise TypeError(f"not a type: {ty!r}")
+__all__ = ["astext", "format_attr_value", "scalar_literal", "type_text"]
 
 
 def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
@@ -93,8 +95,15 @@ def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
 # Values: attribute values and scalar constants
 
 
-def format_attr_value(value: object) -> str:
-    """An attribute value as the parser reads it back (`1e-05f`, `"NCHW"`, `[1, 2]`, `@f`)."""
+def format_attr_value(value: object, meta: Callable[[object], str] | None = None) -> str:
+    """An attribute value as the parser reads it back (`1e-05f`, `"NCHW"`, `[1, 2]`, `@f`).
+
+    `meta` writes values that live in the metadata section (VirtualDevices) as `meta[...]`.
+    """
+    if isinstance(value, VirtualDevice):
+        if meta is None:
+            raise TypeError("a VirtualDevice attribute needs a printer with a metadata section")
+        return meta(value)
     if value is None:
         return "None"
     if isinstance(value, (bool, np.bool_)):
@@ -106,9 +115,9 @@ def format_attr_value(value: object) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(format_attr_value(v) for v in value) + "]"
+        return "[" + ", ".join(format_attr_value(v, meta) for v in value) + "]"
     if isinstance(value, Attrs):
-        return "{" + ", ".join(f"{k}={format_attr_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={format_attr_value(v, meta)}" for k, v in value.items()) + "}"
     if isinstance(value, GlobalVar):
         return f"@{value.name_hint}"
     if isinstance(value, Op):
@@ -127,12 +136,14 @@ def _float_attr_text(value: float) -> str:
     return repr(value) + "f"
 
 
-def _attr_texts(items: Sequence[tuple[str, object]], owner: str) -> list[str]:
+def _attr_texts(
+    items: Sequence[tuple[str, object]], owner: str, meta: Callable[[object], str] | None = None
+) -> list[str]:
     """`key=value` for each attribute of `owner`, naming the attribute when a value cannot be written."""
     texts: list[str] = []
     for key, value in items:
         try:
-            texts.append(f"{key}={format_attr_value(value)}")
+            texts.append(f"{key}={format_attr_value(value, meta)}")
         except ValueError as error:
             raise ValueError(f"cannot print attribute {key} of {owner}: {error}") from None
     return texts
@@ -184,7 +195,8 @@ _TAIL = 0  # the result of a block
 _LET_VALUE = 1  # the value of a let
 _OPERAND = 2  # anything else
 
-_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function)
+_COMPOUND = (Call, Tuple, TupleGetItem, If, Let, Function, Match, RefCreate, RefRead, RefWrite)
+_REF_KEYWORD = {RefCreate: "ref", RefRead: "ref_read", RefWrite: "ref_write"}
 
 
 class _Block:
@@ -226,6 +238,10 @@ def _uses(node: Expr) -> list[tuple[Expr, int]]:
         return [(node.value, _LET_VALUE), (node.body, _TAIL)]
     if isinstance(node, Function):
         return [(node.body, _TAIL)]
+    if isinstance(node, Match):
+        return [(node.data, _OPERAND)] + [(c.rhs, _TAIL) for c in node.clauses]
+    if isinstance(node, (RefCreate, RefRead, RefWrite)):
+        return [(child, _OPERAND) for child in children(node)]
     return []
 
 
@@ -275,6 +291,10 @@ class _Layout:
             body = _Block(home)
             self.opened[node] = (body,)
             return [(node.body, body)]
+        if isinstance(node, Match):
+            arms = tuple(_Block(home) for _ in node.clauses)
+            self.opened[node] = arms
+            return [(node.data, home)] + [(c.rhs, arm) for c, arm in zip(node.clauses, arms)]
         if isinstance(node, Let):
             inner = home if node in self.merged_lets else _Block(home, "(", ")")
             self.opened[node] = (inner,)
@@ -321,14 +341,17 @@ class _Printer:
         self.counter = 0
         self.meta: list[np.ndarray] = []
         self.meta_index: dict[Constant, int] = {}
+        self.devices: list[VirtualDevice] = []
         self.names = _Names()
 
     # --- entry points ---
 
     def module(self, mod: IRModule) -> str:
         parts = [VERSION_HEADER + "\n"]
+        for name in sorted(mod.type_definitions):
+            parts.append(_type_definition(mod.type_definitions[name]))
         for i, (gv, definition) in enumerate(mod.items()):
-            if i:
+            if i or mod.type_definitions:
                 parts.append("\n")
             if isinstance(definition, Function):
                 self.names = _Names()
@@ -349,11 +372,9 @@ class _Printer:
         return _render_lines(block) + "\n"
 
     def metadata_section(self) -> str:
-        if not self.meta:
+        if not self.meta and not self.devices:
             return ""
-        from compiler.parser.metadata import encode_metadata
-
-        return "#[metadata]\n" + encode_metadata(self.meta).rstrip("\n") + "\n"
+        return "#[metadata]\n" + encode_metadata(self.meta, self.devices).rstrip("\n") + "\n"
 
     # --- bodies ---
 
@@ -375,6 +396,10 @@ class _Printer:
                 if isinstance(node, Function):
                     for param in node.params:
                         self.names.bind(param)
+                elif isinstance(node, Match):
+                    for clause in node.clauses:
+                        for var in pattern_vars(clause.lhs):
+                            self.names.bind(var)
                 stack += [(child, _ENTER) for child, _ in reversed(_uses(node))]
             elif step == _BIND:
                 assert isinstance(node, Let)
@@ -400,7 +425,7 @@ class _Printer:
             return [self.names.get(node)]
         if isinstance(node, GlobalVar):
             return [f"@{node.name_hint}"]
-        if isinstance(node, Op):
+        if isinstance(node, (Op, Constructor)):
             return [node.name]
         if isinstance(node, Constant):
             return [self._constant(node)]
@@ -416,7 +441,7 @@ class _Printer:
         """The text of a compound node whose operands are all printed."""
         if isinstance(node, Call):
             args = [self._one(a, refs) for a in node.args]
-            args += _attr_texts(self._call_attrs(node), f"call to {self._one(node.op, refs)}")
+            args += _attr_texts(self._call_attrs(node), f"call to {self._one(node.op, refs)}", self._device_ref)
             text = f"{self._one(node.op, refs)}({', '.join(args)})"
             if self.show_types and node.has_type:
                 text += f" /* ty={type_text(node.checked_type)} */"
@@ -435,6 +460,11 @@ class _Printer:
             (body,) = layout.opened[node]
             body.tail = self._ref(node.body, refs)
             return [self._signature("fn (", node), body]
+        if isinstance(node, Match):
+            return self._match_text(node, layout, refs)
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            operands = ", ".join(self._one(child, refs) for child in children(node))
+            return [f"{_REF_KEYWORD[type(node)]}({operands})"]
         assert isinstance(node, Let)
         if node in layout.merged_lets:
             return self._ref(node.body, refs)
@@ -442,10 +472,39 @@ class _Printer:
         inner.tail = self._ref(node.body, refs)
         return [inner]
 
+    def _match_text(self, node: Match, layout: _Layout, refs: dict[Expr, list[Piece]]) -> list[Piece]:
+        """`match (x) {` one `pattern => { ... },` line per clause `}`."""
+        keyword = "match" if node.complete else "match?"
+        clauses = _Block(None, "{", "}")
+        lines: list[list[Piece]] = []
+        for clause, arm in zip(node.clauses, layout.opened[node]):
+            arm.tail = self._ref(clause.rhs, refs)
+            lines.append([self._pattern(clause.lhs), " => ", arm, ","])
+        if lines:
+            clauses.lines, clauses.tail = lines[:-1], lines[-1]
+        return [f"{keyword} ({self._one(node.data, refs)}) ", clauses]
+
+    def _pattern(self, pattern: Pattern) -> str:
+        if isinstance(pattern, PatternVar):
+            return self._var_decl(pattern.var)
+        if isinstance(pattern, PatternConstructor):
+            if not pattern.patterns:
+                return pattern.constructor.name
+            inner = ", ".join(self._pattern(p) for p in pattern.patterns)
+            return f"{pattern.constructor.name}({inner})"
+        if isinstance(pattern, PatternTuple):
+            inner = ", ".join(self._pattern(p) for p in pattern.patterns)
+            return f"({inner},)" if len(pattern.patterns) == 1 else f"({inner})"
+        return "_"
+
     def _signature(self, prefix: str, func: Function) -> str:
         """`prefix` + params and attrs + `) -> T ` for a def or a fn literal."""
         params = [self._var_decl(p) for p in func.params]
-        params += _attr_texts(list(func.attrs.items()), "a function")
+        params += _attr_texts(list(func.attrs.items()), "a function", self._device_ref)
+        if func.type_params:
+            # `def @f(` becomes `def @f[A, B](`, `fn (` becomes `fn [A, B](`.
+            type_params = "[" + ", ".join(t.name for t in func.type_params) + "]("
+            prefix = prefix[:-1].rstrip() + (" " if prefix.startswith("fn") else "") + type_params
         text = prefix + ", ".join(params) + ") "
         ret = func.ret_type
         if ret is None and func.has_type and isinstance(func.checked_type, FuncType):
@@ -454,8 +513,16 @@ class _Printer:
             text += f"-> {type_text(ret)} "
         return text
 
+    def _device_ref(self, device: object) -> str:
+        assert isinstance(device, VirtualDevice)
+        if device not in self.devices:
+            self.devices.append(device)
+        return f"meta[VirtualDevice][{self.devices.index(device)}]"
+
     def _var_decl(self, var: Var) -> str:
         name = self.names.get(var)
+        if var.virtual_device is not None:
+            name += f" {{virtual_device={self._device_ref(var.virtual_device)}}}"
         if var.type_annotation is None:
             return name
         return f"{name}: {type_text(var.type_annotation)}"
@@ -474,11 +541,7 @@ class _Printer:
         if not call.attrs:
             return ()
         if isinstance(call.op, Op):
-            from compiler.ops import lookup
-
-            opdef = lookup(call.op.name)
-            if opdef is not None:
-                return opdef.printed_attrs(call.attrs)
+            return call.op.printed_attrs(call.attrs)
         return list(call.attrs.items())
 
     def _constant(self, const: Constant) -> str:
@@ -490,6 +553,17 @@ class _Printer:
             index = self.meta_index[const] = len(self.meta)
             self.meta.append(const.data)
         return f"meta[relay.Constant][{index}]"
+
+
+def _type_definition(data: TypeData) -> str:
+    """`type List[A] {` one `Cons(A, List[A]),` line per constructor `}`, as TVM prints it."""
+    params = f"[{', '.join(p.name for p in data.type_params)}]" if data.type_params else ""
+    lines = [f"type {data.name}{params} {{"]
+    for ctor in data.constructors:
+        fields = f"({', '.join(type_text(t) for t in ctor.inputs)})" if ctor.inputs else ""
+        lines.append(f"  {ctor.name}{fields},")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def _foreign_definition(name: str, definition: object) -> str:
@@ -533,3 +607,7 @@ def _render_lines(block: _Block) -> str:
     lines.append(_render(block.tail))
     return "\n".join(lines)
 
+
+
+# `str(module)` and `module.astext()` print through the text format without the IR importing it.
+IRModule.text_printer = astext

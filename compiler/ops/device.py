@@ -1,0 +1,58 @@
+"""Device placement ops TVM writes into heterogeneous programs.
+
+`on_device(x, virtual_device=..., constrain_result=False, constrain_body=True)` says where `x`
+is computed or lives; `device_copy(x, src_virtual_device=..., dst_virtual_device=...)` moves a
+value between devices. On relaycc's single CPU both are the identity: they type and interpret as
+their argument, and the StripDevices pass removes them before lowering, so they are never
+lowered themselves (registered as internal ops, which the generic per-op tests skip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.device import VirtualDevice
+from compiler.ir.types import Type
+from compiler.ops.registry import AttrSpec, OpDef, OpPattern, TypeRelationError, lookup, register
+
+UNCONSTRAINED = VirtualDevice()
+
+
+def _identity_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    if len(types) != 1:
+        raise TypeRelationError(f"takes one argument, got {len(types)}")
+    return types[0]
+
+
+def _identity(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return arrays[0]
+
+
+def _device_op(name: str, attrs: tuple[AttrSpec, ...]) -> OpDef:
+    existing = lookup(name)
+    if existing is not None:
+        return existing
+    return register(
+        OpDef(name, 1, _identity_type, OpPattern.OPAQUE, _identity, attrs=attrs, extras={"internal": True})
+    )
+
+
+ON_DEVICE = _device_op(
+    "on_device",
+    (
+        AttrSpec("virtual_device", "any", UNCONSTRAINED),
+        AttrSpec("constrain_result", "bool", False),
+        AttrSpec("constrain_body", "bool", True),
+    ),
+)
+DEVICE_COPY = _device_op(
+    "device_copy",
+    (
+        AttrSpec("src_virtual_device", "any", UNCONSTRAINED),
+        AttrSpec("dst_virtual_device", "any", UNCONSTRAINED),
+    ),
+)
+DEVICE_OPS = (ON_DEVICE.name, DEVICE_COPY.name)

@@ -1,0 +1,137 @@
+"""CheckCompilable: refuse, with one located error, what the AOT executor cannot compile.
+
+Before: a typed module.
+After: the same module, unchanged, if @main and the globals it reaches use only what the back
+end compiles. Otherwise an UnsupportedError at the first offending expression in the source
+names the construct and points to `relaycc interpret`, which runs every construct:
+* match expressions and ADT constructors (`type List[A] {...}` values),
+* references (`ref`, `ref_read`, `ref_write`),
+* closures: a function literal bound by a let or passed around as a value, and calls of a
+  function held in a variable (a recursive let-bound loop is one),
+* @main inputs or results whose type is not made of tensors and tuples.
+
+The driver runs it before InlineGlobals, which would otherwise stop at the first recursive
+call (recursive functions over lists are the usual way these constructs appear) with an error
+that does not name the construct. Polymorphic helpers are not refused here: InlineGlobals
+inlines the non-recursive ones, and the recursive ones are reported by it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from compiler.diagnostics import Span, UnsupportedError
+from compiler.ir.expr import (
+    Call,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    Let,
+    Match,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Var,
+    children,
+)
+from compiler.ir.module import IRModule
+from compiler.ir.types import FuncType, TensorType, TupleType, Type
+from compiler.ir.visitor import post_order
+from compiler.passes.pass_infra import Pass, PassContext
+
+_HINT = "; run it with relaycc interpret"
+_OWNED = ("Primitive", "Compiler", "Composite")
+
+
+def _tensors_only(ty: Type) -> bool:
+    if isinstance(ty, TensorType):
+        return True
+    return isinstance(ty, TupleType) and all(_tensors_only(f) for f in ty.fields)
+
+
+def _offences(func: Function) -> list[tuple[Expr, str]]:
+    """(node, what it is) for every construct of `func` the back end cannot compile."""
+    found: list[tuple[Expr, str]] = []
+    callees: set[Expr] = set()
+    let_bound: set[Expr] = set()
+    nodes = list(post_order(func))
+    for node in nodes:
+        if isinstance(node, Call):
+            callees.add(node.op)
+        elif isinstance(node, Let):
+            let_bound.add(node.value)
+    for node in nodes:
+        # A constructor is one shared node located at its definition: report where it is used.
+        if isinstance(node, Match):
+            found.append((node, "match expressions"))
+        used = [c for c in children(node) if isinstance(c, Constructor)]
+        if used:
+            found.append((node, f"algebraic data type constructors (`{used[0].name}`)"))
+        if isinstance(node, (RefCreate, RefRead, RefWrite)):
+            found.append((node, "references (`ref`, `ref_read`, `ref_write`)"))
+        elif isinstance(node, Let) and isinstance(node.value, Function):
+            found.append((node.value, "closures (a function bound by `let`)"))
+        elif isinstance(node, Call) and isinstance(node.op, Var):
+            found.append((node, f"closures (a call of the function held in %{node.op.name_hint})"))
+        elif (
+            isinstance(node, Function)
+            and node is not func
+            and node not in callees
+            and node not in let_bound
+            and not any(key in node.attrs for key in _OWNED)
+        ):
+            found.append((node, "closures (a function used as a value)"))
+    return found
+
+
+def _position(span: Span | None) -> tuple[int, int, int]:
+    return (0, span.line, span.column) if span is not None else (1, 0, 0)
+
+
+@dataclass(frozen=True)
+class CheckCompilable(Pass):
+    name: ClassVar[str] = "CheckCompilable"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        if "main" not in mod or not isinstance(mod["main"], Function):
+            return mod
+        main = mod.main
+        for param in main.params:
+            if param.has_type and not _tensors_only(param.checked_type):
+                raise UnsupportedError(
+                    f"the AOT executor cannot compile @main inputs of type {param.checked_type}{_HINT}", param.span
+                )
+        ty = main.checked_type if main.has_type else None
+        if isinstance(ty, FuncType) and not _tensors_only(ty.ret_type):
+            raise UnsupportedError(
+                f"the AOT executor cannot compile a @main result of type {ty.ret_type}{_HINT}", main.span
+            )
+        offences: list[tuple[Expr, str]] = []
+        for func in _reachable_functions(mod):
+            offences += _offences(func)
+        if offences:
+            node, what = min(offences, key=lambda o: _position(o[0].span))
+            raise UnsupportedError(f"the AOT executor cannot compile {what}{_HINT}", node.span)
+        return mod
+
+
+def _reachable_functions(mod: IRModule) -> list[Function]:
+    """@main and the Relay globals it calls, directly or not (not Primitive/Compiler ones)."""
+    order: list[Function] = []
+    seen: set[str] = set()
+    stack = ["main"]
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in mod:
+            continue
+        seen.add(name)
+        func = mod[name]
+        if not isinstance(func, Function) or any(func.has_nonzero_attr(k) for k in ("Primitive", "Extern")):
+            continue
+        if "Compiler" in func.attrs:
+            continue
+        order.append(func)
+        stack += [n.name_hint for n in post_order(func) if isinstance(n, GlobalVar)]
+    return order

@@ -1,0 +1,54 @@
+"""StripDevices: remove device placement before lowering for relaycc's single CPU.
+
+Before: any module; calls of `on_device` and `device_copy`, parameters with
+`{virtual_device=...}` and functions with a `virtual_device` attribute may appear.
+After: none of them does. `on_device(x, ...)` and `device_copy(x, ...)` are replaced by `x`
+(both are the identity on one device), parameters lose their virtual device (each becomes a new
+variable, substituted at every use) and functions lose the attribute. Nothing else changes;
+a module without placement is returned as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from compiler.ir.expr import Call, Expr, Function, Op, Var
+from compiler.ir.module import IRModule
+from compiler.ir.visitor import ExprMutator
+from compiler.ops.device import DEVICE_OPS
+from compiler.passes.pass_infra import Pass, PassContext
+
+
+class _Strip(ExprMutator):
+    def rewrite_var(self, pre: Var, post: Expr) -> Expr:
+        if pre.virtual_device is None:
+            return post
+        return Var(pre.name_hint, pre.type_annotation, pre.span)
+
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        assert isinstance(post, Call)
+        if isinstance(post.op, Op) and post.op.name in DEVICE_OPS:
+            return post.args[0]
+        return post
+
+    def rewrite_function(self, pre: Function, post: Expr) -> Expr:
+        assert isinstance(post, Function)
+        if "virtual_device" in post.attrs:
+            return post.with_attrs(virtual_device=None)
+        return post
+
+
+@dataclass(frozen=True)
+class StripDevices(Pass):
+    name: ClassVar[str] = "StripDevices"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        out = mod.copy()
+        changed = False
+        for gv, func in mod.functions():
+            new = _Strip().visit(func)
+            if new is not func:
+                out.add(gv, new)
+                changed = True
+        return out if changed else mod

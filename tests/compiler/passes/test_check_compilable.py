@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from compiler.diagnostics import UnsupportedError
+from compiler.parser import parse
+from compiler.passes.check_compilable import CheckCompilable
+
+LIST = """#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+"""
+
+
+def refusal(text: str) -> UnsupportedError:
+    with pytest.raises(UnsupportedError) as info:
+        CheckCompilable()(parse(text, "m.relay"))
+    return info.value
+
+
+def test_plain_tensor_model_passes_unchanged():
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) { add(%x, %x) }')
+    assert CheckCompilable()(mod) is mod
+
+
+def test_constructor_use_is_reported_where_it_is_used_not_where_it_is_defined():
+    error = refusal(LIST + "def @main(%x: float32) -> float32 {\n  let %l = Cons(%x, Nil);\n  %x\n}")
+    assert error.message == "the AOT executor cannot compile algebraic data type constructors (`Cons`); run it with relaycc interpret"
+    assert (error.line, error.column) == (4, 12)
+
+
+def test_match_in_a_helper_reached_from_main_is_reported():
+    error = refusal(LIST + """def @head(%l: List[float32]) -> float32 {
+  match? (%l) { Cons(%h, _) => %h }
+}
+def @main(%x: float32) -> float32 { @head(@wrap(%x)) }
+def @wrap(%x: float32) -> List[float32] { Cons(%x, Nil) }""")
+    assert "cannot compile match expressions" in error.message
+    assert (error.line, error.column) == (4, 3)
+
+
+def test_references_and_recursive_closures_are_refused():
+    ref = refusal('#[version = "0.0.5"]\ndef @main(%x: float32) {\n  let %r = ref(%x);\n  ref_read(%r)\n}')
+    assert "cannot compile references" in ref.message and (ref.line, ref.column) == (3, 12)
+    loop = refusal("""#[version = "0.0.5"]
+def @main(%x: float32, %n: int32) -> float32 {
+  let %loop = fn (%i: int32) -> float32 { if (less(%i, %n)) { %loop(add(%i, 1)) } else { %x } };
+  %loop(0)
+}""")
+    assert "cannot compile closures (a function bound by `let`)" in loop.message
+    assert (loop.line, loop.column) == (3, 15)
+
+
+def test_main_inputs_of_an_adt_type_are_refused_at_the_parameter():
+    error = refusal(LIST + "def @main(%l: List[float32]) -> float32 { 0f }")
+    assert error.message == "the AOT executor cannot compile @main inputs of type List[float32]; run it with relaycc interpret"
+    assert (error.line, error.column) == (3, 11)

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from compiler.ir.device import VirtualDevice
+from compiler.ir.structural import structural_equal
+from compiler.parser import parse
+from compiler.parser.metadata import encode_metadata
+from compiler.passes.strip_devices import StripDevices
+
+PLACED = """#[version = "0.0.5"]
+def @main(%x {virtual_device=meta[VirtualDevice][0]}: Tensor[(2), float32], virtual_device=meta[VirtualDevice][0]) {
+  %0 = on_device(%x, virtual_device=meta[VirtualDevice][0]);
+  %1 = add(%0, %0);
+  device_copy(%1, src_virtual_device=meta[VirtualDevice][0], dst_virtual_device=meta[VirtualDevice][1])
+}
+#[metadata]
+""" + encode_metadata([], [VirtualDevice(1, 0), VirtualDevice(2, 0)])
+
+PLAIN = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) {
+  add(%x, %x)
+}"""
+
+
+def test_strip_devices_removes_device_ops_and_virtual_devices():
+    after = StripDevices()(parse(PLACED))
+    assert structural_equal(after, parse(PLAIN))
+    assert after.main.params[0].virtual_device is None
+    assert "virtual_device" not in after.main.attrs
+
+
+def test_strip_devices_substitutes_the_new_parameter_at_every_use():
+    after = StripDevices()(parse(PLACED))
+    (x,) = after.main.params
+    assert after.main.body.args == (x, x)
+
+
+def test_strip_devices_leaves_a_module_without_placement_alone():
+    mod = parse(PLAIN)
+    assert StripDevices()(mod) is mod

@@ -32,6 +32,7 @@ from compiler.ir.visitor import free_vars, post_order
 from compiler.ir.types import TensorType, TupleType, Type, dtype_of
 from compiler.ops.domain import RandomDraw
 from compiler.ops.registry import AttrError, OpDef, Sample, TypeRelationError
+from compiler.parser.printer import astext
 from compiler.passes.infer_type import InferType
 
 # Ops that move data around between the heavy ones: the shapes fusion and the memory planner
@@ -80,7 +81,7 @@ class GeneratedModel:
 
     @property
     def text(self) -> str:
-        return self.module.astext()
+        return astext(self.module)
 
 
 class GraphDraw(RandomDraw):

@@ -3,6 +3,7 @@
 Greedy, until no step helps:
 
 * keep one output of a tuple result, or drop one;
+* make an inner value the result, dropping everything above it;
 * cut: replace a call (or projection) by a new parameter whose input is the value the
   interpreter computed for it, so everything above the cut disappears while the data that
   made the failure flows on unchanged;
@@ -70,6 +71,10 @@ def _candidates(model: GeneratedModel):  # type: ignore[no-untyped-def]  # a gen
             yield _with_body(model, Tuple(rest) if len(rest) > 1 else rest[0], {})
     nodes = [n for n in post_order(body) if isinstance(n, (Call, TupleGetItem))
              and isinstance(n.checked_type, TensorType)]
+    # Any inner value as the whole result: drops everything above it at once.
+    for node in nodes:
+        if node is not body:
+            yield _with_body(model, node, {})
     # Root-side nodes first: cutting there removes the most.
     values = None
     for node in reversed(nodes):

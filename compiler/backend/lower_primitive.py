@@ -498,11 +498,16 @@ def _op_suffix(node: Expr) -> str:
 def _constant_view(node: Constant) -> TensorView:
     ty = node.tensor_type
     if ty.ndim != 0:
-        raise UnsupportedError(
-            "a non-scalar constant inside a primitive function; FuseOps passes those as parameters"
-        )
+        # Only ops that read constant arguments at lowering time (`extras["constant_args"]`)
+        # keep a non-scalar constant in their body (see FuseOps); they use `data`, never loads.
+        def unsupported(idx: Index) -> te.PrimExpr:
+            raise UnsupportedError(
+                "a non-scalar constant inside a primitive function; FuseOps passes those as parameters"
+            )
+
+        return TensorView(tuple(int(d) for d in node.data.shape), ty.dtype, unsupported, data=node.data)
     value = node.data.item()
-    return TensorView((), ty.dtype, lambda idx: te.Const(value, ty.dtype))
+    return TensorView((), ty.dtype, lambda idx: te.Const(value, ty.dtype), data=node.data)
 
 
 class _Deferred(te.PrimExpr):

@@ -29,7 +29,7 @@ from compiler.tir.stmt import PrimFunc
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.ops.samples import materialize, sample_rng
 from tests.compiler.ops.strategies import HypothesisDraw
-from tests.compiler.ops.test_lowering import flatten, has_loops, primitive_call
+from tests.compiler.ops.test_lowering import constant_args, flatten, has_loops, primitive_call, runtime_inputs
 from tests.compiler.ops.test_registry import check_sample
 
 ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
@@ -145,8 +145,9 @@ def compiled_draws(tmp_path_factory: pytest.TempPathFactory) -> CompiledDraws:
             name = _compiled_name(op, k)
             sample = draw(op, k)
             try:
-                _, types = _draw_values(op, k, sample)
-                funcs.append(lower_primitive(primitive_call(op, types, op.make_attrs(sample.attrs)), name))
+                values, types = _draw_values(op, k, sample)
+                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values, sample))
+                funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the op's own test
                 errors[name] = err
     library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_domains")), "draws")
@@ -183,7 +184,7 @@ def check_compiled_draw(op: OpDef, k: int, compiled: CompiledDraws) -> None:
     attrs: Attrs = op.make_attrs(sample.attrs)
     try:
         expected = list(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # tuple inputs too
-        actual = compiled.library.run(name, list(flatten(tuple(values))))
+        actual = compiled.library.run(name, runtime_inputs(op, values, sample))
     except Exception as err:
         raise AssertionError(f"{where}\n{type(err).__name__}: {err}") from err
     assert len(actual) == len(expected), f"{where}\n{len(actual)} outputs, the reference has {len(expected)}"

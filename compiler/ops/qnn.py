@@ -1,0 +1,711 @@
+"""Quantized (QNN) operators: quantize, dequantize, requantize, fixed_point_multiply and the
+quantized elementwise arithmetic qnn.add / qnn.subtract / qnn.mul.
+
+Semantics are those of TVM's QNN canonicalization (src/relay/qnn/op/*.cc, src/relay/qnn/utils.cc),
+which rewrites every qnn op into integer Relay arithmetic before fusion. We lower the ops
+directly, with exactly that arithmetic, so the compiled C is bit-exact with TVM's integer
+results and with the numpy references here:
+
+* Fixed-point multiplier of a positive real multiplier M (a ratio of scales, computed in double
+  from the float32 scales): `frexp(M) = (f, e)` with f in [0.5, 1); `q = round(f * 2**31)`
+  (halves away from zero, as std::round); q == 2**31 becomes 2**30 with e + 1. M == 0 gives
+  (0, 0).
+* Fixed-point multiply of an integer x by (q, e) (TVM's FixedPointMultiply and the
+  q_multiply_shift intrinsic, identical for both): in int64,
+  `((x << max(e, 0)) * q + r) >> (31 + max(-e, 0))` with an arithmetic right shift, then a cast
+  to int32; `r = 2**(30 + max(-e, 0))` for rounding "UPWARD" (halves toward +inf), and for
+  "TONEAREST" the same r when the product is >= 0 and r - 1 when negative (halves away from
+  zero). TVM's power-of-two shortcut (q == 2**30) computes the same values.
+* requantize: `clip(zp_out + fpm(x - zp_in, scale_in / scale_out), out_dtype)` in int64; when
+  the (per-tensor) scales are equal the multiply is skipped (it would be the identity).
+  rounding "None" means the RequantizeConfig default, "UPWARD"; compute_dtype "None" means its
+  default "int64" (the float compute dtypes of RequantizeLowerFP are not supported: a type error).
+* quantize: `cast(clip(round(x / scale) + float32(zp), qmin, qmax))` in float32, round being
+  C's round (halves away from zero).
+* dequantize: `float32(int32(x) - zp) * scale` in float32.
+* qnn.add / qnn.subtract: each operand is requantized (UPWARD) to the output's scale and zero
+  point in int32 unless its own are equal to them; then `a' + b' - zp_out` (add) or
+  `a' - b' + zp_out` (subtract), clipped and cast to the operands' dtype.
+* qnn.mul: `(a - zp_a) * (b - zp_b)` in int32, requantized from scale `float32(s_a * s_b)`
+  (zero point 0) to the output scale and zero point, in the operands' dtype.
+
+Scales and zero points must be constants, as TVM requires them to be (it reads their values
+while canonicalizing). Their types are checked like TVM's AssignType: a scalar, or a vector as
+long as the input's `axis` dim (per-channel). The type relations read their values through
+`extras["constant_args"]` (InferType passes each Constant argument's data) and a missing value
+is a type error naming the argument. FuseOps keeps the constant arguments of such ops inside
+the primitive function, so the lowering sees them too: each compute reads the values from its
+input views (`TensorView.data`) and bakes the derived integers (multipliers, shifts, zero
+points, rounding offsets) into the loop body as literals; a per-channel value is a balanced
+`select` over the channel index. Deriving them at lowering time from the same constants (with
+the same Python function the reference uses) keeps the call's attrs exactly TVM's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType, Type
+from compiler.ops.broadcast import broadcast_index
+from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, tensor_arg
+from compiler.ops.domain import Domain, Draw, float_values, int_values, tensor_shape
+from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Index, TensorView
+from compiler.tir.expr import Const, PrimExpr, cast, intrin, maximum, minimum, select
+
+Values = Sequence["np.ndarray | None"]
+
+QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
+F32 = "float32"
+I32 = "int32"
+I64 = "int64"
+
+
+# --- fixed-point arithmetic (shared with qnn_linear) ------------------------------------------------
+
+
+def fixed_point_multiplier_shift(multiplier: float) -> tuple[int, int]:
+    """TVM's GetFixedPointMultiplierShift: (q, e) with multiplier ~= q * 2**(e - 31)."""
+    if multiplier == 0.0:
+        return 0, 0
+    significand, exponent = math.frexp(multiplier)
+    scaled = significand * float(1 << 31)  # exact: a power-of-two scaling
+    q = int(math.floor(abs(scaled) + 0.5))  # std::round: halves away from zero
+    q = q if scaled >= 0 else -q
+    if q == 1 << 31:
+        q //= 2
+        exponent += 1
+    return q, exponent
+
+
+def check_rounding(rounding: str, op: str) -> bool:
+    """Whether `rounding` (an attr value) means TONEAREST; "None" is the config default UPWARD."""
+    if rounding not in ("None", "UPWARD", "TONEAREST"):
+        raise TypeRelationError(f'{op}: rounding must be "UPWARD" or "TONEAREST", got "{rounding}"')
+    return rounding == "TONEAREST"
+
+
+def fixed_point_multiply_np(x: np.ndarray, q: np.ndarray, e: np.ndarray, tonearest: bool) -> np.ndarray:
+    """The int32 result of TVM's fixed-point multiply of int64 `x` by per-element (q, e)."""
+    x = np.asarray(x, dtype=np.int64)
+    q = np.asarray(q, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    left = np.maximum(e, 0)
+    total = np.maximum(-e, 0) + 31
+    product = (x << left) * q
+    rounder = np.left_shift(np.int64(1), total - 1)
+    if tonearest:
+        rounder = np.where(product >= 0, rounder, rounder - 1)
+    return np.asarray((product + rounder) >> total).astype(np.int32)
+
+
+def per_channel(values: Sequence[int], channel: PrimExpr | None, dtype: str) -> PrimExpr:
+    """A literal per channel, chosen by `channel` (a balanced select tree); one literal if all agree."""
+    if len(set(values)) == 1 or channel is None:
+        return Const(int(values[0]), dtype)
+
+    def pick(lo: int, hi: int) -> PrimExpr:
+        if hi - lo == 1:
+            return Const(int(values[lo]), dtype)
+        mid = (lo + hi) // 2
+        return select(channel < mid, pick(lo, mid), pick(mid, hi))
+
+    return pick(0, len(values))
+
+
+def fixed_point_multiply_expr(
+    x: PrimExpr, qs: Sequence[int], es: Sequence[int], channel: PrimExpr | None, tonearest: bool
+) -> PrimExpr:
+    """The loop-IR form of `fixed_point_multiply_np` on an int64 `x`, cast to int32."""
+    lefts = [1 << max(e, 0) for e in es]
+    totals = [max(-e, 0) + 31 for e in es]
+    product = x * per_channel(lefts, channel, I64) * per_channel(qs, channel, I64)
+    rounder = per_channel([1 << (t - 1) for t in totals], channel, I64)
+    if tonearest:
+        rounder = select(product >= Const(0, I64), rounder, rounder - Const(1, I64))
+    # An arithmetic right shift by a positive amount is a floor division by the power of two.
+    return cast(I32, (product + rounder) // per_channel([1 << t for t in totals], channel, I64))
+
+
+def qrange(dtype: str) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def clip_cast_np(x: np.ndarray, dtype: str) -> np.ndarray:
+    lo, hi = qrange(dtype)
+    return np.clip(x.astype(np.int64), lo, hi).astype(dtype)
+
+
+def clip_cast_expr(x: PrimExpr, dtype: str) -> PrimExpr:
+    lo, hi = qrange(dtype)
+    return cast(dtype, maximum(minimum(x, Const(hi, x.dtype)), Const(lo, x.dtype)))
+
+
+# --- quantization parameters ---------------------------------------------------------------------
+
+
+def qparam_type(
+    types: Sequence[Type], k: int, op: str, name: str, dtype: str, axis_dim: object | None
+) -> TensorType:
+    """Argument `k`, a scale (float32) or zero point (int32): a scalar, or per-channel when
+    `axis_dim` is given (a vector of that length, as TVM's AssignType)."""
+    ty = tensor_arg(types, k, op)
+    if ty.dtype != dtype:
+        raise TypeRelationError(f"{op}: {name} must be {dtype}, got {ty}")
+    if ty.ndim == 0:
+        return ty
+    if axis_dim is None:
+        raise TypeRelationError(f"{op}: {name} must be a scalar, got {ty}")
+    if ty.ndim != 1 or not (ty.shape[0] == axis_dim or not isinstance(axis_dim, int) or not isinstance(ty.shape[0], int)):
+        raise TypeRelationError(f"{op}: {name} must be a scalar or a vector of the axis length {axis_dim}, got {ty}")
+    return ty
+
+
+def constant_value(values: Values, k: int, op: str, name: str) -> np.ndarray:
+    """The value of constant argument `k`, or a type error saying it must be a constant."""
+    value = values[k] if k < len(values) else None
+    if value is None:
+        raise TypeRelationError(f"{op}: {name} must be a constant (its value fixes the integer arithmetic)")
+    return np.asarray(value)
+
+
+def check_scale(value: np.ndarray, op: str, name: str) -> None:
+    if not np.all(np.isfinite(value)) or np.any(value <= 0):
+        raise TypeRelationError(f"{op}: {name} must be positive and finite, got {value.tolist()}")
+
+
+def out_dtype_of(attrs: Attrs, op: str, allowed: Sequence[str] = QUANTIZED_DTYPES) -> str:
+    dtype = str(attrs["out_dtype"])
+    if dtype not in allowed:
+        raise TypeRelationError(f"{op}: out_dtype must be one of {', '.join(allowed)}, got \"{dtype}\"")
+    return dtype
+
+
+def expand_to_axis(value: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """A per-channel vector shaped to broadcast along `axis` of a rank-`ndim` tensor."""
+    value = np.asarray(value)
+    if value.ndim == 0:
+        return value
+    shape = [1] * ndim
+    shape[axis] = -1
+    return value.reshape(shape)
+
+
+def view_data(view: TensorView, op: str) -> np.ndarray:
+    if view.data is None:
+        raise TypeRelationError(f"{op}: a scale or zero point reached the lowering without its constant value")
+    return view.data
+
+
+def scalars(values: np.ndarray) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+def _axis_of(attrs: Attrs, ndim: int, op: str) -> int:
+    return normalize_axis(int(attrs["axis"]), max(ndim, 1), op)
+
+
+def _axis_dim(data: TensorType, axis: int) -> object:
+    return data.shape[axis] if data.ndim else 1
+
+
+def _channel(idx: Index, ndim: int, axis: int) -> PrimExpr | None:
+    return idx[axis] if ndim else None
+
+
+# --- qnn.quantize --------------------------------------------------------------------------------
+
+
+def _quantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    op = "qnn.quantize"
+    check_arity(types, 3, op)
+    data = tensor_arg(types, 0, op)
+    if data.dtype != F32:
+        raise TypeRelationError(f"{op}: data must be float32, got {data}")
+    axis = _axis_of(attrs, data.ndim, op)
+    qparam_type(types, 1, op, "output_scale", F32, _axis_dim(data, axis))
+    qparam_type(types, 2, op, "output_zero_point", I32, _axis_dim(data, axis))
+    check_scale(constant_value(values, 1, op, "output_scale"), op, "output_scale")
+    constant_value(values, 2, op, "output_zero_point")
+    return TensorType(data.shape, out_dtype_of(attrs, op))
+
+
+def _quantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, scale, zp = arrays
+    axis = _axis_of(attrs, x.ndim, "qnn.quantize")
+    scale = expand_to_axis(scale.astype(np.float32), x.ndim, axis)
+    zp = expand_to_axis(zp, x.ndim, axis).astype(np.float32)
+    lo, hi = qrange(str(attrs["out_dtype"]))
+    rounded = _round_half_away(np.asarray(x / scale, dtype=np.float32))
+    shifted = np.asarray(rounded + zp, dtype=np.float32)
+    return np.clip(shifted, np.float32(lo), np.float32(hi)).astype(str(attrs["out_dtype"]))
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    magnitude = np.abs(x)
+    whole = np.floor(magnitude)
+    return np.copysign(whole + (magnitude - whole >= 0.5), x).astype(x.dtype)
+
+
+def _quantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    op = "qnn.quantize"
+    data = inputs[0]
+    axis = _axis_of(attrs, data.ndim, op)
+    channel = _channel(idx, data.ndim, axis)
+    scale = _float_per_channel(view_data(inputs[1], op), channel)
+    zp = per_channel(scalars(view_data(inputs[2], op)), channel, I32)
+    out_dtype = str(attrs["out_dtype"])
+    lo, hi = qrange(out_dtype)
+    value = intrin("round", data[tuple(idx)] / scale) + cast(F32, zp)
+    clipped = maximum(minimum(value, Const(float(np.float32(hi)), F32)), Const(float(np.float32(lo)), F32))
+    return cast(out_dtype, clipped)
+
+
+def _float_per_channel(values: np.ndarray, channel: PrimExpr | None) -> PrimExpr:
+    flat = [float(v) for v in np.asarray(values, dtype=np.float32).reshape(-1)]
+    if len(set(flat)) == 1 or channel is None:
+        return Const(flat[0], F32)
+
+    def pick(lo: int, hi: int) -> PrimExpr:
+        if hi - lo == 1:
+            return Const(flat[lo], F32)
+        mid = (lo + hi) // 2
+        return select(channel < mid, pick(lo, mid), pick(mid, hi))
+
+    return pick(0, len(flat))
+
+
+def _scale(value: float) -> np.ndarray:
+    return np.array(value, dtype=np.float32)
+
+
+def _zp(value: int) -> np.ndarray:
+    return np.array(value, dtype=np.int32)
+
+
+def _quantize_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=4)
+    out_dtype = d.choice(("int8", "uint8", "int16", "uint16", "int32"))
+    per_axis = d.boolean()
+    axis = d.axis(len(shape))
+    lo, hi = qrange(out_dtype)
+    n = shape[axis] if per_axis else None
+    scale = float_values(d, (n,) if n else (), F32, 0.01, 0.5)
+    zp = int_values(d, (n,) if n else (), I32, max(lo, -20), min(hi, 20))
+    return Sample((TensorType(shape, F32), scale, zp), {"out_dtype": out_dtype, "axis": axis}, low=-3.0, high=3.0)
+
+
+register(
+    OpDef(
+        name="qnn.quantize",
+        num_inputs=3,
+        type_rel=_quantize_rel,
+        pattern=OpPattern.ELEMWISE,
+        reference=_quantize,
+        compute=_quantize_compute,
+        attrs=(AttrSpec("out_dtype", "dtype", REQUIRED), AttrSpec("axis", "int", -1)),
+        extras={"constant_args": True},
+        domain=Domain(_quantize_domain),
+        samples=(
+            Sample((TensorType((2, 5), F32), _scale(0.05), _zp(3)), {"out_dtype": "int8"}, low=-8.0, high=8.0),
+            Sample((TensorType((3, 4), F32), _scale(0.5), _zp(128)), {"out_dtype": "uint8"}, low=-80.0, high=80.0),
+            Sample(
+                (TensorType((2, 3, 2), F32), np.array([0.1, 0.25, 1.0], np.float32), np.array([0, -2, 5], np.int32)),
+                {"out_dtype": "int8", "axis": 1},
+            ),
+            Sample((TensorType((6,), F32), _scale(0.25), _zp(0)), {"out_dtype": "int32"}),
+        ),
+    )
+)
+
+
+# --- qnn.dequantize ------------------------------------------------------------------------------
+
+DEQUANTIZE_INPUTS = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+def _dequantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    op = "qnn.dequantize"
+    check_arity(types, 3, op)
+    data = tensor_arg(types, 0, op)
+    if data.dtype not in DEQUANTIZE_INPUTS:
+        raise TypeRelationError(f"{op}: data must be one of {', '.join(DEQUANTIZE_INPUTS)}, got {data}")
+    axis = _axis_of(attrs, data.ndim, op)
+    qparam_type(types, 1, op, "input_scale", F32, _axis_dim(data, axis))
+    qparam_type(types, 2, op, "input_zero_point", I32, _axis_dim(data, axis))
+    check_scale(constant_value(values, 1, op, "input_scale"), op, "input_scale")
+    constant_value(values, 2, op, "input_zero_point")
+    return TensorType(data.shape, F32)
+
+
+def _dequantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, scale, zp = arrays
+    axis = _axis_of(attrs, x.ndim, "qnn.dequantize")
+    shifted = x.astype(np.int32) - expand_to_axis(zp.astype(np.int32), x.ndim, axis)
+    return np.asarray(shifted.astype(np.float32) * expand_to_axis(scale.astype(np.float32), x.ndim, axis))
+
+
+def _dequantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    op = "qnn.dequantize"
+    data = inputs[0]
+    axis = _axis_of(attrs, data.ndim, op)
+    channel = _channel(idx, data.ndim, axis)
+    scale = _float_per_channel(view_data(inputs[1], op), channel)
+    zp = per_channel(scalars(view_data(inputs[2], op)), channel, I32)
+    return cast(F32, cast(I32, data[tuple(idx)]) - zp) * scale
+
+
+def _dequantize_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=4)
+    dtype = d.choice(DEQUANTIZE_INPUTS)
+    axis = d.axis(len(shape))
+    n = shape[axis] if d.boolean() else None
+    lo, hi = qrange(dtype)
+    x = int_values(d, shape, dtype, max(lo, -100000), min(hi, 100000))
+    scale = float_values(d, (n,) if n else (), F32, 0.001, 2.0)
+    zp = int_values(d, (n,) if n else (), I32, -20, 20)
+    return Sample((TensorType(shape, dtype), scale, zp), {"axis": axis}, int_high=256)
+
+
+register(
+    OpDef(
+        name="qnn.dequantize",
+        num_inputs=3,
+        type_rel=_dequantize_rel,
+        pattern=OpPattern.ELEMWISE,
+        reference=_dequantize,
+        compute=_dequantize_compute,
+        attrs=(AttrSpec("axis", "int", -1),),
+        extras={"constant_args": True},
+        domain=Domain(_dequantize_domain),
+        samples=(
+            # int_high 256 wraps to the whole int8 range.
+            Sample((TensorType((2, 5), "int8"), _scale(0.05), _zp(3)), int_high=256),
+            Sample((TensorType((3, 4), "uint8"), _scale(0.5), _zp(128)), int_high=256),
+            Sample(
+                (TensorType((2, 3, 2), "int32"), np.array([0.1, 0.25, 1.0], np.float32), np.array([0, -2, 5], np.int32)),
+                {"axis": 1},
+                int_high=1000,
+            ),
+        ),
+    )
+)
+
+
+# --- qnn.requantize ------------------------------------------------------------------------------
+
+REQUANTIZE_INPUTS = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Everything requantize computes with, derived from its constant arguments once."""
+
+    in_zp: tuple[int, ...]
+    multipliers: tuple[int, ...]
+    shifts: tuple[int, ...]
+    skip: bool  # per-tensor scales that are equal: no multiply
+    out_zp: int
+    tonearest: bool
+
+    @staticmethod
+    def of(in_scale: np.ndarray, in_zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray, tonearest: bool) -> Requant:
+        in_scale = np.asarray(in_scale, dtype=np.float32)
+        out_f = float(np.asarray(out_scale, dtype=np.float32).reshape(-1)[0])
+        pairs = [fixed_point_multiplier_shift(float(s) / out_f) for s in in_scale.reshape(-1)]
+        skip = in_scale.ndim == 0 and float(in_scale) == out_f
+        return Requant(
+            tuple(scalars(in_zp)),
+            tuple(q for q, _ in pairs),
+            tuple(e for _, e in pairs),
+            skip,
+            scalars(out_zp)[0],
+            tonearest,
+        )
+
+    def apply_np(self, x: np.ndarray, axis: int, out_dtype: str) -> np.ndarray:
+        zp = expand_to_axis(np.array(self.in_zp, np.int64) if len(self.in_zp) > 1 else np.int64(self.in_zp[0]), x.ndim, axis)
+        shifted = x.astype(np.int64) - zp
+        if not self.skip:
+            q = expand_to_axis(np.array(self.multipliers, np.int64), x.ndim, axis) if len(self.multipliers) > 1 else np.int64(self.multipliers[0])
+            e = expand_to_axis(np.array(self.shifts, np.int64), x.ndim, axis) if len(self.shifts) > 1 else np.int64(self.shifts[0])
+            shifted = fixed_point_multiply_np(shifted, q, e, self.tonearest).astype(np.int64)
+        return clip_cast_np(shifted + self.out_zp, out_dtype)
+
+    def apply_expr(self, x: PrimExpr, channel: PrimExpr | None, out_dtype: str) -> PrimExpr:
+        shifted = cast(I64, x) - per_channel(self.in_zp, channel, I64)
+        if not self.skip:
+            shifted = cast(I64, fixed_point_multiply_expr(shifted, self.multipliers, self.shifts, channel, self.tonearest))
+        return clip_cast_expr(shifted + Const(self.out_zp, I64), out_dtype)
+
+
+def _requantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    op = "qnn.requantize"
+    check_arity(types, 5, op)
+    data = tensor_arg(types, 0, op)
+    if data.dtype not in REQUANTIZE_INPUTS:
+        raise TypeRelationError(f"{op}: data must be one of {', '.join(REQUANTIZE_INPUTS)}, got {data}")
+    axis = _axis_of(attrs, data.ndim, op)
+    qparam_type(types, 1, op, "input_scale", F32, _axis_dim(data, axis))
+    qparam_type(types, 2, op, "input_zero_point", I32, _axis_dim(data, axis))
+    qparam_type(types, 3, op, "output_scale", F32, None)
+    qparam_type(types, 4, op, "output_zero_point", I32, None)
+    check_rounding(str(attrs["rounding"]), op)
+    if attrs["compute_dtype"] not in ("None", "int64"):
+        raise TypeRelationError(f'{op}: compute_dtype "{attrs["compute_dtype"]}" is not supported (only "int64")')
+    out_dtype = out_dtype_of(attrs, op)
+    for k, name in ((1, "input_scale"), (3, "output_scale")):
+        check_scale(constant_value(values, k, op, name), op, name)
+    constant_value(values, 2, op, "input_zero_point")
+    constant_value(values, 4, op, "output_zero_point")
+    return TensorType(data.shape, out_dtype)
+
+
+def _requant_of(scale_in: np.ndarray, zp_in: np.ndarray, scale_out: np.ndarray, zp_out: np.ndarray, attrs: Attrs) -> Requant:
+    return Requant.of(scale_in, zp_in, scale_out, zp_out, check_rounding(str(attrs["rounding"]), "qnn.requantize"))
+
+
+def _requantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = arrays[0]
+    axis = _axis_of(attrs, x.ndim, "qnn.requantize")
+    return _requant_of(*arrays[1:], attrs).apply_np(x, axis, str(attrs["out_dtype"]))
+
+
+def _requantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    op = "qnn.requantize"
+    data = inputs[0]
+    axis = _axis_of(attrs, data.ndim, op)
+    plan = _requant_of(*(view_data(v, op) for v in inputs[1:]), attrs)
+    return plan.apply_expr(data[tuple(idx)], _channel(idx, data.ndim, axis), str(attrs["out_dtype"]))
+
+
+def _requantize_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=4)
+    dtype = d.choice(REQUANTIZE_INPUTS)
+    out_dtype = d.choice(QUANTIZED_DTYPES)
+    axis = d.axis(len(shape))
+    n = shape[axis] if d.boolean() else None
+    # Ratios below and above 1, exact powers of two (the ties), and equal scales (no multiply).
+    out_scale = d.choice((0.25, 0.1, 1.0, 0.0078125, 3.0))
+    if n:
+        in_scale = float_values(d, (n,), F32, 0.001, 2.0)
+    else:
+        in_scale = np.array(d.choice((0.5, 0.125, out_scale, 0.3, 2.0, 0.0123)), np.float32)
+    in_zp = int_values(d, (n,) if n else (), I32, -10, 10)
+    out_zp = np.array(d.integer(-10, 10), np.int32)
+    attrs = {"out_dtype": out_dtype, "axis": axis, "rounding": d.choice(("None", "UPWARD", "TONEAREST"))}
+    return Sample((TensorType(shape, dtype), in_scale, in_zp, np.array(out_scale, np.float32), out_zp), attrs, int_high=256)
+
+
+register(
+    OpDef(
+        name="qnn.requantize",
+        num_inputs=5,
+        type_rel=_requantize_rel,
+        pattern=OpPattern.ELEMWISE,
+        reference=_requantize,
+        compute=_requantize_compute,
+        attrs=(
+            AttrSpec("axis", "int", -1),
+            AttrSpec("rounding", "str", "None"),
+            AttrSpec("compute_dtype", "str", "None"),
+            AttrSpec("out_dtype", "dtype", ""),
+        ),
+        extras={"constant_args": True},
+        domain=Domain(_requantize_domain),
+        samples=(
+            Sample((TensorType((4, 6), I32), _scale(0.5), _zp(0), _scale(1.0), _zp(0)), {"out_dtype": "int8"}, int_high=600),
+            Sample(
+                (TensorType((4, 6), I32), _scale(0.5), _zp(0), _scale(1.0), _zp(0)),
+                {"out_dtype": "int8", "rounding": "TONEAREST"},
+                int_high=600,
+            ),
+            Sample((TensorType((3, 5), "int8"), _scale(0.3), _zp(-3), _scale(0.07), _zp(5)), {"out_dtype": "uint8"}, int_high=256),
+            Sample((TensorType((3, 5), "uint8"), _scale(0.1), _zp(128), _scale(0.1), _zp(3)), {"out_dtype": "int32"}, int_high=256),
+            Sample(
+                (TensorType((2, 3, 2), I32), np.array([0.001, 0.02, 0.5], np.float32), np.array([0, 1, -1], np.int32), _scale(0.05), _zp(-2)),
+                {"out_dtype": "int16", "axis": 1, "rounding": "TONEAREST"},
+                int_high=100000,
+            ),
+        ),
+    )
+)
+
+
+# --- fixed_point_multiply ------------------------------------------------------------------------
+
+
+def _fpm_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "fixed_point_multiply"
+    check_arity(types, 1, op)
+    data = tensor_arg(types, 0, op)
+    if data.dtype != I32:
+        raise TypeRelationError(f"{op}: data must be int32, got {data}")
+    return data
+
+
+def _fpm(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return fixed_point_multiply_np(arrays[0], np.int64(attrs["multiplier"]), np.int64(attrs["shift"]), False)
+
+
+def _fpm_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    x = cast(I64, inputs[0][tuple(idx)])
+    return fixed_point_multiply_expr(x, [int(attrs["multiplier"])], [int(attrs["shift"])], None, False)
+
+
+def _fpm_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, empty=True)
+    q, e = fixed_point_multiplier_shift(d.choice((0.5, 0.3, 1.7, 0.001, 0.75, 12.5)))
+    return Sample((TensorType(shape, I32),), {"multiplier": q, "shift": e}, int_high=100000)
+
+
+register(
+    OpDef(
+        name="fixed_point_multiply",
+        num_inputs=1,
+        type_rel=_fpm_rel,
+        pattern=OpPattern.ELEMWISE,
+        reference=_fpm,
+        compute=_fpm_compute,
+        attrs=(AttrSpec("multiplier", "int"), AttrSpec("shift", "int")),
+        domain=Domain(_fpm_domain),
+        samples=(
+            Sample((TensorType((3, 4), I32),), {"multiplier": 1 << 30, "shift": 0}, int_high=1000),
+            Sample((TensorType((5,), I32),), {"multiplier": 1288490189, "shift": -3}, int_high=100000),
+            Sample((TensorType((2, 2), I32),), {"multiplier": 1879048192, "shift": 2}, int_high=1000),
+        ),
+    )
+)
+
+
+# --- qnn.add / qnn.subtract / qnn.mul ------------------------------------------------------------
+
+BINARY_INPUTS = ("int8", "uint8", "int16", "int32")
+_BINARY_ARGS = ("lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point", "output_scale", "output_zero_point")
+
+
+def _binary_rel(op: str):  # noqa: ANN202  a type relation
+    def rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+        check_arity(types, 8, op)
+        lhs, rhs = tensor_arg(types, 0, op), tensor_arg(types, 1, op)
+        if lhs.dtype != rhs.dtype:
+            raise TypeRelationError(f"{op} needs operands of one dtype, got {lhs} and {rhs}")
+        if lhs.dtype not in BINARY_INPUTS:
+            raise TypeRelationError(f"{op}: operands must be one of {', '.join(BINARY_INPUTS)}, got {lhs}")
+        shape = broadcast_shapes(lhs, rhs, op)
+        for k, name in enumerate(_BINARY_ARGS, start=2):
+            qparam_type(types, k, op, name, F32 if name.endswith("scale") else I32, None)
+            value = constant_value(values, k, op, name)
+            if name.endswith("scale"):
+                check_scale(value, op, name)
+        return TensorType(shape, lhs.dtype)
+
+    return rel
+
+
+def _float(value: np.ndarray) -> np.ndarray:
+    return np.asarray(value, dtype=np.float32).reshape(())
+
+
+def _upcast_plan(scale: np.ndarray, zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray) -> Requant | None:
+    """RequantizeOrUpcast: None (a plain cast to int32) when scale and zero point equal the output's."""
+    if float(_float(scale)) == float(_float(out_scale)) and scalars(zp) == scalars(out_zp):
+        return None
+    return Requant.of(_float(scale), zp, _float(out_scale), out_zp, False)
+
+
+def _binary_reference(kind: str):  # noqa: ANN202  a reference
+    def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        lhs, rhs, ls, lz, rs, rz, os_, oz = arrays
+        dtype = str(lhs.dtype)
+        out_zp = np.int64(scalars(oz)[0])
+        if kind == "mul":
+            product = (lhs.astype(np.int32) - np.int32(scalars(lz)[0])) * (rhs.astype(np.int32) - np.int32(scalars(rz)[0]))
+            new_scale = np.float32(_float(ls) * _float(rs))
+            plan = Requant.of(np.asarray(new_scale), _zp(0), _float(os_), oz, False)
+            return plan.apply_np(np.asarray(product), 0, dtype)
+        parts = []
+        for x, s, z in ((lhs, ls, lz), (rhs, rs, rz)):
+            plan = _upcast_plan(s, z, os_, oz)
+            parts.append(x.astype(np.int64) if plan is None else plan.apply_np(x, 0, I32).astype(np.int64))
+        a, b = np.broadcast_arrays(*parts)
+        out = a + b - out_zp if kind == "add" else a - b + out_zp
+        return clip_cast_np(out.astype(np.int32).astype(np.int64), dtype)
+
+    return reference
+
+
+def _binary_compute(kind: str):  # noqa: ANN202  a compute
+    def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+        op = f"qnn.{kind}"
+        lhs, rhs = inputs[0], inputs[1]
+        ls, lz, rs, rz, os_, oz = (view_data(v, op) for v in inputs[2:])
+        a = lhs[broadcast_index(idx, lhs.shape)]
+        b = rhs[broadcast_index(idx, rhs.shape)]
+        dtype = lhs.dtype
+        out_zp = Const(scalars(oz)[0], I32)
+        if kind == "mul":
+            product = (cast(I32, a) - Const(scalars(lz)[0], I32)) * (cast(I32, b) - Const(scalars(rz)[0], I32))
+            new_scale = np.float32(_float(ls) * _float(rs))
+            plan = Requant.of(np.asarray(new_scale), _zp(0), _float(os_), oz, False)
+            return plan.apply_expr(product, None, dtype)
+        parts = []
+        for x, s, z in ((a, ls, lz), (b, rs, rz)):
+            plan = _upcast_plan(s, z, os_, oz)
+            parts.append(cast(I32, x) if plan is None else plan.apply_expr(x, None, I32))
+        out = parts[0] + parts[1] - out_zp if kind == "add" else parts[0] - parts[1] + out_zp
+        return clip_cast_expr(out, dtype)
+
+    return compute
+
+
+def _binary_domain(d: Draw) -> Sample:
+    dtype = d.choice(BINARY_INPUTS)
+    shape = tensor_shape(d, min_rank=1, max_rank=4)
+    other = d.broadcastable(shape)
+    lhs_shape, rhs_shape = (shape, other) if d.boolean() else (other, shape)
+    scales = [np.array(d.choice((0.1, 0.25, 0.5, 0.05, 1.0)), np.float32) for _ in range(3)]
+    zps = [np.array(d.choice((0, 0, 3, -5, 10)), np.int32) for _ in range(3)]
+    if d.boolean():  # operands already in the output's parameters: a plain upcast
+        scales[0], zps[0] = scales[2], zps[2]
+    return Sample(
+        (TensorType(lhs_shape, dtype), TensorType(rhs_shape, dtype), scales[0], zps[0], scales[1], zps[1], scales[2], zps[2]),
+        int_high=256 if dtype in ("int8", "uint8") else 200,
+    )
+
+
+def _binary_samples() -> tuple[Sample, ...]:
+    return (
+        Sample((TensorType((2, 3), "int8"), TensorType((2, 3), "int8"), _scale(0.1), _zp(2), _scale(0.2), _zp(-1), _scale(0.15), _zp(3)), int_high=256),
+        Sample((TensorType((2, 3), "uint8"), TensorType((3,), "uint8"), _scale(0.5), _zp(128), _scale(0.5), _zp(128), _scale(0.5), _zp(128)), int_high=256),
+        Sample((TensorType((4, 1), "int32"), TensorType((1, 5), "int32"), _scale(0.25), _zp(0), _scale(0.125), _zp(0), _scale(1.0), _zp(0)), int_high=300),
+    )
+
+
+def _binary(kind: str) -> OpDef:
+    name = f"qnn.{kind}"
+    return register(
+        OpDef(
+            name=name,
+            num_inputs=8,
+            type_rel=_binary_rel(name),
+            pattern=OpPattern.BROADCAST,
+            reference=_binary_reference(kind),
+            compute=_binary_compute(kind),
+            attrs=(AttrSpec("lhs_axis", "int", -1), AttrSpec("rhs_axis", "int", -1)),
+            extras={"constant_args": True},
+            domain=Domain(_binary_domain),
+            samples=_binary_samples(),
+        )
+    )
+
+
+_binary("add")
+_binary("subtract")
+_binary("mul")

@@ -22,4 +22,4 @@ from compiler.ops import annotation  # noqa: E402,F401  isort:skip
 from compiler.ops import repeat, gather, shape_ops  # noqa: E402,F401  isort:skip
 from compiler.ops import sorting, index_ops, einsum  # noqa: E402,F401  isort:skip
 from compiler.ops import conv_nd, conv_transpose, conv_nchwc  # noqa: E402,F401  isort:skip
-from compiler.ops import qnn  # noqa: E402,F401  isort:skip
+from compiler.ops import qnn, qnn_linear  # noqa: E402,F401  isort:skip

@@ -16,13 +16,17 @@ results and with the numpy references here:
   to int32; `r = 2**(30 + max(-e, 0))` for rounding "UPWARD" (halves toward +inf), and for
   "TONEAREST" the same r when the product is >= 0 and r - 1 when negative (halves away from
   zero). TVM's power-of-two shortcut (q == 2**30) computes the same values.
-* requantize: `clip(zp_out + fpm(x - zp_in, scale_in / scale_out), out_dtype)` in int64; when
-  the (per-tensor) scales are equal the multiply is skipped (it would be the identity).
-  rounding "None" means the RequantizeConfig default, "UPWARD"; compute_dtype "None" means its
-  default "int64" (the float compute dtypes of RequantizeLowerFP are not supported: a type error).
+* requantize (compute_dtype "int64", the RequantizeConfig default that "None" means):
+  `t = int32(x) - zp_in`, `t = fpm(t, scale_in / scale_out)` (skipped when the per-tensor scales
+  are equal: it would be the identity), `t = t + zp_out`, all int32 as TVM emits them, then
+  clipped to out_dtype and cast, except that an int32 result is not clipped. rounding "None"
+  means the config default "UPWARD". compute_dtype "float32"/"float64" (RequantizeLowerFP):
+  `(float(x) - zp_in) * float(multiplier) + zp_out` in that type, rounded by floor(v + 0.5)
+  (UPWARD) or C's round (TONEAREST), cast to int32, clipped likewise.
 * quantize: `cast(clip(round(x / scale) + float32(zp), qmin, qmax))` in float32, round being
   C's round (halves away from zero).
-* dequantize: `float32(int32(x) - zp) * scale` in float32.
+* dequantize: `float32(int32(x) - zp) * scale` in float32; for out_dtype float16, clipped to
+  +-65504 and cast.
 * qnn.add / qnn.subtract: each operand is requantized (UPWARD) to the output's scale and zero
   point in int32 unless its own are equal to them; then `a' + b' - zp_out` (add) or
   `a' - b' + zp_out` (subtract), clipped and cast to the operands' dtype.
@@ -158,8 +162,8 @@ def qparam_type(
     ty = tensor_arg(types, k, op)
     if ty.dtype != dtype:
         raise TypeRelationError(f"{op}: {name} must be {dtype}, got {ty}")
-    if ty.ndim == 0:
-        return ty
+    if ty.ndim == 0 or (ty.ndim == 1 and ty.shape[0] == 1):
+        return ty  # one value (TVM treats a one-element tensor as a scalar)
     if axis_dim is None:
         raise TypeRelationError(f"{op}: {name} must be a scalar, got {ty}")
     if ty.ndim != 1 or not (ty.shape[0] == axis_dim or not isinstance(axis_dim, int) or not isinstance(ty.shape[0], int)):
@@ -190,8 +194,8 @@ def out_dtype_of(attrs: Attrs, op: str, allowed: Sequence[str] = QUANTIZED_DTYPE
 def expand_to_axis(value: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     """A per-channel vector shaped to broadcast along `axis` of a rank-`ndim` tensor."""
     value = np.asarray(value)
-    if value.ndim == 0:
-        return value
+    if value.size == 1:
+        return value.reshape(())
     shape = [1] * ndim
     shape[axis] = -1
     return value.reshape(shape)
@@ -267,14 +271,15 @@ def _quantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, ou
     return cast(out_dtype, clipped)
 
 
-def _float_per_channel(values: np.ndarray, channel: PrimExpr | None) -> PrimExpr:
-    flat = [float(v) for v in np.asarray(values, dtype=np.float32).reshape(-1)]
+def _float_per_channel(values: np.ndarray, channel: PrimExpr | None, dtype: str = F32) -> PrimExpr:
+    """A float literal per channel (rounded to `dtype`), chosen by `channel` like `per_channel`."""
+    flat = [float(v) for v in np.asarray(values, dtype=np.float64).astype(dtype).reshape(-1)]
     if len(set(flat)) == 1 or channel is None:
-        return Const(flat[0], F32)
+        return Const(flat[0], dtype)
 
     def pick(lo: int, hi: int) -> PrimExpr:
         if hi - lo == 1:
-            return Const(flat[lo], F32)
+            return Const(flat[lo], dtype)
         mid = (lo + hi) // 2
         return select(channel < mid, pick(lo, mid), pick(mid, hi))
 
@@ -341,14 +346,18 @@ def _dequantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) ->
     qparam_type(types, 2, op, "input_zero_point", I32, _axis_dim(data, axis))
     check_scale(constant_value(values, 1, op, "input_scale"), op, "input_scale")
     constant_value(values, 2, op, "input_zero_point")
-    return TensorType(data.shape, F32)
+    return TensorType(data.shape, out_dtype_of(attrs, op, ("float32", "float16")))
 
 
 def _dequantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, scale, zp = arrays
     axis = _axis_of(attrs, x.ndim, "qnn.dequantize")
     shifted = x.astype(np.int32) - expand_to_axis(zp.astype(np.int32), x.ndim, axis)
-    return np.asarray(shifted.astype(np.float32) * expand_to_axis(scale.astype(np.float32), x.ndim, axis))
+    value = np.asarray(shifted.astype(np.float32) * expand_to_axis(scale.astype(np.float32), x.ndim, axis))
+    if attrs["out_dtype"] == "float32":
+        return value
+    # float16: clipped to its finite range first, as TVM does.
+    return np.clip(value, np.float32(-65504.0), np.float32(65504.0)).astype(np.float16)
 
 
 def _dequantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
@@ -358,7 +367,10 @@ def _dequantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, 
     channel = _channel(idx, data.ndim, axis)
     scale = _float_per_channel(view_data(inputs[1], op), channel)
     zp = per_channel(scalars(view_data(inputs[2], op)), channel, I32)
-    return cast(F32, cast(I32, data[tuple(idx)]) - zp) * scale
+    value = cast(F32, cast(I32, data[tuple(idx)]) - zp) * scale
+    if attrs["out_dtype"] == "float32":
+        return value
+    return cast("float16", maximum(minimum(value, Const(65504.0, F32)), Const(-65504.0, F32)))
 
 
 def _dequantize_domain(d: Draw) -> Sample:
@@ -366,11 +378,10 @@ def _dequantize_domain(d: Draw) -> Sample:
     dtype = d.choice(DEQUANTIZE_INPUTS)
     axis = d.axis(len(shape))
     n = shape[axis] if d.boolean() else None
-    lo, hi = qrange(dtype)
-    x = int_values(d, shape, dtype, max(lo, -100000), min(hi, 100000))
     scale = float_values(d, (n,) if n else (), F32, 0.001, 2.0)
     zp = int_values(d, (n,) if n else (), I32, -20, 20)
-    return Sample((TensorType(shape, dtype), scale, zp), {"axis": axis}, int_high=256)
+    attrs = {"axis": axis, "out_dtype": d.choice(("float32", "float32", "float16"))}
+    return Sample((TensorType(shape, dtype), scale, zp), attrs, int_high=256)
 
 
 register(
@@ -381,7 +392,8 @@ register(
         pattern=OpPattern.ELEMWISE,
         reference=_dequantize,
         compute=_dequantize_compute,
-        attrs=(AttrSpec("axis", "int", -1),),
+        # out_dtype (float32 or float16) is newer than axis; texts without it mean float32.
+        attrs=(AttrSpec("out_dtype", "dtype", F32), AttrSpec("axis", "int", -1)),
         extras={"constant_args": True},
         domain=Domain(_dequantize_domain),
         samples=(
@@ -393,6 +405,7 @@ register(
                 {"axis": 1},
                 int_high=1000,
             ),
+            Sample((TensorType((4,), "int16"), _scale(100.0), _zp(-7)), {"out_dtype": "float16"}, int_high=2000),
         ),
     )
 )
@@ -400,49 +413,105 @@ register(
 
 # --- qnn.requantize ------------------------------------------------------------------------------
 
-REQUANTIZE_INPUTS = ("int8", "uint8", "int16", "uint16", "int32")
+REQUANTIZE_INPUTS = ("int8", "uint8", "int16", "int32", "int64")
+REQUANTIZE_OUTPUTS = ("int8", "uint8", "int16", "int32")
+
+
+def _per_axis_np(values: Sequence[int] | Sequence[float], ndim: int, axis: int, dtype: type) -> np.ndarray:
+    """Per-channel values (or one value) shaped to broadcast along `axis`."""
+    if len(values) == 1:
+        return np.asarray(values[0], dtype=dtype)
+    return expand_to_axis(np.asarray(values, dtype=dtype), ndim, axis)
 
 
 @dataclass(frozen=True)
 class Requant:
-    """Everything requantize computes with, derived from its constant arguments once."""
+    """Everything requantize computes with, derived from its constant arguments once.
+
+    `compute` is the compute_dtype: "int64" (TVM's integer path: int32 values, the multiply in
+    int64) or "float32"/"float64" (RequantizeLowerFP: the real multiplier in that float type)."""
 
     in_zp: tuple[int, ...]
     multipliers: tuple[int, ...]
     shifts: tuple[int, ...]
+    reals: tuple[float, ...]  # the multipliers as doubles
     skip: bool  # per-tensor scales that are equal: no multiply
     out_zp: int
     tonearest: bool
+    compute: str = "int64"
 
     @staticmethod
-    def of(in_scale: np.ndarray, in_zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray, tonearest: bool) -> Requant:
+    def of(
+        in_scale: np.ndarray,
+        in_zp: np.ndarray,
+        out_scale: np.ndarray,
+        out_zp: np.ndarray,
+        tonearest: bool,
+        compute: str = "int64",
+    ) -> Requant:
         in_scale = np.asarray(in_scale, dtype=np.float32)
         out_f = float(np.asarray(out_scale, dtype=np.float32).reshape(-1)[0])
-        pairs = [fixed_point_multiplier_shift(float(s) / out_f) for s in in_scale.reshape(-1)]
+        reals = tuple(float(s) / out_f for s in in_scale.reshape(-1))
+        pairs = [fixed_point_multiplier_shift(m) for m in reals]
         skip = in_scale.ndim == 0 and float(in_scale) == out_f
         return Requant(
             tuple(scalars(in_zp)),
             tuple(q for q, _ in pairs),
             tuple(e for _, e in pairs),
+            reals,
             skip,
             scalars(out_zp)[0],
             tonearest,
+            compute,
         )
 
+    def _finish_np(self, value: np.ndarray, out_dtype: str) -> np.ndarray:
+        # TVM skips the clip for an int32 result: the value is already int32.
+        return value if out_dtype == I32 else clip_cast_np(value, out_dtype)
+
     def apply_np(self, x: np.ndarray, axis: int, out_dtype: str) -> np.ndarray:
-        zp = expand_to_axis(np.array(self.in_zp, np.int64) if len(self.in_zp) > 1 else np.int64(self.in_zp[0]), x.ndim, axis)
-        shifted = x.astype(np.int64) - zp
+        ndim = x.ndim
+        if self.compute != "int64":
+            ft = np.float32 if self.compute == "float32" else np.float64
+            value = x.astype(ft) - _per_axis_np(self.in_zp, ndim, axis, np.int64).astype(ft)
+            if not self.skip:
+                value = value * _per_axis_np(self.reals, ndim, axis, np.float64).astype(ft)
+            value = np.asarray(value + ft(self.out_zp), dtype=ft)
+            if self.tonearest:
+                magnitude = np.abs(value)
+                whole = np.floor(magnitude)
+                value = np.copysign(whole + (magnitude - whole >= ft(0.5)), value)
+            else:
+                value = np.floor(np.asarray(value + ft(0.5), dtype=ft))
+            return self._finish_np(np.asarray(value).astype(np.int32), out_dtype)
+        # Integer path: int32 values (wrapping like the casts and int32 arithmetic TVM emits).
+        value = x.astype(np.int64).astype(np.int32).astype(np.int64)
+        value = (value - _per_axis_np(self.in_zp, ndim, axis, np.int64)).astype(np.int32)
         if not self.skip:
-            q = expand_to_axis(np.array(self.multipliers, np.int64), x.ndim, axis) if len(self.multipliers) > 1 else np.int64(self.multipliers[0])
-            e = expand_to_axis(np.array(self.shifts, np.int64), x.ndim, axis) if len(self.shifts) > 1 else np.int64(self.shifts[0])
-            shifted = fixed_point_multiply_np(shifted, q, e, self.tonearest).astype(np.int64)
-        return clip_cast_np(shifted + self.out_zp, out_dtype)
+            q = _per_axis_np(self.multipliers, ndim, axis, np.int64)
+            e = _per_axis_np(self.shifts, ndim, axis, np.int64)
+            value = fixed_point_multiply_np(value.astype(np.int64), q, e, self.tonearest)
+        value = (value.astype(np.int64) + self.out_zp).astype(np.int32)
+        return self._finish_np(np.asarray(value), out_dtype)
 
     def apply_expr(self, x: PrimExpr, channel: PrimExpr | None, out_dtype: str) -> PrimExpr:
-        shifted = cast(I64, x) - per_channel(self.in_zp, channel, I64)
-        if not self.skip:
-            shifted = cast(I64, fixed_point_multiply_expr(shifted, self.multipliers, self.shifts, channel, self.tonearest))
-        return clip_cast_expr(shifted + Const(self.out_zp, I64), out_dtype)
+        if self.compute != "int64":
+            ft = self.compute
+            value = cast(ft, x) - cast(ft, per_channel(self.in_zp, channel, I32))
+            if not self.skip:
+                value = value * _float_per_channel(np.asarray(self.reals), channel, ft)
+            value = value + Const(float(self.out_zp), ft)
+            if self.tonearest:
+                value = intrin("round", value)
+            else:
+                value = intrin("floor", value + Const(0.5, ft))
+            result = cast(I32, value)
+        else:
+            value = cast(I32, x) - per_channel(self.in_zp, channel, I32)
+            if not self.skip:
+                value = fixed_point_multiply_expr(cast(I64, value), self.multipliers, self.shifts, channel, self.tonearest)
+            result = value + Const(self.out_zp, I32)
+        return result if out_dtype == I32 else clip_cast_expr(result, out_dtype)
 
 
 def _requantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
@@ -457,9 +526,11 @@ def _requantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) ->
     qparam_type(types, 3, op, "output_scale", F32, None)
     qparam_type(types, 4, op, "output_zero_point", I32, None)
     check_rounding(str(attrs["rounding"]), op)
-    if attrs["compute_dtype"] not in ("None", "int64"):
-        raise TypeRelationError(f'{op}: compute_dtype "{attrs["compute_dtype"]}" is not supported (only "int64")')
-    out_dtype = out_dtype_of(attrs, op)
+    if attrs["compute_dtype"] not in ("None", "int64", "float32", "float64"):
+        raise TypeRelationError(
+            f'{op}: compute_dtype must be "int64", "float32" or "float64", got "{attrs["compute_dtype"]}"'
+        )
+    out_dtype = out_dtype_of(attrs, op, REQUANTIZE_OUTPUTS)
     for k, name in ((1, "input_scale"), (3, "output_scale")):
         check_scale(constant_value(values, k, op, name), op, name)
     constant_value(values, 2, op, "input_zero_point")
@@ -468,7 +539,9 @@ def _requantize_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) ->
 
 
 def _requant_of(scale_in: np.ndarray, zp_in: np.ndarray, scale_out: np.ndarray, zp_out: np.ndarray, attrs: Attrs) -> Requant:
-    return Requant.of(scale_in, zp_in, scale_out, zp_out, check_rounding(str(attrs["rounding"]), "qnn.requantize"))
+    tonearest = check_rounding(str(attrs["rounding"]), "qnn.requantize")
+    compute = "int64" if attrs["compute_dtype"] == "None" else str(attrs["compute_dtype"])
+    return Requant.of(scale_in, zp_in, scale_out, zp_out, tonearest, compute)
 
 
 def _requantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -488,7 +561,7 @@ def _requantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, 
 def _requantize_domain(d: Draw) -> Sample:
     shape = tensor_shape(d, min_rank=1, max_rank=4)
     dtype = d.choice(REQUANTIZE_INPUTS)
-    out_dtype = d.choice(QUANTIZED_DTYPES)
+    out_dtype = d.choice(REQUANTIZE_OUTPUTS)
     axis = d.axis(len(shape))
     n = shape[axis] if d.boolean() else None
     # Ratios below and above 1, exact powers of two (the ties), and equal scales (no multiply).
@@ -499,7 +572,12 @@ def _requantize_domain(d: Draw) -> Sample:
         in_scale = np.array(d.choice((0.5, 0.125, out_scale, 0.3, 2.0, 0.0123)), np.float32)
     in_zp = int_values(d, (n,) if n else (), I32, -10, 10)
     out_zp = np.array(d.integer(-10, 10), np.int32)
-    attrs = {"out_dtype": out_dtype, "axis": axis, "rounding": d.choice(("None", "UPWARD", "TONEAREST"))}
+    attrs = {
+        "out_dtype": out_dtype,
+        "axis": axis,
+        "rounding": d.choice(("None", "UPWARD", "TONEAREST")),
+        "compute_dtype": d.choice(("None", "None", "int64", "float32", "float64")),
+    }
     return Sample((TensorType(shape, dtype), in_scale, in_zp, np.array(out_scale, np.float32), out_zp), attrs, int_high=256)
 
 
@@ -532,6 +610,16 @@ register(
                 (TensorType((2, 3, 2), I32), np.array([0.001, 0.02, 0.5], np.float32), np.array([0, 1, -1], np.int32), _scale(0.05), _zp(-2)),
                 {"out_dtype": "int16", "axis": 1, "rounding": "TONEAREST"},
                 int_high=100000,
+            ),
+            Sample(
+                (TensorType((4, 6), I32), _scale(0.5), _zp(1), _scale(1.0), _zp(0)),
+                {"out_dtype": "int8", "compute_dtype": "float32"},
+                int_high=600,
+            ),
+            Sample(
+                (TensorType((2, 3), "int64"), np.array([0.5, 0.25, 3.0], np.float32), _zp(0), _scale(1.0), _zp(4)),
+                {"out_dtype": "int8", "rounding": "TONEAREST", "compute_dtype": "float64"},
+                int_high=100,
             ),
         ),
     )

@@ -88,6 +88,16 @@ def test_requantize_tonearest_rounds_halves_away_from_zero(tmp_path: Path) -> No
     assert got.tolist() == [-3, -2, -1, 1, 2, 3, -2, 2, 0]
 
 
+@pytest.mark.parametrize("compute_dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("rounding", "expected"), [("UPWARD", [-2, -1, 0, 1, 2, 3, -2, 2, 0]), ("TONEAREST", [-3, -2, -1, 1, 2, 3, -2, 2, 0])])
+def test_requantize_in_float_rounds_ties_like_the_integer_path(
+    compute_dtype: str, rounding: str, expected: list[int], tmp_path: Path
+) -> None:
+    call = f'qnn.requantize(%x, 0.5f, 0, 1f, 0, rounding="{rounding}", compute_dtype="{compute_dtype}", out_dtype="int8")'
+    got = compile_and_run(unary_model(TIES, call), {"x": TIES}, tmp_path)
+    assert got.tolist() == expected
+
+
 def test_requantize_subtracts_and_adds_zero_points_and_clips_to_out_dtype(tmp_path: Path) -> None:
     x = np.array([14, 2, 1000, -1000, 5], np.int32)
     call = 'qnn.requantize(%x, 0.1f, 2, 0.03f, -5, out_dtype="int8")'
@@ -134,6 +144,12 @@ def test_quantize_per_channel_uses_each_channels_scale_and_zero_point() -> None:
     scale, zp = np.array([0.5, 0.25], np.float32), np.array([0, 10], np.int32)
     out = op.reference([x, scale, zp], op.make_attrs({"out_dtype": "uint8", "axis": 1}))
     assert out.tolist() == [[2, 14], [2, 14]]
+
+
+def test_dequantize_to_float16_saturates_at_its_largest_finite_value(tmp_path: Path) -> None:
+    x = np.array([-30000, 1, 30000], np.int16)
+    got = compile_and_run(unary_model(x, 'qnn.dequantize(%x, 4f, 0, out_dtype="float16")'), {"x": x}, tmp_path)
+    assert got.dtype == np.float16 and got.tolist() == [-65504.0, 4.0, 65504.0]
 
 
 def test_dequantize_subtracts_the_zero_point_then_scales(tmp_path: Path) -> None:
@@ -199,7 +215,9 @@ def test_a_scale_that_is_not_a_constant_is_a_located_type_error() -> None:
     [
         ('qnn.requantize(%x, 0.5f, 0, 1f, 0, rounding="DOWN", out_dtype="int8")', 'rounding must be "UPWARD" or "TONEAREST"'),
         ('qnn.requantize(%x, 0.5f, 0, 1f, 0, out_dtype="float32")', "out_dtype must be one of"),
-        ('qnn.requantize(%x, 0.5f, 0, 1f, 0, compute_dtype="float32", out_dtype="int8")', 'compute_dtype "float32" is not supported'),
+        ('qnn.requantize(%x, 0.5f, 0, 1f, 0, compute_dtype="int32", out_dtype="int8")', 'compute_dtype must be "int64"'),
+        ('qnn.requantize(%x, 0.5f, 0, 1f, 0, out_dtype="uint16")', "out_dtype must be one of int8, uint8, int16, int32"),
+        ('qnn.dequantize(%x, 0.5f, 0, out_dtype="float64")', "out_dtype must be one of float32, float16"),
         ("qnn.requantize(%x, 0.5f, 0f, 1f, 0)", "input_zero_point must be int32"),
         ('qnn.requantize(%x, 0f, 0, 1f, 0, out_dtype="int8")', "input_scale must be positive"),
         ('qnn.quantize(%x, 0.5f, 0, out_dtype="int8")', "data must be float32"),
@@ -230,6 +248,7 @@ def test_per_channel_scale_must_match_the_axis_length() -> None:
     [
         'qnn.quantize(%f, 0.5f, 3, out_dtype="uint8", axis=0)',
         "qnn.dequantize(%x, 0.5f, 3, axis=0)",
+        'qnn.dequantize(%x, 0.5f, 3, out_dtype="float16")',
         'qnn.requantize(%x, 0.5f, 0, 1f, 0, axis=0, rounding="TONEAREST", compute_dtype="int64", out_dtype="int8")',
         "fixed_point_multiply(%x, multiplier=1073741824, shift=-2)",
         "qnn.add(%x, %x, 0.5f, 0, 0.25f, 1, 1f, 0, lhs_axis=0, rhs_axis=0)",

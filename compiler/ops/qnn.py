@@ -28,10 +28,14 @@ results and with the numpy references here:
 * dequantize: `float32(int32(x) - zp) * scale` in float32; for out_dtype float16, clipped to
   +-65504 and cast.
 * qnn.add / qnn.subtract: each operand is requantized (UPWARD) to the output's scale and zero
-  point in int32 unless its own are equal to them; then `a' + b' - zp_out` (add) or
-  `a' - b' + zp_out` (subtract), clipped and cast to the operands' dtype.
+  point in int32 unless its own are scalars equal to them; then `a' + b' - zp_out` (add) or
+  `a' - b' + zp_out` (subtract), clipped and cast to the operands' dtype. An operand's scale and
+  zero point may be per channel along lhs_axis / rhs_axis of that operand (axis 0 for ranks
+  0 and 1, as TVM); the output's are scalars.
 * qnn.mul: `(a - zp_a) * (b - zp_b)` in int32, requantized from scale `float32(s_a * s_b)`
-  (zero point 0) to the output scale and zero point, in the operands' dtype.
+  (zero point 0) to the output scale and zero point, in the operands' dtype. Per-channel scales
+  need lhs_axis == rhs_axis and equal lengths (TVM rejects the rest); the product's scale is
+  then the double product rounded to float32, per channel along lhs_axis.
 
 Scales and zero points must be constants, as TVM requires them to be (it reads their values
 while canonicalizing). Their types are checked like TVM's AssignType: a scalar, or a vector as
@@ -678,6 +682,23 @@ BINARY_INPUTS = ("int8", "uint8", "int16", "int32")
 _BINARY_ARGS = ("lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point", "output_scale", "output_zero_point")
 
 
+def channel_axis(rank: int, axis: int) -> int:
+    """TVM's channel axis of a binary operand: 0 for ranks 0 and 1, else the attr (negative from the end)."""
+    if rank <= 1:
+        return 0
+    return rank + axis if axis < 0 else axis
+
+
+def _binary_axes(lhs: TensorType, rhs: TensorType, attrs: Attrs, op: str) -> tuple[int, int]:
+    axes = []
+    for ty, key in ((lhs, "lhs_axis"), (rhs, "rhs_axis")):
+        axis = channel_axis(ty.ndim, int(attrs[key]))
+        if not 0 <= axis < max(ty.ndim, 1):
+            raise TypeRelationError(f"{op}: {key} {attrs[key]} is out of range for {ty}")
+        axes.append(axis)
+    return axes[0], axes[1]
+
+
 def _binary_rel(op: str):  # noqa: ANN202  a type relation
     def rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
         check_arity(types, 8, op)
@@ -687,44 +708,67 @@ def _binary_rel(op: str):  # noqa: ANN202  a type relation
         if lhs.dtype not in BINARY_INPUTS:
             raise TypeRelationError(f"{op}: operands must be one of {', '.join(BINARY_INPUTS)}, got {lhs}")
         shape = broadcast_shapes(lhs, rhs, op)
-        for k, name in enumerate(_BINARY_ARGS, start=2):
-            qparam_type(types, k, op, name, F32 if name.endswith("scale") else I32, None)
+        lhs_axis, rhs_axis = _binary_axes(lhs, rhs, attrs, op)
+        dims = (_axis_dim(lhs, lhs_axis),) * 2 + (_axis_dim(rhs, rhs_axis),) * 2 + (None, None)
+        qtypes = []
+        for k, (name, dim) in enumerate(zip(_BINARY_ARGS, dims), start=2):
+            qtypes.append(qparam_type(types, k, op, name, F32 if name.endswith("scale") else I32, dim))
             value = constant_value(values, k, op, name)
             if name.endswith("scale"):
                 check_scale(value, op, name)
+        if op == "qnn.mul" and (qtypes[0].ndim or qtypes[2].ndim):
+            # Per-channel multiply: TVM pairs lhs_scale[i] with rhs_scale[i] along one axis.
+            same = attrs["lhs_axis"] == attrs["rhs_axis"] and lhs.ndim == rhs.ndim == len(shape)
+            if not same or qtypes[0].shape != qtypes[2].shape:
+                raise TypeRelationError(
+                    f"{op}: per-channel scales need lhs_axis == rhs_axis, operands of one rank and "
+                    f"scales of one length, got {qtypes[0]} and {qtypes[2]}"
+                )
         return TensorType(shape, lhs.dtype)
 
     return rel
 
 
-def _float(value: np.ndarray) -> np.ndarray:
-    return np.asarray(value, dtype=np.float32).reshape(())
+def _is_scalar(value: np.ndarray) -> bool:
+    return np.asarray(value).ndim == 0
 
 
 def _upcast_plan(scale: np.ndarray, zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray) -> Requant | None:
-    """RequantizeOrUpcast: None (a plain cast to int32) when scale and zero point equal the output's."""
-    if float(_float(scale)) == float(_float(out_scale)) and scalars(zp) == scalars(out_zp):
+    """RequantizeOrUpcast: None (a plain cast to int32) when the scale and zero point are
+    scalars equal to the output's; else a requantize to int32 (UPWARD, integer path)."""
+    if _is_scalar(scale) and _is_scalar(zp) and float(scale) == float(out_scale) and int(zp) == int(out_zp):
         return None
-    return Requant.of(_float(scale), zp, _float(out_scale), out_zp, False)
+    return Requant.of(scale, zp, out_scale, out_zp, False)
+
+
+def _mul_plan(ls: np.ndarray, rs: np.ndarray, os_: np.ndarray, oz: np.ndarray) -> Requant:
+    """The requantize of the product: from float32(ls * rs) (per-tensor: float32 product; per
+    channel: the double product rounded to float32), zero point 0."""
+    if _is_scalar(ls) and _is_scalar(rs):
+        scale = np.asarray(np.float32(ls) * np.float32(rs))
+    else:
+        scale = (np.asarray(ls, np.float64) * np.asarray(rs, np.float64)).astype(np.float32)
+    return Requant.of(scale, _zp(0), os_, oz, False)
 
 
 def _binary_reference(kind: str):  # noqa: ANN202  a reference
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         lhs, rhs, ls, lz, rs, rz, os_, oz = arrays
         dtype = str(lhs.dtype)
-        out_zp = np.int64(scalars(oz)[0])
+        la, ra = channel_axis(lhs.ndim, int(attrs["lhs_axis"])), channel_axis(rhs.ndim, int(attrs["rhs_axis"]))
         if kind == "mul":
-            product = (lhs.astype(np.int32) - np.int32(scalars(lz)[0])) * (rhs.astype(np.int32) - np.int32(scalars(rz)[0]))
-            new_scale = np.float32(_float(ls) * _float(rs))
-            plan = Requant.of(np.asarray(new_scale), _zp(0), _float(os_), oz, False)
-            return plan.apply_np(np.asarray(product), 0, dtype)
+            a = lhs.astype(np.int64) - expand_to_axis(lz.astype(np.int64), lhs.ndim, la)
+            b = rhs.astype(np.int64) - expand_to_axis(rz.astype(np.int64), rhs.ndim, ra)
+            product = (a.astype(np.int32).astype(np.int64) * b.astype(np.int32)).astype(np.int32)
+            return _mul_plan(ls, rs, os_, oz).apply_np(np.asarray(product), la, dtype)
         parts = []
-        for x, s, z in ((lhs, ls, lz), (rhs, rs, rz)):
+        for x, s, z, axis in ((lhs, ls, lz, la), (rhs, rs, rz, ra)):
             plan = _upcast_plan(s, z, os_, oz)
-            parts.append(x.astype(np.int64) if plan is None else plan.apply_np(x, 0, I32).astype(np.int64))
+            parts.append((x.astype(np.int32) if plan is None else plan.apply_np(x, axis, I32)).astype(np.int64))
         a, b = np.broadcast_arrays(*parts)
+        out_zp = int(oz)
         out = a + b - out_zp if kind == "add" else a - b + out_zp
-        return clip_cast_np(out.astype(np.int32).astype(np.int64), dtype)
+        return clip_cast_np(out.astype(np.int32), dtype)
 
     return reference
 
@@ -734,19 +778,20 @@ def _binary_compute(kind: str):  # noqa: ANN202  a compute
         op = f"qnn.{kind}"
         lhs, rhs = inputs[0], inputs[1]
         ls, lz, rs, rz, os_, oz = (view_data(v, op) for v in inputs[2:])
-        a = lhs[broadcast_index(idx, lhs.shape)]
-        b = rhs[broadcast_index(idx, rhs.shape)]
+        la, ra = channel_axis(lhs.ndim, int(attrs["lhs_axis"])), channel_axis(rhs.ndim, int(attrs["rhs_axis"]))
+        lidx, ridx = broadcast_index(idx, lhs.shape), broadcast_index(idx, rhs.shape)
+        lch = lidx[la] if lhs.ndim else None
+        rch = ridx[ra] if rhs.ndim else None
+        a, b = lhs[lidx], rhs[ridx]
         dtype = lhs.dtype
-        out_zp = Const(scalars(oz)[0], I32)
         if kind == "mul":
-            product = (cast(I32, a) - Const(scalars(lz)[0], I32)) * (cast(I32, b) - Const(scalars(rz)[0], I32))
-            new_scale = np.float32(_float(ls) * _float(rs))
-            plan = Requant.of(np.asarray(new_scale), _zp(0), _float(os_), oz, False)
-            return plan.apply_expr(product, None, dtype)
+            product = (cast(I32, a) - per_channel(scalars(lz), lch, I32)) * (cast(I32, b) - per_channel(scalars(rz), rch, I32))
+            return _mul_plan(ls, rs, os_, oz).apply_expr(product, lch, dtype)
         parts = []
-        for x, s, z in ((a, ls, lz), (b, rs, rz)):
+        for x, s, z, ch in ((a, ls, lz, lch), (b, rs, rz, rch)):
             plan = _upcast_plan(s, z, os_, oz)
-            parts.append(cast(I32, x) if plan is None else plan.apply_expr(x, None, I32))
+            parts.append(cast(I32, x) if plan is None else plan.apply_expr(x, ch, I32))
+        out_zp = Const(int(oz), I32)
         out = parts[0] + parts[1] - out_zp if kind == "add" else parts[0] - parts[1] + out_zp
         return clip_cast_expr(out, dtype)
 
@@ -760,10 +805,22 @@ def _binary_domain(d: Draw) -> Sample:
     lhs_shape, rhs_shape = (shape, other) if d.boolean() else (other, shape)
     scales = [np.array(d.choice((0.1, 0.25, 0.5, 0.05, 1.0)), np.float32) for _ in range(3)]
     zps = [np.array(d.choice((0, 0, 3, -5, 10)), np.int32) for _ in range(3)]
+    attrs: dict[str, object] = {}
     if d.boolean():  # operands already in the output's parameters: a plain upcast
         scales[0], zps[0] = scales[2], zps[2]
+    elif d.boolean() and len(lhs_shape) == len(rhs_shape):
+        # Per-channel operands along one axis of equal extent on both sides.
+        axis = d.axis(len(shape))
+        n = min(lhs_shape[axis], rhs_shape[axis])
+        lhs_shape = tuple(n if k == axis % len(shape) else e for k, e in enumerate(lhs_shape))
+        rhs_shape = tuple(n if k == axis % len(shape) else e for k, e in enumerate(rhs_shape))
+        for k in (0, 1):
+            scales[k] = float_values(d, (n,), F32, 0.02, 0.6)
+            zps[k] = int_values(d, (n,), I32, -4, 4)
+        attrs = {"lhs_axis": axis, "rhs_axis": axis}
     return Sample(
         (TensorType(lhs_shape, dtype), TensorType(rhs_shape, dtype), scales[0], zps[0], scales[1], zps[1], scales[2], zps[2]),
+        attrs,
         int_high=256 if dtype in ("int8", "uint8") else 200,
     )
 
@@ -773,6 +830,16 @@ def _binary_samples() -> tuple[Sample, ...]:
         Sample((TensorType((2, 3), "int8"), TensorType((2, 3), "int8"), _scale(0.1), _zp(2), _scale(0.2), _zp(-1), _scale(0.15), _zp(3)), int_high=256),
         Sample((TensorType((2, 3), "uint8"), TensorType((3,), "uint8"), _scale(0.5), _zp(128), _scale(0.5), _zp(128), _scale(0.5), _zp(128)), int_high=256),
         Sample((TensorType((4, 1), "int32"), TensorType((1, 5), "int32"), _scale(0.25), _zp(0), _scale(0.125), _zp(0), _scale(1.0), _zp(0)), int_high=300),
+        Sample(
+            (
+                TensorType((2, 3), "int8"), TensorType((2, 3), "int8"),
+                np.array([0.1, 0.2, 0.3], np.float32), np.array([0, 1, -1], np.int32),
+                np.array([0.3, 0.05, 0.2], np.float32), np.array([2, 0, 0], np.int32),
+                _scale(0.2), _zp(-4),
+            ),
+            {"lhs_axis": 1, "rhs_axis": 1},
+            int_high=256,
+        ),
     )
 
 

@@ -260,3 +260,27 @@ def test_qnn_attrs_round_trip_through_the_printer(call: str) -> None:
     text = HEADER + f"def @main(%x: Tensor[(4), int32], %f: Tensor[(4), float32]) {{\n  {call}\n}}\n"
     mod = parse(text)
     assert structural_equal(parse(astext(mod)), mod)
+
+
+def test_qnn_add_per_channel_lhs_scales_run_along_lhs_axis(tmp_path: Path) -> None:
+    a, b = np.full((2, 2), 10, np.int8), np.array([[0, 2], [-2, 0]], np.int8)
+    section = encode_metadata([np.array([0.5, 0.25], np.float32)])
+    text = HEADER + (
+        "def @main(%a: Tensor[(2, 2), int8], %b: Tensor[(2, 2), int8]) {\n"
+        "  qnn.add(%a, %b, meta[relay.Constant][0], 0, 1f, 0, 0.5f, 0, lhs_axis=1)\n}\n"
+        "#[metadata]\n" + section
+    )
+    got = compile_and_run(text, {"a": a, "b": b}, tmp_path)
+    # lhs column 0 is 5.0 (10 at 0.5), column 1 is 2.5 (5 at 0.5); rhs doubles.
+    assert got.tolist() == [[10, 9], [6, 5]]
+
+
+def test_qnn_mul_with_per_channel_scales_on_different_axes_is_a_type_error() -> None:
+    section = encode_metadata([np.array([0.5, 0.25], np.float32)])
+    text = HEADER + (
+        "def @main(%a: Tensor[(2, 2), int8]) {\n"
+        "  qnn.mul(%a, %a, meta[relay.Constant][0], 0, meta[relay.Constant][0], 0, 0.5f, 0, lhs_axis=0)\n}\n"
+        "#[metadata]\n" + section
+    )
+    with pytest.raises(TypeCheckError, match="per-channel scales need lhs_axis == rhs_axis"):
+        parse(text)

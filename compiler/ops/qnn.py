@@ -1,5 +1,6 @@
-"""Quantized (QNN) operators: quantize, dequantize, requantize, fixed_point_multiply and the
-quantized elementwise arithmetic qnn.add / qnn.subtract / qnn.mul.
+"""Quantized (QNN) operators: quantize, dequantize, requantize, fixed_point_multiply, the
+quantized elementwise arithmetic qnn.add / qnn.subtract / qnn.mul, qnn.leaky_relu and the
+quantized float functions (qnn.tanh, qnn.sigmoid, ...).
 
 Semantics are those of TVM's QNN canonicalization (src/relay/qnn/op/*.cc, src/relay/qnn/utils.cc),
 which rewrites every qnn op into integer Relay arithmetic before fusion. We lower the ops
@@ -36,6 +37,16 @@ results and with the numpy references here:
   (zero point 0) to the output scale and zero point, in the operands' dtype. Per-channel scales
   need lhs_axis == rhs_axis and equal lengths (TVM rejects the rest); the product's scale is
   then the double product rounded to float32, per channel along lhs_axis.
+* qnn.leaky_relu(alpha): `q = requantize-or-upcast(x)` to the output parameters (int32), then
+  where x < zp_in: `fpm(q, alpha) + fpm(zp_out, 1 - alpha)` (UPWARD), else q; clipped and cast.
+* qnn.tanh, sigmoid, exp, sqrt, rsqrt, erf, log, abs, hardswish: TVM canonicalizes them as
+  dequantize (float32), the float function, quantize to the input dtype with the output scale
+  and zero point. The function is evaluated in double here (C's libm in the loops, numpy in the
+  reference) and rounded once to float32, so that the float32 value both see is the correctly
+  rounded one (in all but vanishingly rare cases) and the quantized integers agree bit for bit;
+  TVM's own float32 kernels may differ from it by an ulp, and so by one quantization step at a
+  rounding boundary. sigmoid is 1 / (1 + exp(-x)) and hardswish x * clip(x + 3, 0, 6) / 6, as
+  Relay writes them.
 
 Scales and zero points must be constants, as TVM requires them to be (it reads their values
 while canonicalizing). Their types are checked like TVM's AssignType: a scalar, or a vector as
@@ -147,7 +158,7 @@ def qrange(dtype: str) -> tuple[int, int]:
 
 def clip_cast_np(x: np.ndarray, dtype: str) -> np.ndarray:
     lo, hi = qrange(dtype)
-    return np.clip(x.astype(np.int64), lo, hi).astype(dtype)
+    return np.asarray(np.clip(x.astype(np.int64), lo, hi)).astype(dtype)
 
 
 def clip_cast_expr(x: PrimExpr, dtype: str) -> PrimExpr:
@@ -252,7 +263,7 @@ def _quantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     lo, hi = qrange(str(attrs["out_dtype"]))
     rounded = _round_half_away(np.asarray(x / scale, dtype=np.float32))
     shifted = np.asarray(rounded + zp, dtype=np.float32)
-    return np.clip(shifted, np.float32(lo), np.float32(hi)).astype(str(attrs["out_dtype"]))
+    return np.asarray(np.clip(shifted, np.float32(lo), np.float32(hi))).astype(str(attrs["out_dtype"]))
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -361,7 +372,7 @@ def _dequantize(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     if attrs["out_dtype"] == "float32":
         return value
     # float16: clipped to its finite range first, as TVM does.
-    return np.clip(value, np.float32(-65504.0), np.float32(65504.0)).astype(np.float16)
+    return np.asarray(np.clip(value, np.float32(-65504.0), np.float32(65504.0))).astype(np.float16)
 
 
 def _dequantize_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
@@ -864,3 +875,205 @@ def _binary(kind: str) -> OpDef:
 _binary("add")
 _binary("subtract")
 _binary("mul")
+
+
+# --- qnn.leaky_relu ------------------------------------------------------------------------------
+
+UNARY_INPUTS = ("int8", "uint8")
+_UNARY_ARGS = ("input_scale", "input_zero_point", "output_scale", "output_zero_point")
+
+
+def _scalar_qparams(types: Sequence[Type], values: Values, op: str, names: Sequence[str] = _UNARY_ARGS) -> None:
+    for k, name in enumerate(names, start=1):
+        qparam_type(types, k, op, name, F32 if name.endswith("scale") else I32, None)
+        value = constant_value(values, k, op, name)
+        if name.endswith("scale"):
+            check_scale(value, op, name)
+
+
+def _quantized_unary_rel(op: str):  # noqa: ANN202  a type relation
+    def rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+        check_arity(types, 5, op)
+        data = tensor_arg(types, 0, op)
+        if data.dtype not in UNARY_INPUTS:
+            raise TypeRelationError(f"{op}: data must be int8 or uint8, got {data}")
+        _scalar_qparams(types, values, op)
+        return data
+
+    return rel
+
+
+def _leaky_relu(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, s, z, os_, oz = arrays
+    alpha = float(attrs["alpha"])
+    plan = _upcast_plan(s, z, os_, oz)
+    requantized = x.astype(np.int32) if plan is None else plan.apply_np(x, 0, I32)
+    q, e = fixed_point_multiplier_shift(alpha)
+    prod = fixed_point_multiply_np(requantized.astype(np.int64), np.int64(q), np.int64(e), False)
+    qz, ez = fixed_point_multiplier_shift(1.0 - alpha)
+    scaled_z = fixed_point_multiply_np(np.asarray(int(oz), np.int64), np.int64(qz), np.int64(ez), False)
+    added = (prod.astype(np.int64) + scaled_z.astype(np.int64)).astype(np.int32)
+    out = np.where(x.astype(np.int32) < np.int32(int(z)), added, requantized)
+    return clip_cast_np(np.asarray(out), str(x.dtype))
+
+
+def _leaky_relu_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    op = "qnn.leaky_relu"
+    x = inputs[0][tuple(idx)]
+    s, z, os_, oz = (view_data(v, op) for v in inputs[1:])
+    alpha = float(attrs["alpha"])
+    plan = _upcast_plan(s, z, os_, oz)
+    requantized = cast(I32, x) if plan is None else plan.apply_expr(x, None, I32)
+    q, e = fixed_point_multiplier_shift(alpha)
+    prod = fixed_point_multiply_expr(cast(I64, requantized), [q], [e], None, False)
+    qz, ez = fixed_point_multiplier_shift(1.0 - alpha)
+    scaled_z = fixed_point_multiply_expr(Const(int(oz), I64), [qz], [ez], None, False)
+    out = select(cast(I32, x) < Const(int(z), I32), prod + scaled_z, requantized)
+    return clip_cast_expr(out, inputs[0].dtype)
+
+
+def _unary_qparams(d: Draw, dtype: str) -> tuple[np.ndarray, ...]:
+    mid = 128 if dtype == "uint8" else 0
+    zps = [np.array(mid + d.choice((0, 5, -7, 20)), np.int32) for _ in range(2)]
+    scales = [np.array(d.choice((0.02, 0.05, 0.1, 0.25)), np.float32) for _ in range(2)]
+    if d.boolean():
+        scales[1], zps[1] = scales[0], zps[0]
+    return scales[0], zps[0], scales[1], zps[1]
+
+
+def _leaky_relu_domain(d: Draw) -> Sample:
+    dtype = d.choice(UNARY_INPUTS)
+    attrs = {"alpha": d.choice((0.25, 0.1, 0.0, 1.0, 0.3333, 0.75))}
+    return Sample((TensorType(tensor_shape(d, empty=True), dtype), *_unary_qparams(d, dtype)), attrs, int_high=256)
+
+
+register(
+    OpDef(
+        name="qnn.leaky_relu",
+        num_inputs=5,
+        type_rel=_quantized_unary_rel("qnn.leaky_relu"),
+        pattern=OpPattern.ELEMWISE,
+        reference=_leaky_relu,
+        compute=_leaky_relu_compute,
+        attrs=(AttrSpec("alpha", "float", 0.25),),
+        extras={"constant_args": True},
+        domain=Domain(_leaky_relu_domain),
+        samples=(
+            Sample((TensorType((3, 5), "int8"), _scale(0.1), _zp(0), _scale(0.05), _zp(-3)), {"alpha": 0.1}, int_high=256),
+            Sample((TensorType((16,), "uint8"), _scale(0.1), _zp(128), _scale(0.1), _zp(128)), int_high=256),
+        ),
+    )
+)
+
+
+# --- qnn.tanh, qnn.sigmoid, ... : dequantize, the float function, quantize ------------------------
+
+
+def _hardswish(x: np.ndarray) -> np.ndarray:
+    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _erf_np(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.vectorize(math.erf, otypes=[np.float64])(x), dtype=np.float64)
+
+
+def _sigmoid_np(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _hardswish_expr(x: PrimExpr) -> PrimExpr:
+    return x * maximum(minimum(x + Const(3.0, x.dtype), Const(6.0, x.dtype)), Const(0.0, x.dtype)) / Const(6.0, x.dtype)
+
+
+# name: (numpy in float64, loop body in float64, value range of the dequantized input)
+_FLOAT_FUNCTIONS = {
+    "tanh": (np.tanh, lambda x: intrin("tanh", x), "any"),
+    "exp": (np.exp, lambda x: intrin("exp", x), "any"),
+    "sqrt": (np.sqrt, lambda x: intrin("sqrt", x), "positive"),
+    "rsqrt": (lambda x: 1.0 / np.sqrt(x), lambda x: Const(1.0, x.dtype) / intrin("sqrt", x), "positive"),
+    "erf": (_erf_np, lambda x: intrin("erf", x), "any"),
+    "sigmoid": (_sigmoid_np, lambda x: Const(1.0, x.dtype) / (Const(1.0, x.dtype) + intrin("exp", -x)), "any"),
+    "hardswish": (_hardswish, _hardswish_expr, "any"),
+    "log": (np.log, lambda x: intrin("log", x), "positive"),
+    "abs": (np.abs, lambda x: intrin("fabs", x), "any"),
+}
+
+
+def _dequantized_np(x: np.ndarray, scale: np.ndarray, zp: np.ndarray) -> np.ndarray:
+    return np.asarray((x.astype(np.int32) - np.int32(int(zp))).astype(np.float32) * np.float32(scale))
+
+
+def _quantized_np(value: np.ndarray, scale: np.ndarray, zp: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return _quantize([np.asarray(value, np.float32), np.asarray(scale, np.float32), np.asarray(zp, np.int32)], Attrs({"out_dtype": dtype, "axis": -1}))
+
+
+def _float_function_reference(name: str):  # noqa: ANN202  a reference
+    fn = _FLOAT_FUNCTIONS[name][0]
+
+    def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        x, s, z, os_, oz = arrays
+        dequantized = _dequantized_np(x, s, z)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            # The function in double, rounded once to float32 (see the module docstring).
+            value = np.asarray(fn(dequantized.astype(np.float64))).astype(np.float32)
+        return _quantized_np(value, os_, oz, str(x.dtype))
+
+    return reference
+
+
+def _float_function_compute(name: str):  # noqa: ANN202  a compute
+    body = _FLOAT_FUNCTIONS[name][1]
+
+    def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+        op = f"qnn.{name}"
+        x = inputs[0][tuple(idx)]
+        s, z, os_, oz = (view_data(v, op) for v in inputs[1:])
+        dequantized = cast(F32, cast(I32, x) - Const(int(z), I32)) * Const(float(np.float32(s)), F32)
+        value = cast(F32, body(cast("float64", dequantized)))
+        out_dtype = inputs[0].dtype
+        lo, hi = qrange(out_dtype)
+        rounded = intrin("round", value / Const(float(np.float32(os_)), F32)) + Const(float(int(oz)), F32)
+        clipped = maximum(minimum(rounded, Const(float(hi), F32)), Const(float(lo), F32))
+        return cast(out_dtype, clipped)
+
+    return compute
+
+
+def _float_function_domain(name: str):  # noqa: ANN202  a domain draw
+    positive = _FLOAT_FUNCTIONS[name][2] == "positive"
+
+    def draw(d: Draw) -> Sample:
+        dtype = d.choice(UNARY_INPUTS)
+        s, z, os_, oz = _unary_qparams(d, dtype)
+        if positive:  # every dequantized value > 0: the zero point below the dtype's range
+            z = np.array(qrange(dtype)[0] - d.choice((1, 10)), np.int32)
+        if name == "exp":  # keep exp finite in float32
+            s = np.array(d.choice((0.02, 0.05, 0.1, 0.3)), np.float32)
+        return Sample((TensorType(tensor_shape(d, empty=True), dtype), s, z, os_, oz), int_high=256)
+
+    return draw
+
+
+def _float_function_samples(name: str) -> tuple[Sample, ...]:
+    positive = _FLOAT_FUNCTIONS[name][2] == "positive"
+    return (
+        Sample((TensorType((4, 8), "int8"), _scale(0.05), _zp(-129 if positive else 0), _scale(1.0 / 128), _zp(-3)), int_high=256),
+        Sample((TensorType((16, 16), "uint8"), _scale(0.02), _zp(-1 if positive else 128), _scale(1.0 / 256), _zp(0)), int_high=256),
+    )
+
+
+for _name in _FLOAT_FUNCTIONS:
+    register(
+        OpDef(
+            name=f"qnn.{_name}",
+            num_inputs=5,
+            type_rel=_quantized_unary_rel(f"qnn.{_name}"),
+            pattern=OpPattern.ELEMWISE,
+            reference=_float_function_reference(_name),
+            compute=_float_function_compute(_name),
+            extras={"constant_args": True},
+            domain=Domain(_float_function_domain(_name)),
+            samples=_float_function_samples(_name),
+        )
+    )

@@ -284,3 +284,41 @@ def test_qnn_mul_with_per_channel_scales_on_different_axes_is_a_type_error() -> 
     )
     with pytest.raises(TypeCheckError, match="per-channel scales need lhs_axis == rhs_axis"):
         parse(text)
+
+
+# --- leaky_relu and the dequantize-function-quantize ops --------------------------------------------
+
+
+def test_qnn_leaky_relu_scales_negative_values_by_fixed_point_alpha(tmp_path: Path) -> None:
+    x = np.array([-10, -3, 0, 3, 10, -128, 127], np.int8)
+    got = compile_and_run(unary_model(x, "qnn.leaky_relu(%x, 0.1f, 0, 0.1f, 0, alpha=0.25f)"), {"x": x}, tmp_path)
+    # -2.5 -> -2 and -0.75 -> -1 (halves upward); -32 exactly.
+    assert got.tolist() == [-2, -1, 0, 3, 10, -32, 127]
+
+
+def test_qnn_leaky_relu_adds_the_scaled_output_zero_point_below_the_input_zero_point(tmp_path: Path) -> None:
+    x = np.array([0, 8, 10, 30], np.uint8)
+    got = compile_and_run(unary_model(x, "qnn.leaky_relu(%x, 0.5f, 10, 0.5f, 10, alpha=0.5f)"), {"x": x}, tmp_path)
+    # Below 10: 0.5 * x + 0.5 * 10 (fixed point, halves upward); at and above: x.
+    assert got.tolist() == [5, 9, 10, 30]
+
+
+FLOAT_FUNCTIONS = ["tanh", "exp", "sqrt", "rsqrt", "erf", "sigmoid", "hardswish", "log", "abs"]
+
+
+@pytest.mark.parametrize("name", FLOAT_FUNCTIONS)
+def test_qnn_float_function_is_bit_exact_on_every_int8_value(name: str, tmp_path: Path) -> None:
+    x = np.arange(-128, 128, dtype=np.int8)
+    zp = -129 if name in ("sqrt", "rsqrt", "log") else 3
+    scale = 0.02 if name == "exp" else 0.05
+    got = compile_and_run(unary_model(x, f"qnn.{name}(%x, {scale}f, {zp}, 0.01f, -5)"), {"x": x}, tmp_path)
+    assert got.dtype == np.int8
+
+
+def test_qnn_tanh_is_dequantize_tanh_quantize() -> None:
+    op = ops.get("qnn.tanh")
+    x = np.array([-128, -20, 0, 20, 127], np.int8)
+    args = [x, np.array(0.05, np.float32), np.array(0, np.int32), np.array(1 / 128, np.float32), np.array(0, np.int32)]
+    real = np.tanh(x.astype(np.float64) * 0.05)
+    expected = np.clip(np.copysign(np.floor(np.abs(real * 128) + 0.5), real), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(op.reference(args, op.make_attrs({})), expected)

@@ -744,7 +744,7 @@ def _is_scalar(value: np.ndarray) -> bool:
     return np.asarray(value).ndim == 0
 
 
-def _upcast_plan(scale: np.ndarray, zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray) -> Requant | None:
+def upcast_plan(scale: np.ndarray, zp: np.ndarray, out_scale: np.ndarray, out_zp: np.ndarray) -> Requant | None:
     """RequantizeOrUpcast: None (a plain cast to int32) when the scale and zero point are
     scalars equal to the output's; else a requantize to int32 (UPWARD, integer path)."""
     if _is_scalar(scale) and _is_scalar(zp) and float(scale) == float(out_scale) and int(zp) == int(out_zp):
@@ -774,7 +774,7 @@ def _binary_reference(kind: str):  # noqa: ANN202  a reference
             return _mul_plan(ls, rs, os_, oz).apply_np(np.asarray(product), la, dtype)
         parts = []
         for x, s, z, axis in ((lhs, ls, lz, la), (rhs, rs, rz, ra)):
-            plan = _upcast_plan(s, z, os_, oz)
+            plan = upcast_plan(s, z, os_, oz)
             parts.append((x.astype(np.int32) if plan is None else plan.apply_np(x, axis, I32)).astype(np.int64))
         a, b = np.broadcast_arrays(*parts)
         out_zp = int(oz)
@@ -800,7 +800,7 @@ def _binary_compute(kind: str):  # noqa: ANN202  a compute
             return _mul_plan(ls, rs, os_, oz).apply_expr(product, lch, dtype)
         parts = []
         for x, s, z, ch in ((a, ls, lz, lch), (b, rs, rz, rch)):
-            plan = _upcast_plan(s, z, os_, oz)
+            plan = upcast_plan(s, z, os_, oz)
             parts.append(cast(I32, x) if plan is None else plan.apply_expr(x, ch, I32))
         out_zp = Const(int(oz), I32)
         out = parts[0] + parts[1] - out_zp if kind == "add" else parts[0] - parts[1] + out_zp
@@ -883,7 +883,7 @@ UNARY_INPUTS = ("int8", "uint8")
 _UNARY_ARGS = ("input_scale", "input_zero_point", "output_scale", "output_zero_point")
 
 
-def _scalar_qparams(types: Sequence[Type], values: Values, op: str, names: Sequence[str] = _UNARY_ARGS) -> None:
+def scalar_qparams(types: Sequence[Type], values: Values, op: str, names: Sequence[str] = _UNARY_ARGS) -> None:
     for k, name in enumerate(names, start=1):
         qparam_type(types, k, op, name, F32 if name.endswith("scale") else I32, None)
         value = constant_value(values, k, op, name)
@@ -897,7 +897,7 @@ def _quantized_unary_rel(op: str):  # noqa: ANN202  a type relation
         data = tensor_arg(types, 0, op)
         if data.dtype not in UNARY_INPUTS:
             raise TypeRelationError(f"{op}: data must be int8 or uint8, got {data}")
-        _scalar_qparams(types, values, op)
+        scalar_qparams(types, values, op)
         return data
 
     return rel
@@ -906,7 +906,7 @@ def _quantized_unary_rel(op: str):  # noqa: ANN202  a type relation
 def _leaky_relu(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, s, z, os_, oz = arrays
     alpha = float(attrs["alpha"])
-    plan = _upcast_plan(s, z, os_, oz)
+    plan = upcast_plan(s, z, os_, oz)
     requantized = x.astype(np.int32) if plan is None else plan.apply_np(x, 0, I32)
     q, e = fixed_point_multiplier_shift(alpha)
     prod = fixed_point_multiply_np(requantized.astype(np.int64), np.int64(q), np.int64(e), False)
@@ -922,7 +922,7 @@ def _leaky_relu_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, 
     x = inputs[0][tuple(idx)]
     s, z, os_, oz = (view_data(v, op) for v in inputs[1:])
     alpha = float(attrs["alpha"])
-    plan = _upcast_plan(s, z, os_, oz)
+    plan = upcast_plan(s, z, os_, oz)
     requantized = cast(I32, x) if plan is None else plan.apply_expr(x, None, I32)
     q, e = fixed_point_multiplier_shift(alpha)
     prod = fixed_point_multiply_expr(cast(I64, requantized), [q], [e], None, False)

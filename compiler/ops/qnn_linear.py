@@ -1,4 +1,5 @@
-"""Quantized linear operators: qnn.dense, qnn.batch_matmul, qnn.conv2d, qnn.conv2d_transpose.
+"""Quantized linear operators: qnn.dense, qnn.batch_matmul, qnn.conv2d, qnn.conv2d_transpose,
+and the quantized pooling kernel qnn.avg_pool2d (see its section).
 
 Each takes (data, weight, input_zero_point, kernel_zero_point, input_scale, kernel_scale) and the
 attrs of its float counterpart (TVM reuses DenseAttrs, BatchMatmulAttrs, Conv2DAttrs and
@@ -34,7 +35,21 @@ from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import buffer_dims, input_buffers
 from compiler.ops.kernels.gemm import loop_nest
-from compiler.ops.qnn import I32, F32, Values, check_scale, constant_value, per_channel, qparam_type, scalars, view_data
+from compiler.ops.qnn import (
+    F32,
+    I32,
+    Values,
+    scalar_qparams,
+    upcast_plan,
+    check_scale,
+    clip_cast_expr,
+    clip_cast_np,
+    constant_value,
+    per_channel,
+    qparam_type,
+    scalars,
+    view_data,
+)
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
@@ -307,4 +322,102 @@ _register(
             int_high=256,
         ),
     ),
+)
+
+
+# --- qnn.avg_pool2d ---------------------------------------------------------------------------------
+# (data, input_scale, input_zero_point, output_scale, output_zero_point) with nn.avg_pool2d's
+# attrs: the input requantized (or upcast) to int32 in the output's parameters, averaged like
+# nn.avg_pool2d on int32 (truncating division), clipped and cast back to the input dtype.
+
+AVG_POOL = "qnn.avg_pool2d"
+
+
+def _avg_pool_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    check_arity(types, 5, AVG_POOL)
+    data = tensor_arg(types, 0, AVG_POOL)
+    if data.dtype not in ("int8", "uint8"):
+        raise TypeRelationError(f"{AVG_POOL}: data must be int8 or uint8, got {data}")
+    scalar_qparams(types, values, AVG_POOL)
+    out = _base("nn.avg_pool2d").type_rel([data], attrs)
+    assert isinstance(out, TensorType)
+    return out
+
+
+def _avg_pool(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, s, z, os_, oz = arrays
+    plan = upcast_plan(s, z, os_, oz)
+    requantized = x.astype(np.int32) if plan is None else plan.apply_np(x, 0, I32)
+    pooled = np.asarray(_base("nn.avg_pool2d").reference([requantized], attrs))
+    return clip_cast_np(pooled, str(x.dtype))
+
+
+def _avg_pool_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: te.Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    (data,) = input_buffers(inputs[:1], AVG_POOL)
+    s, z, os_, oz = (view_data(v, AVG_POOL) for v in inputs[1:])
+    plan = upcast_plan(s, z, os_, oz)
+    dims = buffer_dims(data)
+    requantized = te.Buffer(ctx.fresh("requantized"), dims, I32)
+
+    def requantize(vars_: list[te.Var]) -> Stmt:
+        x = data[tuple(vars_)]
+        return Store(requantized, tuple(vars_), te.cast(I32, x) if plan is None else plan.apply_expr(x, None, I32))
+
+    out_dims = buffer_dims(out)
+    pooled = te.Buffer(ctx.fresh("pooled"), out_dims, I32)
+    base_kernel = _base("nn.avg_pool2d").kernel
+    assert base_kernel is not None
+    body = base_kernel(
+        ctx, [TensorView.of_buffer(requantized)], pooled, attrs, TensorType(out_dims, I32), ctx.identity_epilogue()
+    )
+
+    def store(vars_: list[te.Var]) -> Stmt:
+        idx = tuple(vars_)
+        return Store(out, idx, te.cast(out.dtype, epilogue(clip_cast_expr(pooled[idx], out.dtype), idx)))
+
+    fill = loop_nest(ctx, "requantize", dims, requantize)
+    return Allocate(requantized, Allocate(pooled, seq(fill, body, loop_nest(ctx, "clip", out_dims, store))))
+
+
+def _avg_pool_domain(d: Draw) -> Sample:
+    base_domain = _base("nn.avg_pool2d").domain
+    assert base_domain is not None
+    base = base_domain.draw(d)
+    entry = base.inputs[0]
+    shape = entry.shape if isinstance(entry, (TensorType, np.ndarray)) else ()
+    dtype = d.choice(("int8", "uint8"))
+    mid = 128 if dtype == "uint8" else 0
+    scales = [np.array(d.choice((0.05, 0.1, 0.25)), np.float32) for _ in range(2)]
+    zps = [np.array(mid + d.choice((0, 4, -6)), np.int32) for _ in range(2)]
+    if d.boolean():
+        scales[1], zps[1] = scales[0], zps[0]
+    return Sample((TensorType(tuple(shape), dtype), scales[0], zps[0], scales[1], zps[1]), base.attrs, int_high=256)
+
+
+register(
+    OpDef(
+        name=AVG_POOL,
+        num_inputs=5,
+        type_rel=_avg_pool_rel,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        reference=_avg_pool,
+        kernel=_avg_pool_kernel,
+        attrs=_base("nn.avg_pool2d").attrs,
+        extras={"constant_args": True},
+        domain=Domain(_avg_pool_domain),
+        samples=(
+            Sample(
+                (TensorType((1, 2, 5, 5), "int8"), np.array(0.1, np.float32), np.array(0, np.int32), np.array(0.1, np.float32), np.array(0, np.int32)),
+                {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1, 1, 1], "count_include_pad": True},
+                int_high=256,
+            ),
+            Sample(
+                (TensorType((1, 4, 4, 3), "uint8"), np.array(0.1, np.float32), np.array(128, np.int32), np.array(0.05, np.float32), np.array(120, np.int32)),
+                {"pool_size": [2, 2], "layout": "NHWC", "ceil_mode": True, "strides": [2, 2], "padding": [0, 0, 1, 1]},
+                int_high=256,
+            ),
+        ),
+    )
 )

@@ -208,3 +208,14 @@ def test_quantized_cnn_compiles_and_matches_the_interpreter_and_numpy(tmp_path: 
     activated = np.maximum(np.clip(requantized, -3, 127), 0)
     expected = (activated + 3).astype(np.float32) * np.float32(0.05)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_qnn_avg_pool2d_requantizes_then_averages_with_truncating_division(tmp_path: Path) -> None:
+    x = np.array([[[[1, 2], [3, 5]], [[-1, -2], [-3, -5]]]], np.int8)
+    text = HEADER + (
+        f"def @main(%x: {shape_text(x)}) {{\n"
+        "  qnn.avg_pool2d(%x, 0.1f, 0, 0.05f, 0, pool_size=[2, 2])\n}\n"
+    )
+    got = run_compiled(text, {"x": x}, tmp_path)
+    # doubled: 22 / 4 -> 5 and -22 / 4 -> -5 (toward zero)
+    assert got.tolist() == [[[[5]], [[-5]]]]

@@ -1,6 +1,7 @@
 """Quantized (QNN) operators: quantize, dequantize, requantize, fixed_point_multiply, the
 quantized elementwise arithmetic qnn.add / qnn.subtract / qnn.mul, qnn.leaky_relu and the
-quantized float functions (qnn.tanh, qnn.sigmoid, ...).
+quantized float functions (qnn.tanh, qnn.sigmoid, ...) and qnn.concatenate (whose scales and
+zero points are tuples of constants: InferType passes a tuple of Constants' data as one value).
 
 Semantics are those of TVM's QNN canonicalization (src/relay/qnn/op/*.cc, src/relay/qnn/utils.cc),
 which rewrites every qnn op into integer Relay arithmetic before fusion. We lower the ops
@@ -69,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import TensorType, Type
+from compiler.ir.types import TensorType, TupleType, Type
 from compiler.ops.broadcast import broadcast_index
 from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, tensor_arg
 from compiler.ops.domain import Domain, Draw, float_values, int_values, tensor_shape
@@ -1077,3 +1078,147 @@ for _name in _FLOAT_FUNCTIONS:
             samples=_float_function_samples(_name),
         )
     )
+
+
+# --- qnn.concatenate -----------------------------------------------------------------------------
+# (data tuple, input_scales tuple, input_zero_points tuple, output_scale, output_zero_point; axis):
+# each input whose scalar scale or zero point differs from the output's is requantized (UPWARD)
+# to the output parameters in its own dtype, then the tensors are concatenated.
+
+CONCATENATE = "qnn.concatenate"
+
+
+def _tuple_arg(types: Sequence[Type], k: int, name: str) -> tuple[Type, ...]:
+    ty = types[k] if k < len(types) else None
+    if not isinstance(ty, TupleType):
+        raise TypeRelationError(f"{CONCATENATE}: {name} must be a tuple, got {ty}")
+    return ty.fields
+
+
+def _concatenate_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    check_arity(types, 5, CONCATENATE)
+    fields = _tuple_arg(types, 0, "data")
+    scales, zps = _tuple_arg(types, 1, "input_scales"), _tuple_arg(types, 2, "input_zero_points")
+    if not (len(fields) == len(scales) == len(zps)):
+        raise TypeRelationError(
+            f"{CONCATENATE}: {len(fields)} inputs need as many input_scales and input_zero_points, "
+            f"got {len(scales)} and {len(zps)}"
+        )
+    for k, name in ((1, "input_scales"), (2, "input_zero_points")):
+        want = F32 if k == 1 else I32
+        for ty in _tuple_arg(types, k, name):
+            if not isinstance(ty, TensorType) or ty.dtype != want or ty.ndim != 0:
+                raise TypeRelationError(f"{CONCATENATE}: each of {name} must be a {want} scalar, got {ty}")
+        value = values[k] if k < len(values) else None
+        if not isinstance(value, tuple):
+            raise TypeRelationError(f"{CONCATENATE}: {name} must be a tuple of constants (its values fix the integer arithmetic)")
+        if k == 1:
+            for v in value:
+                check_scale(np.asarray(v), CONCATENATE, name)
+    qparam_type(types, 3, CONCATENATE, "output_scale", F32, None)
+    qparam_type(types, 4, CONCATENATE, "output_zero_point", I32, None)
+    check_scale(constant_value(values, 3, CONCATENATE, "output_scale"), CONCATENATE, "output_scale")
+    constant_value(values, 4, CONCATENATE, "output_zero_point")
+    for ty in fields:
+        if not isinstance(ty, TensorType) or ty.dtype not in BINARY_INPUTS:
+            raise TypeRelationError(f"{CONCATENATE}: inputs must be {', '.join(BINARY_INPUTS)} tensors, got {ty}")
+    from compiler import ops as _ops  # the registry holds concatenate by now
+
+    return _ops.get("concatenate").type_rel([TupleType(fields)], attrs)
+
+
+def _concatenate(arrays: Sequence[object], attrs: Attrs) -> np.ndarray:
+    data, scales, zps, os_, oz = arrays
+    assert isinstance(data, tuple) and isinstance(scales, tuple) and isinstance(zps, tuple)
+    parts = []
+    for x, s, z in zip(data, scales, zps):
+        plan = upcast_plan(np.asarray(s), np.asarray(z), np.asarray(os_), np.asarray(oz))
+        parts.append(x if plan is None else plan.apply_np(x, 0, str(x.dtype)))
+    return np.concatenate(parts, axis=int(attrs["axis"]))
+
+
+def _concatenate_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_type: Type) -> PrimExpr:
+    from compiler import ops as _ops
+
+    data, scales, zps, out_scale, out_zp = inputs
+    assert isinstance(data, tuple) and isinstance(scales, tuple) and isinstance(zps, tuple)
+    assert isinstance(out_scale, TensorView) and isinstance(out_zp, TensorView)
+    os_, oz = view_data(out_scale, CONCATENATE), view_data(out_zp, CONCATENATE)
+    views = []
+    for view, s, z in zip(data, scales, zps):
+        plan = upcast_plan(view_data(s, CONCATENATE), view_data(z, CONCATENATE), os_, oz)
+        if plan is None:
+            views.append(view)
+            continue
+
+        def load(index: Index, view: TensorView = view, plan: Requant = plan) -> PrimExpr:
+            return plan.apply_expr(view[tuple(index)], None, view.dtype)
+
+        views.append(TensorView(view.shape, view.dtype, load))
+    compute = _ops.get("concatenate").compute
+    assert compute is not None
+    return compute(idx, [tuple(views)], attrs, out_type)
+
+
+def _concatenate_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=4)
+    axis = d.axis(len(shape))
+    dtype = d.choice(("int8", "uint8", "int8", "int32"))
+    mid = 128 if dtype == "uint8" else 0
+    count = d.integer(1, 3)
+    fields, scales, zps = [], [], []
+    out_scale, out_zp = np.array(d.choice((0.1, 0.2)), np.float32), np.array(mid + d.choice((0, 3)), np.int32)
+    for _ in range(count):
+        field = list(shape)
+        field[axis] = d.integer(1, 3)
+        fields.append(TensorType(tuple(field), dtype))
+        if d.boolean():
+            scales.append(out_scale.copy())
+            zps.append(out_zp.copy())
+        else:
+            scales.append(np.array(d.choice((0.05, 0.1, 0.3)), np.float32))
+            zps.append(np.array(mid + d.choice((0, -4, 7)), np.int32))
+    return Sample(
+        (TupleType(tuple(fields)), tuple(scales), tuple(zps), out_scale, out_zp),
+        {"axis": axis},
+        int_high=256 if dtype != "int32" else 1000,
+    )
+
+
+register(
+    OpDef(
+        name=CONCATENATE,
+        num_inputs=5,
+        type_rel=_concatenate_rel,
+        pattern=OpPattern.INJECTIVE,
+        reference=_concatenate,  # type: ignore[arg-type]  # tuple-valued inputs
+        compute=_concatenate_compute,
+        attrs=(AttrSpec("axis", "int", 0),),
+        extras={"constant_args": True},
+        domain=Domain(_concatenate_domain),
+        samples=(
+            Sample(
+                (
+                    TupleType((TensorType((2, 3), "int8"), TensorType((2, 2), "int8"))),
+                    (_scale(0.1), _scale(0.2)),
+                    (_zp(0), _zp(-3)),
+                    _scale(0.1),
+                    _zp(0),
+                ),
+                {"axis": 1},
+                int_high=256,
+            ),
+            Sample(
+                (
+                    TupleType((TensorType((1, 4), "uint8"), TensorType((2, 4), "uint8"), TensorType((1, 4), "uint8"))),
+                    (_scale(0.05), _scale(0.5), _scale(0.5)),
+                    (_zp(128), _zp(128), _zp(120)),
+                    _scale(0.5),
+                    _zp(128),
+                ),
+                {"axis": -2},
+                int_high=256,
+            ),
+        ),
+    )
+)

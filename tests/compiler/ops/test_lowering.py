@@ -48,8 +48,15 @@ def constant_args(op: OpDef, values: list[object], sample: Sample | None = None)
     if not op.extras.get("constant_args"):
         return None
     if sample is not None:
-        return [v if isinstance(e, np.ndarray) else None for v, e in zip(values, sample.inputs)]  # type: ignore[misc]  # arrays
+        return [v if is_constant_entry(e) else None for v, e in zip(values, sample.inputs)]  # type: ignore[misc]  # arrays
     return [v if isinstance(v, np.ndarray) else None for v in values]
+
+
+def is_constant_entry(entry: object) -> bool:
+    """A sample input given as an array, or as a tuple of arrays (a tuple of Constants)."""
+    if isinstance(entry, np.ndarray):
+        return True
+    return isinstance(entry, tuple) and bool(entry) and all(isinstance(f, np.ndarray) for f in entry)
 
 
 def runtime_inputs(op: OpDef, values: list[object], sample: Sample | None = None) -> list[np.ndarray]:
@@ -68,7 +75,11 @@ def primitive_call(
     args: list[Expr] = []
     for k, ty in enumerate(types):
         if constants is not None and constants[k] is not None:
-            args.append(Constant(constants[k]))
+            value = constants[k]
+            if isinstance(value, tuple):
+                args.append(Tuple(tuple(Constant(v) for v in value)))
+            else:
+                args.append(Constant(value))
         elif isinstance(ty, TupleType):
             fields = []
             for field_ty in ty.fields:

@@ -322,3 +322,26 @@ def test_qnn_tanh_is_dequantize_tanh_quantize() -> None:
     real = np.tanh(x.astype(np.float64) * 0.05)
     expected = np.clip(np.copysign(np.floor(np.abs(real * 128) + 0.5), real), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(op.reference(args, op.make_attrs({})), expected)
+
+
+# --- concatenate ---------------------------------------------------------------------------------------
+
+
+def test_qnn_concatenate_requantizes_inputs_whose_parameters_differ(tmp_path: Path) -> None:
+    a, b = np.array([[10, -10]], np.int8), np.array([[10, -100]], np.int8)
+    text = HEADER + (
+        "def @main(%a: Tensor[(1, 2), int8], %b: Tensor[(1, 2), int8]) {\n"
+        "  qnn.concatenate((%a, %b), (0.1f, 0.2f), (0, -3), 0.1f, 0, axis=1)\n}\n"
+    )
+    got = compile_and_run(text, {"a": a, "b": b}, tmp_path)
+    # a keeps its values; b: (10 + 3) * 2 = 26, (-100 + 3) * 2 saturates at -128.
+    assert got.tolist() == [[10, -10, 26, -128]]
+
+
+def test_qnn_concatenate_needs_one_scale_per_input() -> None:
+    text = HEADER + (
+        "def @main(%a: Tensor[(1, 2), int8]) {\n"
+        "  qnn.concatenate((%a, %a), (0.1f,), (0, 0), 0.1f, 0)\n}\n"
+    )
+    with pytest.raises(TypeCheckError, match="2 inputs need as many input_scales"):
+        parse(text)

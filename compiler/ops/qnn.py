@@ -75,8 +75,9 @@ from compiler.ops.broadcast import broadcast_index
 from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, tensor_arg
 from compiler.ops.domain import Domain, Draw, float_values, int_values, tensor_shape
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
-from compiler.tir.compute import Index, TensorView
-from compiler.tir.expr import Const, PrimExpr, cast, intrin, maximum, minimum, select
+from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
+from compiler.tir.expr import Buffer, Const, PrimExpr, binary, cast, intrin, maximum, minimum, select
+from compiler.tir.stmt import Allocate, For, Stmt, Store, seq
 
 Values = Sequence["np.ndarray | None"]
 
@@ -1219,6 +1220,142 @@ register(
                 {"axis": -2},
                 int_high=256,
             ),
+        ),
+    )
+)
+
+
+# --- qnn.softmax ---------------------------------------------------------------------------------
+# TVM's integer softmax (Algorithm 1 of arXiv 2207.01405, as QnnSoftmaxCanonicalize writes it),
+# int8 in and out, input_scale <= 1. Along the axis, with x0 = round(1 / input_scale) (float32):
+#   d = (x - zp) - max(x - zp);  p = d + (d >> 1) - (d >> 4)  (arithmetic shifts)
+#   q = clip(p / -x0, 0, 20) (truncating);  r = p + q * x0;  b = (r >> 1) + x0
+#   e = b << (max(q) - q);  out = ((2**30 / sum(e)) * e) >> 23
+# then requantized (UPWARD) from scale 1/128, zero point 0 to the output parameters, as int8.
+# Everything is int32, so the kernel and the reference agree exactly.
+
+SOFTMAX = "qnn.softmax"
+
+
+def _softmax_x0(scale: np.ndarray) -> int:
+    value = np.float32(1.0) / np.float32(scale)
+    return int(np.copysign(np.floor(np.abs(value) + np.float32(0.5)), value))
+
+
+def _softmax_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -> Type:
+    check_arity(types, 5, SOFTMAX)
+    data = tensor_arg(types, 0, SOFTMAX)
+    if data.dtype != "int8":
+        raise TypeRelationError(f"{SOFTMAX}: data must be int8, got {data}")
+    normalize_axis(int(attrs["axis"]), data.ndim, SOFTMAX)
+    scalar_qparams(types, values, SOFTMAX, ("scale", "zero_point", "output_scale", "output_zero_point"))
+    if float(np.asarray(values[1])) > 1.0:
+        raise TypeRelationError(f"{SOFTMAX}: scale must be at most 1, got {float(np.asarray(values[1]))}")
+    return data
+
+
+def _softmax_plan(os_: np.ndarray, oz: np.ndarray) -> Requant:
+    return Requant.of(np.asarray(np.float32(1.0 / 128)), _zp(0), os_, oz, False)
+
+
+def _qnn_softmax(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, s, z, os_, oz = arrays
+    axis = normalize_axis(int(attrs["axis"]), x.ndim, SOFTMAX)
+    x0 = np.int64(_softmax_x0(s))
+    qd = x.astype(np.int64) - int(z)
+    if x.size == 0:
+        return x.copy()
+    d = qd - qd.max(axis=axis, keepdims=True)
+    p = d + (d >> 1) - (d >> 4)
+    q = np.clip(p // -x0, 0, 20)  # both operands <= 0: floor is truncation here
+    r = p - q * -x0
+    b = (r >> 1) + x0
+    e = b << (q.max(axis=axis, keepdims=True) - q)
+    total = e.sum(axis=axis, keepdims=True)
+    out = (((1 << 30) // total) * e) >> 23  # total > 0: floor is truncation here
+    return _softmax_plan(os_, oz).apply_np(out.astype(np.int32), 0, "int8")
+
+
+def _qnn_softmax_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    view = inputs[0]
+    assert view.buffer is not None
+    data = view.buffer
+    s, z, os_, oz = (view_data(v, SOFTMAX) for v in inputs[1:])
+    dims = tuple(int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes here
+    axis = normalize_axis(int(attrs["axis"]), len(dims), SOFTMAX)
+    if 0 in dims:
+        return seq()
+    x0 = Const(_softmax_x0(s), I32)
+    zero, one, two = Const(0), Const(1), Const(2)
+    stats = Buffer(ctx.fresh("stats"), (3,), I32, scope="local")  # max of x - zp, max of q, sum
+    outer = [ctx.var("i") for _ in dims[:axis]]
+    inner = [ctx.var("j") for _ in dims[axis + 1 :]]
+    length = dims[axis]
+
+    def at(k: PrimExpr) -> tuple[PrimExpr, ...]:
+        return (*outer, k, *inner)
+
+    def p_of(k: PrimExpr) -> PrimExpr:
+        d = cast(I32, data[at(k)]) - Const(int(z), I32) - stats[zero]
+        return d + d // 2 - d // 16
+
+    def q_of(p: PrimExpr) -> PrimExpr:
+        quotient = binary("tdiv", p, -x0)
+        return maximum(minimum(quotient, Const(20, I32)), Const(0, I32))
+
+    def e_of(k: PrimExpr) -> PrimExpr:
+        p = p_of(k)
+        q = q_of(p)
+        b = (p + q * x0) // 2 + x0
+        return b * per_channel([1 << n for n in range(21)], stats[one] - q, I32)
+
+    plan = _softmax_plan(os_, oz)
+    k1, k2, k3, k4 = (ctx.var("k") for _ in range(4))
+    scale = binary("tdiv", Const(1 << 30, I32), stats[two])
+    value = plan.apply_expr((scale * e_of(k4)) // Const(1 << 23, I32), None, "int8")
+    body: Stmt = Allocate(
+        stats,
+        seq(
+            Store(stats, (zero,), Const(-(1 << 31), I32)),
+            For(k1, zero, Const(length), Store(stats, (zero,), maximum(stats[zero], cast(I32, data[at(k1)]) - Const(int(z), I32)))),
+            Store(stats, (one,), Const(0, I32)),
+            For(k2, zero, Const(length), Store(stats, (one,), maximum(stats[one], q_of(p_of(k2))))),
+            Store(stats, (two,), Const(0, I32)),
+            For(k3, zero, Const(length), Store(stats, (two,), stats[two] + e_of(k3))),
+            For(k4, zero, Const(length), Store(out, at(k4), cast(out.dtype, epilogue(value, at(k4))))),
+        ),
+    )
+    for var, extent in reversed(list(zip(outer + inner, dims[:axis] + dims[axis + 1 :]))):
+        body = For(var, zero, Const(extent), body)
+    return body
+
+
+def _qnn_softmax_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=3)
+    attrs = {"axis": d.axis(len(shape))}
+    scale = np.array(d.choice((0.1, 0.05, 0.02, 1.0, 0.3)), np.float32)
+    zp = np.array(d.choice((0, -5, 10)), np.int32)
+    out_scale = np.array(d.choice((1.0 / 256, 1.0 / 128, 0.01)), np.float32)
+    out_zp = np.array(d.choice((-128, 0)), np.int32)
+    return Sample((TensorType(shape, "int8"), scale, zp, out_scale, out_zp), attrs, int_high=256)
+
+
+register(
+    OpDef(
+        name=SOFTMAX,
+        num_inputs=5,
+        type_rel=_softmax_rel,
+        pattern=OpPattern.OPAQUE,
+        reference=_qnn_softmax,
+        kernel=_qnn_softmax_kernel,
+        attrs=(AttrSpec("axis", "int", -1),),
+        extras={"constant_args": True},
+        domain=Domain(_qnn_softmax_domain),
+        samples=(
+            Sample((TensorType((3, 10), "int8"), _scale(0.1), _zp(0), _scale(1.0 / 256), _zp(-128)), int_high=256),
+            Sample((TensorType((2, 5, 3), "int8"), _scale(0.05), _zp(-5), _scale(1.0 / 128), _zp(0)), {"axis": 1}, int_high=256),
         ),
     )
 )

@@ -345,3 +345,19 @@ def test_qnn_concatenate_needs_one_scale_per_input() -> None:
     )
     with pytest.raises(TypeCheckError, match="2 inputs need as many input_scales"):
         parse(text)
+
+
+# --- softmax -------------------------------------------------------------------------------------------
+
+
+def test_qnn_softmax_is_tvms_integer_shift_approximation(tmp_path: Path) -> None:
+    x = np.array([[0, 0], [10, 0]], np.int8)
+    got = compile_and_run(unary_model(x, "qnn.softmax(%x, 0.1f, 0, 0.00390625f, -128)"), {"x": x}, tmp_path)
+    # x0 = 10. Row 0: e = [10, 10], (2**30 // 20) * 10 >> 23 = 63 -> 126 - 128.
+    # Row 1: p = [0, -14], q = [0, 1], e = [20, 8], 2**30 // 28 = 38347922 -> [91, 36] -> x2 - 128.
+    assert got.tolist() == [[-2, -2], [54, -56]]
+
+
+def test_qnn_softmax_rejects_an_input_scale_above_one() -> None:
+    with pytest.raises(TypeCheckError, match="scale must be at most 1"):
+        parse(HEADER + "def @main(%x: Tensor[(4), int8]) {\n  qnn.softmax(%x, 2f, 0, 0.01f, 0)\n}\n")

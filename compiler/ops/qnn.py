@@ -72,7 +72,7 @@ import numpy as np
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.ops.broadcast import broadcast_index
-from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, tensor_arg
+from compiler.ops.common import broadcast_shapes, check_arity, dims_equal, normalize_axis, tensor_arg
 from compiler.ops.domain import Domain, Draw, float_values, int_values, tensor_shape
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
@@ -1356,6 +1356,115 @@ register(
         samples=(
             Sample((TensorType((3, 10), "int8"), _scale(0.1), _zp(0), _scale(1.0 / 256), _zp(-128)), int_high=256),
             Sample((TensorType((2, 5, 3), "int8"), _scale(0.05), _zp(-5), _scale(1.0 / 128), _zp(0)), {"axis": 1}, int_high=256),
+        ),
+    )
+)
+
+
+# --- fixed_point_multiply_per_axis ---------------------------------------------------------------
+# (x, fixed_point_multiplier, left_shift, right_shift; is_lshift_required, is_rshift_required,
+# axes): the parameter tensors are indexed by x's indices along `axes` and read at run time;
+# per element, in int64: x << left_shift (only when is_lshift_required), times the multiplier,
+# plus 2**(right_shift + 30), arithmetic right shift by right_shift + 31, cast to int32
+# (q_multiply_shift_per_axis; is_rshift_required does not change the arithmetic).
+
+FPM_PER_AXIS = "fixed_point_multiply_per_axis"
+_POW2 = [1 << n for n in range(63)]
+
+
+def _fpm_per_axis_axes(x: TensorType, attrs: Attrs) -> list[int]:
+    return [normalize_axis(int(a), x.ndim, FPM_PER_AXIS) for a in attrs["axes"]]
+
+
+def _fpm_per_axis_rel(types: Sequence[Type], attrs: Attrs) -> Type:
+    check_arity(types, 4, FPM_PER_AXIS)
+    x = tensor_arg(types, 0, FPM_PER_AXIS)
+    if x.dtype != I32:
+        raise TypeRelationError(f"{FPM_PER_AXIS}: x must be int32, got {x}")
+    axes = _fpm_per_axis_axes(x, attrs)
+    want = tuple(x.shape[a] for a in axes)
+    for k, name in ((1, "fixed_point_multiplier"), (2, "left_shift"), (3, "right_shift")):
+        ty = tensor_arg(types, k, FPM_PER_AXIS)
+        if ty.dtype != I32 or ty.ndim != len(want) or not all(dims_equal(a, b) for a, b in zip(ty.shape, want)):
+            raise TypeRelationError(f"{FPM_PER_AXIS}: {name} must be int32 of shape {want} (x's axes {axes}), got {ty}")
+    return x
+
+
+def _fpm_per_axis(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, m, ls, rs = arrays
+    axes = [normalize_axis(int(a), x.ndim, FPM_PER_AXIS) for a in attrs["axes"]]
+    # The parameters broadcast along x's other axes, kept in x's axis order.
+    order = np.argsort(axes)
+    shape = [1] * x.ndim
+    for a in axes:
+        shape[a] = x.shape[a]
+
+    def expand(p: np.ndarray) -> np.ndarray:
+        return np.transpose(p, order).reshape(shape).astype(np.int64)
+
+    value = x.astype(np.int64)
+    if attrs["is_lshift_required"]:
+        value = value << expand(ls)
+    value = value * expand(m)
+    total = expand(rs) + 31
+    return np.asarray((value + (np.int64(1) << (total - 1))) >> total).astype(np.int32)
+
+
+def _fpm_per_axis_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
+    x, m, ls, rs = inputs
+    axes = [normalize_axis(int(a), x.ndim, FPM_PER_AXIS) for a in attrs["axes"]]
+    at = tuple(idx[a] for a in axes)
+    value = cast(I64, x[tuple(idx)])
+    if attrs["is_lshift_required"]:
+        value = value * per_channel(_POW2, ls[at], I64)
+    value = value * cast(I64, m[at])
+    total = rs[at] + Const(31, I32)
+    rounder = per_channel(_POW2, total - Const(1, I32), I64)
+    return cast(I32, (value + rounder) // per_channel(_POW2, total, I64))
+
+
+def _fpm_per_axis_domain(d: Draw) -> Sample:
+    shape = tensor_shape(d, min_rank=1, max_rank=3)
+    axes = [d.axis(len(shape))]
+    n = shape[axes[0]]
+    pairs = [fixed_point_multiplier_shift(d.choice((0.5, 0.3, 1.7, 0.001, 0.75, 12.5))) for _ in range(n)]
+    m = np.array([q for q, _ in pairs], np.int32)
+    ls = np.array([max(e, 0) for _, e in pairs], np.int32)
+    rs = np.array([max(-e, 0) for _, e in pairs], np.int32)
+    attrs = {"is_lshift_required": bool(ls.any()) or d.boolean(), "is_rshift_required": bool(rs.any()), "axes": axes}
+    return Sample((TensorType(shape, I32), m, ls, rs), attrs, int_high=100000)
+
+
+register(
+    OpDef(
+        name=FPM_PER_AXIS,
+        num_inputs=4,
+        type_rel=_fpm_per_axis_rel,
+        pattern=OpPattern.BROADCAST,
+        reference=_fpm_per_axis,
+        compute=_fpm_per_axis_compute,
+        attrs=(
+            AttrSpec("is_lshift_required", "bool", False),
+            AttrSpec("is_rshift_required", "bool", False),
+            AttrSpec("axes", "ints"),
+        ),
+        domain=Domain(_fpm_per_axis_domain),
+        samples=(
+            Sample(
+                (
+                    TensorType((2, 3), I32),
+                    np.array([1 << 30, 1288490189, 1879048192], np.int32),
+                    np.array([0, 0, 2], np.int32),
+                    np.array([0, 1, 0], np.int32),
+                ),
+                {"is_lshift_required": True, "is_rshift_required": True, "axes": [1]},
+                int_high=1000,
+            ),
+            Sample(
+                (TensorType((3, 2), I32), np.array([1 << 30, 1 << 30, 1 << 30], np.int32), np.zeros(3, np.int32), np.array([0, 1, 2], np.int32)),
+                {"is_rshift_required": True, "axes": [0]},
+                int_high=1000,
+            ),
         ),
     )
 )

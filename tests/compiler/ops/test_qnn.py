@@ -361,3 +361,16 @@ def test_qnn_softmax_is_tvms_integer_shift_approximation(tmp_path: Path) -> None
 def test_qnn_softmax_rejects_an_input_scale_above_one() -> None:
     with pytest.raises(TypeCheckError, match="scale must be at most 1"):
         parse(HEADER + "def @main(%x: Tensor[(4), int8]) {\n  qnn.softmax(%x, 2f, 0, 0.01f, 0)\n}\n")
+
+
+def test_fixed_point_multiply_per_axis_reads_each_channels_multiplier_and_shifts(tmp_path: Path) -> None:
+    x = np.array([3, -3, 5, 5], np.int32)
+    m = np.full(4, 1 << 30, np.int32)
+    ls, rs = np.array([0, 0, 0, 2], np.int32), np.array([0, 0, 1, 0], np.int32)
+    text = HEADER + (
+        "def @main(%x: Tensor[(4), int32], %m: Tensor[(4), int32], %l: Tensor[(4), int32], %r: Tensor[(4), int32]) {\n"
+        "  fixed_point_multiply_per_axis(%x, %m, %l, %r, is_lshift_required=True, is_rshift_required=True, axes=[0])\n}\n"
+    )
+    got = compile_and_run(text, {"x": x, "m": m, "l": ls, "r": rs}, tmp_path)
+    # times 0.5, 0.5, 0.25 and 2: 1.5 -> 2, -1.5 -> -1, 1.25 -> 1, 10
+    assert got.tolist() == [2, -1, 1, 10]

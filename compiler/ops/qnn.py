@@ -332,7 +332,7 @@ register(
         reference=_quantize,
         compute=_quantize_compute,
         attrs=(AttrSpec("out_dtype", "dtype", REQUIRED), AttrSpec("axis", "int", -1)),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2)},
         domain=Domain(_quantize_domain),
         samples=(
             Sample((TensorType((2, 5), F32), _scale(0.05), _zp(3)), {"out_dtype": "int8"}, low=-8.0, high=8.0),
@@ -411,7 +411,7 @@ register(
         compute=_dequantize_compute,
         # out_dtype (float32 or float16) is newer than axis; texts without it mean float32.
         attrs=(AttrSpec("out_dtype", "dtype", F32), AttrSpec("axis", "int", -1)),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2)},
         domain=Domain(_dequantize_domain),
         samples=(
             # int_high 256 wraps to the whole int8 range.
@@ -612,7 +612,7 @@ register(
             AttrSpec("compute_dtype", "str", "None"),
             AttrSpec("out_dtype", "dtype", ""),
         ),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_requantize_domain),
         samples=(
             Sample((TensorType((4, 6), I32), _scale(0.5), _zp(0), _scale(1.0), _zp(0)), {"out_dtype": "int8"}, int_high=600),
@@ -867,7 +867,7 @@ def _binary(kind: str) -> OpDef:
             reference=_binary_reference(kind),
             compute=_binary_compute(kind),
             attrs=(AttrSpec("lhs_axis", "int", -1), AttrSpec("rhs_axis", "int", -1)),
-            extras={"constant_args": True},
+            extras={"constant_args": (2, 3, 4, 5, 6, 7)},
             domain=Domain(_binary_domain),
             samples=_binary_samples(),
         )
@@ -958,7 +958,7 @@ register(
         reference=_leaky_relu,
         compute=_leaky_relu_compute,
         attrs=(AttrSpec("alpha", "float", 0.25),),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_leaky_relu_domain),
         samples=(
             Sample((TensorType((3, 5), "int8"), _scale(0.1), _zp(0), _scale(0.05), _zp(-3)), {"alpha": 0.1}, int_high=256),
@@ -1074,7 +1074,7 @@ for _name in _FLOAT_FUNCTIONS:
             pattern=OpPattern.ELEMWISE,
             reference=_float_function_reference(_name),
             compute=_float_function_compute(_name),
-            extras={"constant_args": True},
+            extras={"constant_args": (1, 2, 3, 4)},
             domain=Domain(_float_function_domain(_name)),
             samples=_float_function_samples(_name),
         )
@@ -1195,7 +1195,7 @@ register(
         reference=_concatenate,  # type: ignore[arg-type]  # tuple-valued inputs
         compute=_concatenate_compute,
         attrs=(AttrSpec("axis", "int", 0),),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_concatenate_domain),
         samples=(
             Sample(
@@ -1351,7 +1351,7 @@ register(
         reference=_qnn_softmax,
         kernel=_qnn_softmax_kernel,
         attrs=(AttrSpec("axis", "int", -1),),
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_qnn_softmax_domain),
         samples=(
             Sample((TensorType((3, 10), "int8"), _scale(0.1), _zp(0), _scale(1.0 / 256), _zp(-128)), int_high=256),

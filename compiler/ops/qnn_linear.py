@@ -245,7 +245,7 @@ def _register(name: str, base: str, domain: Domain, samples: tuple[Sample, ...])
             reference=_reference(name, base),
             kernel=_kernel(name, base),
             attrs=base_op.attrs,
-            extras={"constant_args": True},
+            extras={"constant_args": (2, 3, 4, 5)},
             domain=domain,
             samples=samples,
         )
@@ -405,7 +405,7 @@ register(
         reference=_avg_pool,
         kernel=_avg_pool_kernel,
         attrs=_base("nn.avg_pool2d").attrs,
-        extras={"constant_args": True},
+        extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_avg_pool_domain),
         samples=(
             Sample(

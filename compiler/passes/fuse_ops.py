@@ -117,6 +117,8 @@ class _Fuser:
             return new
         if (self.link_params or keep_constant) and isinstance(new, Constant):
             return new
+        if keep_constant and isinstance(new, Tuple) and new.fields and all(isinstance(f, Constant) for f in new.fields):
+            return new  # a tuple of constants read by value (qnn.concatenate's scales)
         return self.inputs.setdefault(group, _GroupParams()).param_for(new, expr.checked_type)
 
     def wrap(self, group: Group, body: Expr, ret_type: Type) -> Expr:
@@ -129,8 +131,9 @@ class _Fuser:
         if isinstance(node, Call) and isinstance(node.op, Op):
             group = self.group(node)
             assert group is not None, "every operator call has a group"
-            keep = bool(ops.get(node.op.name).extras.get("constant_args"))
-            args = tuple(self.operand(a, group, keep) for a in node.args)
+            spec = ops.get(node.op.name).extras.get("constant_args")
+            keep = range(len(node.args)) if spec is True else tuple(spec or ())  # type: ignore[arg-type]  # see OpDef.extras
+            args = tuple(self.operand(a, group, k in keep) for k, a in enumerate(node.args))
             call = typed(Call(node.op, args, node.attrs, node.span), node.checked_type)
             return self.wrap(group, call, node.checked_type) if group.root_ref is node else call
         if isinstance(node, Tuple):

@@ -258,14 +258,14 @@ class _Inferencer:
         try:
             if opdef.extras.get("constant_args"):
                 # The result type depends on constant argument values (arange's length).
-                values = [_constant_data(a) for a in call.args]
+                values = [constant_data(a) for a in call.args]
                 return opdef.type_rel(arg_types, call.attrs, values)  # type: ignore[call-arg]  # see OpDef.extras
             return opdef.type_rel(arg_types, call.attrs)
         except ops.TypeRelationError as err:
             raise TypeCheckError(f"in {describe(call)}: {err}", call.span) from None
 
 
-def _constant_data(arg: Expr) -> object:
+def constant_data(arg: Expr) -> object:
     """The value of a constant argument: a Constant's data, a tuple of them for a tuple of
     Constants (qnn.concatenate's scales), else None."""
     if isinstance(arg, Constant):

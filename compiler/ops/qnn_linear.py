@@ -17,9 +17,10 @@ The scales do not enter the accumulator (a following qnn.requantize uses
 input_scale * kernel_scale); like the zero points they must be constants, as TVM requires.
 
 Zero points and scales: input_zero_point and input_scale are scalars; kernel_zero_point and
-kernel_scale are scalars or per output channel (the weight's O axis: dim 0 of a dense weight,
-the 'O' of conv2d's kernel_layout) for qnn.dense and qnn.conv2d. out_dtype must be int32 or int64.
-Data and weight are int8/uint8 (int16 and int32 are accepted as well).
+kernel_scale are scalars or per output channel for qnn.dense and qnn.conv2d (the zero point
+along the weight's O axis: dim 0 of a dense weight, the 'O' of conv2d's kernel_layout; the
+scale as long as the output channels). out_dtype must be int32 or int64 (TVM also allows an
+int16 accumulator, not supported here). Data and weight are int8, uint8 or int16, as in TVM.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, Stmt, Store, seq
 
-INPUT_DTYPES = ("int8", "uint8", "int16", "int32")
+INPUT_DTYPES = ("int8", "uint8", "int16")
 OUT_DTYPES = ("int32", "int64")
 
 
@@ -85,10 +86,17 @@ def _relation(name: str, base: str):  # noqa: ANN202  a type relation
         out = _base(base).type_rel([TensorType(data.shape, out_dtype), TensorType(weight.shape, out_dtype)], attrs)
         axis = _kernel_axis(name, attrs, weight.ndim)
         channels = weight.shape[axis] if axis is not None and axis < weight.ndim else None
+        # kernel_scale runs along the output channels (for a depthwise HWOI kernel that is
+        # I * O, not the O dim); it does not enter the accumulator.
+        out_channels = channels
+        if name == "qnn.conv2d":
+            assert isinstance(out, TensorType)
+            layout = str(attrs["out_layout"] or attrs["data_layout"])
+            out_channels = out.shape[layout.index("C")] if "C" in layout else channels
         qparam_type(types, 2, name, "input_zero_point", I32, None)
         qparam_type(types, 3, name, "kernel_zero_point", I32, channels)
         qparam_type(types, 4, name, "input_scale", F32, None)
-        qparam_type(types, 5, name, "kernel_scale", F32, channels)
+        qparam_type(types, 5, name, "kernel_scale", F32, out_channels)
         constant_value(values, 2, name, "input_zero_point")
         constant_value(values, 3, name, "kernel_zero_point")
         for k, what in ((4, "input_scale"), (5, "kernel_scale")):
@@ -306,6 +314,15 @@ _register(
         Sample(
             (TensorType((1, 4, 4, 4), "int8"), TensorType((4, 1, 3, 3), "int8"), *_qparams(-3, 0)),
             {"padding": [1, 1, 1, 1], "groups": 4, "channels": 4, "kernel_size": [3, 3], "out_dtype": "int32"},
+            int_high=256,
+        ),
+        # Depthwise in HWOI: one kernel scale per output channel.
+        Sample(
+            (TensorType((1, 4, 4, 4), "uint8"), TensorType((3, 3, 4, 1), "uint8"), *_qparams(128, 127, 0.1, [0.01, 0.02, 0.03, 0.04])),
+            {
+                "padding": [1, 1, 1, 1], "groups": 4, "channels": 4, "kernel_size": [3, 3],
+                "data_layout": "NHWC", "kernel_layout": "HWOI", "out_dtype": "int32",
+            },
             int_high=256,
         ),
     ),

@@ -49,12 +49,16 @@ results and with the numpy references here:
   rounding boundary. sigmoid is 1 / (1 + exp(-x)) and hardswish x * clip(x + 3, 0, 6) / 6, as
   Relay writes them.
 
+* qnn.softmax: TVM's integer approximation (see its section); fixed_point_multiply_per_axis:
+  q_multiply_shift_per_axis with run-time parameter tensors (see its section).
+
 Scales and zero points must be constants, as TVM requires them to be (it reads their values
 while canonicalizing). Their types are checked like TVM's AssignType: a scalar, or a vector as
 long as the input's `axis` dim (per-channel). The type relations read their values through
 `extras["constant_args"]` (InferType passes each Constant argument's data) and a missing value
-is a type error naming the argument. FuseOps keeps the constant arguments of such ops inside
-the primitive function, so the lowering sees them too: each compute reads the values from its
+is a type error naming the argument. `extras["constant_args"]` lists the indices of those
+arguments; FuseOps keeps exactly those constants inside the primitive function (a constant
+data tensor still becomes a parameter), so the lowering sees them too: each compute reads the values from its
 input views (`TensorView.data`) and bakes the derived integers (multipliers, shifts, zero
 points, rounding offsets) into the loop body as literals; a per-channel value is a balanced
 `select` over the channel index. Deriving them at lowering time from the same constants (with

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
@@ -397,11 +397,13 @@ class PrimitiveLowering:
             raise UnsupportedError("a kernel input is a tuple")
         if view.buffer is not None:
             return view
+        if view.data is not None and view.ndim > 0:
+            return view  # a constant argument read by value (`extras["constant_args"]`), never loaded
         shape = tuple(int(d) for d in view.shape)  # type: ignore[arg-type]  # static shapes here
         temp = te.Buffer(self.ctx.fresh("T_input"), shape, view.dtype)
         self.temps.append(temp)
         self.stmts.append(self._store_loop(temp, view.load))
-        return TensorView.of_buffer(temp)
+        return replace(TensorView.of_buffer(temp), data=view.data)
 
     def _store_loop(self, out: te.Buffer, load: Callable[[Index], te.PrimExpr]) -> Stmt:
         shape = out.shape
@@ -498,11 +500,16 @@ def _op_suffix(node: Expr) -> str:
 def _constant_view(node: Constant) -> TensorView:
     ty = node.tensor_type
     if ty.ndim != 0:
-        raise UnsupportedError(
-            "a non-scalar constant inside a primitive function; FuseOps passes those as parameters"
-        )
+        # Only ops that read constant arguments at lowering time (`extras["constant_args"]`)
+        # keep a non-scalar constant in their body (see FuseOps); they use `data`, never loads.
+        def unsupported(idx: Index) -> te.PrimExpr:
+            raise UnsupportedError(
+                "a non-scalar constant inside a primitive function; FuseOps passes those as parameters"
+            )
+
+        return TensorView(tuple(int(d) for d in node.data.shape), ty.dtype, unsupported, data=node.data)
     value = node.data.item()
-    return TensorView((), ty.dtype, lambda idx: te.Const(value, ty.dtype))
+    return TensorView((), ty.dtype, lambda idx: te.Const(value, ty.dtype), data=node.data)
 
 
 class _Deferred(te.PrimExpr):

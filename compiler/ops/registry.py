@@ -174,8 +174,11 @@ class OpDef:
 
     `extras["constant_args"]` marks an op whose result type depends on the values of constant
     arguments (arange's length): InferType then calls `type_rel(types, attrs, values)` with the
-    data of each Constant argument (None for the others), and the array inputs of its samples
-    and domain draws are meant as constant arguments of the call.
+    data of each Constant argument (a tuple of them for a tuple of Constants; None for the
+    others), and the array inputs of its samples and domain draws are meant as constant
+    arguments of the call. It is True, or the indices of the arguments whose values the op's
+    loops read (the qnn ops' scales and zero points): FuseOps keeps those constants inside the
+    primitive function, where the lowering passes their data in `TensorView.data`.
     """
 
     name: str

@@ -12,7 +12,8 @@ its root node:
   The same argument expression used twice is one parameter.
 * Scalar constants of int32/int64/float32/float64/bool fuse like elementwise ops and stay in
   the body; other constants become parameters. With `link_params` (TVM's AOT "link-params")
-  every constant operand stays inside the body instead.
+  every constant operand stays inside the body instead; so do the constant arguments of ops
+  that read their values when lowered (`extras["constant_args"]`: the qnn ops' scales).
 * `relay.reshape_only=1` is added when every call in the body is a reshape-only operator and
   every parameter is a tensor (the AOT executor can then alias the output to the input).
 * `Primitive` is 0 for a group without any call (a projection of a fused tuple).
@@ -107,13 +108,17 @@ class _Fuser:
         g = self.group_of.get(expr)
         return g.find_root() if g is not None else None
 
-    def operand(self, expr: Expr, group: Group) -> Expr:
-        """`expr` as used by a node of `group`: itself if inside the group, else a parameter."""
+    def operand(self, expr: Expr, group: Group, keep_constant: bool = False) -> Expr:
+        """`expr` as used by a node of `group`: itself if inside the group, else a parameter.
+        With `keep_constant` (an argument of an op reading constant values at lowering time,
+        `extras["constant_args"]`), a constant stays in the body."""
         new = self.memo[expr]
         if self.group(expr) is group:
             return new
-        if self.link_params and isinstance(new, Constant):
+        if (self.link_params or keep_constant) and isinstance(new, Constant):
             return new
+        if keep_constant and isinstance(new, Tuple) and new.fields and all(isinstance(f, Constant) for f in new.fields):
+            return new  # a tuple of constants read by value (qnn.concatenate's scales)
         return self.inputs.setdefault(group, _GroupParams()).param_for(new, expr.checked_type)
 
     def wrap(self, group: Group, body: Expr, ret_type: Type) -> Expr:
@@ -126,7 +131,9 @@ class _Fuser:
         if isinstance(node, Call) and isinstance(node.op, Op):
             group = self.group(node)
             assert group is not None, "every operator call has a group"
-            args = tuple(self.operand(a, group) for a in node.args)
+            spec = ops.get(node.op.name).extras.get("constant_args")
+            keep = range(len(node.args)) if spec is True else tuple(spec or ())  # type: ignore[arg-type]  # see OpDef.extras
+            args = tuple(self.operand(a, group, k in keep) for k, a in enumerate(node.args))
             call = typed(Call(node.op, args, node.attrs, node.span), node.checked_type)
             return self.wrap(group, call, node.checked_type) if group.root_ref is node else call
         if isinstance(node, Tuple):

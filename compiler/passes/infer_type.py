@@ -450,7 +450,7 @@ class _Inferencer:
         try:
             if opdef.extras.get("constant_args"):
                 # The result type depends on constant argument values (arange's length).
-                values = [a.data if isinstance(a, Constant) else None for a in call.args]
+                values = [constant_data(a) for a in call.args]
                 return opdef.type_rel(arg_types, call.attrs, values)  # type: ignore[call-arg]  # see OpDef.extras
             return opdef.type_rel(arg_types, call.attrs)
         except ops.TypeRelationError as err:
@@ -478,6 +478,16 @@ class _Inferencer:
 
 def _mismatch(node: Expr) -> Callable[[Type, Type], str]:
     return lambda a, b: f"{describe(node)} has type {b} where {a} is expected"
+
+
+def constant_data(arg: Expr) -> object:
+    """The value of a constant argument: a Constant's data, a tuple of them for a tuple of
+    Constants (qnn.concatenate's scales), else None."""
+    if isinstance(arg, Constant):
+        return arg.data
+    if isinstance(arg, Tuple) and arg.fields and all(isinstance(f, Constant) for f in arg.fields):
+        return tuple(f.data for f in arg.fields)  # type: ignore[attr-defined]  # Constants, checked above
+    return None
 
 
 @dataclass(frozen=True)

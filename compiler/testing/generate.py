@@ -33,7 +33,7 @@ from compiler.ir.types import TensorType, TupleType, Type, dtype_of
 from compiler.ops.domain import RandomDraw
 from compiler.ops.registry import AttrError, OpDef, Sample, TypeRelationError
 from compiler.parser.printer import astext
-from compiler.passes.infer_type import InferType
+from compiler.passes.infer_type import InferType, constant_data
 
 # Ops that move data around between the heavy ones: the shapes fusion and the memory planner
 # most often get wrong, so they are drawn more often.
@@ -233,7 +233,12 @@ class _Builder:
         try:
             attrs = op.make_attrs(sample.attrs)
             parts = [self.argument(entry, sample) for entry in sample.inputs]
-            result = op.type_rel([t for _, t in parts], attrs)
+            types = [t for _, t in parts]
+            if op.extras.get("constant_args"):
+                # Its type reads constant argument values (arange's length, the qnn scales).
+                result = op.type_rel(types, attrs, [constant_data(p) for p, _ in parts])  # type: ignore[call-arg]  # see OpDef.extras
+            else:
+                result = op.type_rel(types, attrs)
         except (TypeRelationError, AttrError):
             self.restore(saved)
             return False

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from compiler.tir.expr import Buffer, PrimExpr, Var, as_expr
 
 Index = Sequence[PrimExpr]
@@ -29,12 +31,15 @@ class TensorView:
     """An op input as a compute sees it: its shape, dtype and a loader by index.
 
     `buffer` is set when the tensor is materialized in memory (always true for kernel inputs).
+    `data` holds the values of a Constant argument, for ops whose loops are specialized on
+    them at lowering time (the qnn ops' scales and zero points).
     """
 
     shape: tuple[PrimExpr | int, ...]
     dtype: str
     load: Callable[[Index], PrimExpr]
     buffer: Buffer | None = None
+    data: np.ndarray | None = None
 
     def __getitem__(self, idx: object) -> PrimExpr:
         items = idx if isinstance(idx, (tuple, list)) else (idx,)

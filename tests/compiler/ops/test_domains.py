@@ -172,7 +172,7 @@ def build_draws(selected: list[OpDef], directory: Path) -> CompiledDraws:
             sample = draw(op, k)
             try:
                 values, types = _draw_values(op, k, sample)
-                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values))
+                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values, sample))
                 funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the op's own test
                 errors[name] = err
@@ -210,7 +210,7 @@ def check_compiled_draw(op: OpDef, k: int, compiled: CompiledDraws) -> None:
     attrs: Attrs = op.make_attrs(sample.attrs)
     try:
         expected = list(flatten(op.reference(values, attrs)))  # type: ignore[arg-type]  # tuple inputs too
-        actual = compiled.library.run(name, runtime_inputs(op, values))
+        actual = compiled.library.run(name, runtime_inputs(op, values, sample))
     except Exception as err:
         raise AssertionError(f"{where}\n{type(err).__name__}: {err}") from err
     assert len(actual) == len(expected), f"{where}\n{len(actual)} outputs, the reference has {len(expected)}"

@@ -21,7 +21,7 @@ from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, Var
 from compiler.ir.types import TupleType, Type
-from compiler.ops.registry import OpDef, OpPattern
+from compiler.ops.registry import OpDef, OpPattern, Sample
 from compiler.passes.infer_type import infer_expr
 from compiler.tir.stmt import PrimFunc
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
@@ -40,17 +40,28 @@ def func_name(op: OpDef, index: int) -> str:
     return f"test_{op.name.replace('.', '_')}_{index}"
 
 
-def constant_args(op: OpDef, values: list[object]) -> list[np.ndarray | None] | None:
+def constant_args(op: OpDef, values: list[object], sample: Sample | None = None) -> list[np.ndarray | None] | None:
     """For an op whose type depends on constant argument values (`extras["constant_args"]`,
-    arange), the sample's arrays as the call's constant arguments; None for other ops."""
+    arange, the qnn ops), the sample's arrays as the call's constant arguments; None for other
+    ops. Given the `sample`, only the inputs it gives as arrays are constants (those it gives
+    as types, like a qnn op's data, are drawn at random and passed at run time)."""
     if not op.extras.get("constant_args"):
         return None
+    if sample is not None:
+        return [v if is_constant_entry(e) else None for v, e in zip(values, sample.inputs)]  # type: ignore[misc]  # arrays
     return [v if isinstance(v, np.ndarray) else None for v in values]
 
 
-def runtime_inputs(op: OpDef, values: list[object]) -> list[np.ndarray]:
+def is_constant_entry(entry: object) -> bool:
+    """A sample input given as an array, or as a tuple of arrays (a tuple of Constants)."""
+    if isinstance(entry, np.ndarray):
+        return True
+    return isinstance(entry, tuple) and bool(entry) and all(isinstance(f, np.ndarray) for f in entry)
+
+
+def runtime_inputs(op: OpDef, values: list[object], sample: Sample | None = None) -> list[np.ndarray]:
     """The arrays the compiled function takes: every input but the constant arguments."""
-    constants = constant_args(op, values)
+    constants = constant_args(op, values, sample)
     return list(flatten(tuple(v for k, v in enumerate(values) if constants is None or constants[k] is None)))
 
 
@@ -64,7 +75,11 @@ def primitive_call(
     args: list[Expr] = []
     for k, ty in enumerate(types):
         if constants is not None and constants[k] is not None:
-            args.append(Constant(constants[k]))
+            value = constants[k]
+            if isinstance(value, tuple):
+                args.append(Tuple(tuple(Constant(v) for v in value)))
+            else:
+                args.append(Constant(value))
         elif isinstance(ty, TupleType):
             fields = []
             for field_ty in ty.fields:
@@ -119,7 +134,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompiledSamples:
             name = func_name(op, index)
             try:
                 values, types = sample_inputs(op, index)
-                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values))
+                call = primitive_call(op, types, op.make_attrs(sample.attrs), constant_args(op, values, sample))
                 funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the sample's own test
                 errors[name] = err
@@ -162,7 +177,7 @@ def test_compiled_op_matches_the_reference(op: OpDef, index: int, compiled: Comp
         raise compiled.errors[name]
     values, _ = sample_inputs(op, index)
     expected = list(flatten(op.reference(values, op.make_attrs(op.samples[index].attrs))))  # type: ignore[arg-type]  # tuple inputs too
-    actual = compiled.library.run(name, runtime_inputs(op, values))
+    actual = compiled.library.run(name, runtime_inputs(op, values, op.samples[index]))
     assert len(actual) == len(expected), f"{name}: {len(actual)} outputs, reference has {len(expected)}"
     for k, (a, e) in enumerate(zip(actual, expected)):
         assert_matches(a, e, op.pattern >= OpPattern.COMM_REDUCE, f"{name} output {k}")

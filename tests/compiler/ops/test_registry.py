@@ -79,7 +79,10 @@ def check_sample(op: OpDef, index: int, sample: Sample) -> None:
 
     if op.extras.get("constant_args"):
         # The sample's arrays are the call's constant arguments, whose values the type may need.
-        constants = [v if isinstance(v, np.ndarray) else None for v in values]
+        constants = [
+            v if isinstance(v, np.ndarray) or (isinstance(e, tuple) and e and all(isinstance(f, np.ndarray) for f in e)) else None
+            for v, e in zip(values, sample.inputs)
+        ]
         inferred = op.type_rel(types, attrs, constants)  # type: ignore[call-arg]  # see OpDef.extras
     else:
         inferred = op.type_rel(types, attrs)

@@ -213,7 +213,7 @@ def _pair(values: Sequence[int]) -> str:
 def conv2d(b: Builder, x: Value, name: str, out_ch: int, k: int, stride: int = 1, pad: int = 0,
            groups: int = 1, bias: bool = False) -> Value:
     n, c, h, w = x.shape
-    weight = b.weight(f"{name}_weight", (out_ch, c // groups, k, k))
+    weight = b.weight(f"{name}.weight", (out_ch, c // groups, k, k))
     oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
     attrs = []
     if stride != 1:
@@ -224,14 +224,14 @@ def conv2d(b: Builder, x: Value, name: str, out_ch: int, k: int, stride: int = 1
     attrs += [f"channels={out_ch}", f"kernel_size={_pair([k, k])}"]
     y = b.call("nn.conv2d", [x, weight], (n, out_ch, oh, ow), ", ".join(attrs))
     if bias:
-        y = b.call("nn.bias_add", [y, b.weight(f"{name}_bias", (out_ch,))], y.shape)
+        y = b.call("nn.bias_add", [y, b.weight(f"{name}.bias", (out_ch,))], y.shape)
     return y
 
 
 def batch_norm(b: Builder, x: Value, name: str) -> Value:
     c = x.shape[1]
-    args = [x, b.weight(f"{name}_weight", (c,), "gamma"), b.weight(f"{name}_bias", (c,)),
-            b.weight(f"{name}_running_mean", (c,)), b.weight(f"{name}_running_var", (c,), "positive")]
+    args = [x, b.weight(f"{name}.weight", (c,), "gamma"), b.weight(f"{name}.bias", (c,)),
+            b.weight(f"{name}.running_mean", (c,)), b.weight(f"{name}.running_var", (c,), "positive")]
     vec = Value("", (c,))
     out = b.call_tuple("nn.batch_norm", args, [Value("", x.shape), vec, vec])
     return b.get(out, 0)
@@ -255,10 +255,10 @@ def multiply(b: Builder, x: Value, y: Value) -> Value:
 
 
 def linear(b: Builder, x: Value, name: str, out_features: int, bias: bool = True) -> Value:
-    weight = b.weight(f"{name}_weight", (out_features, x.shape[-1]))
+    weight = b.weight(f"{name}.weight", (out_features, x.shape[-1]))
     y = b.call("nn.dense", [x, weight], (*x.shape[:-1], out_features), "units=None")
     if bias:
-        y = b.call("nn.bias_add", [y, b.weight(f"{name}_bias", (out_features,))], y.shape, "axis=-1")
+        y = b.call("nn.bias_add", [y, b.weight(f"{name}.bias", (out_features,))], y.shape, "axis=-1")
     return y
 
 
@@ -283,27 +283,27 @@ def max_pool(b: Builder, x: Value, k: int, stride: int, pad: int) -> Value:
 
 def _conv_bn(b: Builder, x: Value, name: str, out_ch: int, k: int, stride: int = 1, groups: int = 1,
              act: Callable[[Builder, Value], Value] | None = relu) -> Value:
-    y = conv2d(b, x, f"{name}_conv", out_ch, k, stride, k // 2, groups)
-    y = batch_norm(b, y, f"{name}_bn")
+    y = conv2d(b, x, f"{name}.conv", out_ch, k, stride, k // 2, groups)
+    y = batch_norm(b, y, f"{name}.bn")
     return act(b, y) if act else y
 
 
 def _basic_block(b: Builder, x: Value, name: str, out_ch: int, stride: int) -> Value:
-    y = _conv_bn(b, x, f"{name}_1", out_ch, 3, stride)
-    y = _conv_bn(b, y, f"{name}_2", out_ch, 3, act=None)
+    y = _conv_bn(b, x, f"{name}.1", out_ch, 3, stride)
+    y = _conv_bn(b, y, f"{name}.2", out_ch, 3, act=None)
     shortcut = x
     if stride != 1 or x.shape[1] != out_ch:
-        shortcut = _conv_bn(b, x, f"{name}_down", out_ch, 1, stride, act=None)
+        shortcut = _conv_bn(b, x, f"{name}.downsample", out_ch, 1, stride, act=None)
     return relu(b, add(b, y, shortcut))
 
 
 def _bottleneck(b: Builder, x: Value, name: str, width: int, out_ch: int, stride: int, groups: int = 1) -> Value:
-    y = _conv_bn(b, x, f"{name}_1", width, 1)
-    y = _conv_bn(b, y, f"{name}_2", width, 3, stride, groups)
-    y = _conv_bn(b, y, f"{name}_3", out_ch, 1, act=None)
+    y = _conv_bn(b, x, f"{name}.1", width, 1)
+    y = _conv_bn(b, y, f"{name}.2", width, 3, stride, groups)
+    y = _conv_bn(b, y, f"{name}.3", out_ch, 1, act=None)
     shortcut = x
     if stride != 1 or x.shape[1] != out_ch:
-        shortcut = _conv_bn(b, x, f"{name}_down", out_ch, 1, stride, act=None)
+        shortcut = _conv_bn(b, x, f"{name}.downsample", out_ch, 1, stride, act=None)
     return relu(b, add(b, y, shortcut))
 
 
@@ -311,7 +311,7 @@ def resnet_basic_block(weights: str = "constants") -> Printed:
     """One ResNet basic block with a 1x1 projection shortcut (checked against numpy)."""
     b = Builder("resnet_basic_block", weights, seed=1)
     x = b.input("input0", (1, 8, 8, 8))
-    return b.finish(_basic_block(b, x, "layer1_0", 16, 2))
+    return b.finish(_basic_block(b, x, "layer1.0", 16, 2))
 
 
 def resnet(weights: str = "constants") -> Printed:
@@ -320,8 +320,8 @@ def resnet(weights: str = "constants") -> Printed:
     x = b.input("input0", (1, 3, 32, 32))
     y = _conv_bn(b, x, "conv1", 8, 7, 2)  # conv1 then bn1 then relu
     y = max_pool(b, y, 3, 2, 1)
-    y = _basic_block(b, y, "layer1_0", 8, 1)
-    y = _basic_block(b, y, "layer2_0", 16, 2)
+    y = _basic_block(b, y, "layer1.0", 8, 1)
+    y = _basic_block(b, y, "layer2.0", 16, 2)
     return b.finish(classifier_head(b, y, 10))
 
 
@@ -331,8 +331,8 @@ def resnet_bottleneck(weights: str = "constants") -> Printed:
     x = b.input("input0", (1, 3, 32, 32))
     y = _conv_bn(b, x, "conv1", 8, 3)
     y = max_pool(b, y, 3, 2, 1)
-    y = _bottleneck(b, y, "layer1_0", 4, 16, 1)
-    y = _bottleneck(b, y, "layer2_0", 8, 32, 2)
+    y = _bottleneck(b, y, "layer1.0", 4, 16, 1)
+    y = _bottleneck(b, y, "layer2.0", 8, 32, 2)
     return b.finish(classifier_head(b, y, 10))
 
 
@@ -341,8 +341,8 @@ def resnext(weights: str = "constants") -> Printed:
     b = Builder("resnext", weights, seed=4)
     x = b.input("input0", (1, 3, 32, 32))
     y = _conv_bn(b, x, "conv1", 16, 3, 2)
-    y = _bottleneck(b, y, "layer1_0", 16, 32, 1, groups=4)
-    y = _bottleneck(b, y, "layer2_0", 16, 32, 2, groups=4)
+    y = _bottleneck(b, y, "layer1.0", 16, 32, 1, groups=4)
+    y = _bottleneck(b, y, "layer2.0", 16, 32, 2, groups=4)
     return b.finish(classifier_head(b, y, 10))
 
 
@@ -353,8 +353,8 @@ def mobilenet_v1(weights: str = "constants") -> Printed:
     y = _conv_bn(b, x, "stem", 8, 3, 2, act=relu6)
     for i, (out_ch, stride) in enumerate([(16, 1), (32, 2)]):
         c = y.shape[1]
-        y = _conv_bn(b, y, f"dw{i}", c, 3, stride, groups=c, act=relu6)
-        y = _conv_bn(b, y, f"pw{i}", out_ch, 1, act=relu6)
+        y = _conv_bn(b, y, f"features.{i}.dw", c, 3, stride, groups=c, act=relu6)
+        y = _conv_bn(b, y, f"features.{i}.pw", out_ch, 1, act=relu6)
     return b.finish(classifier_head(b, y, 10))
 
 
@@ -363,11 +363,11 @@ def _inverted_residual(b: Builder, x: Value, name: str, out_ch: int, stride: int
                        se: bool = False) -> Value:
     c = x.shape[1]
     hidden = c * expand
-    y = _conv_bn(b, x, f"{name}_expand", hidden, 1, act=act) if expand != 1 else x
-    y = _conv_bn(b, y, f"{name}_dw", hidden, 3, stride, groups=hidden, act=act)
+    y = _conv_bn(b, x, f"{name}.expand", hidden, 1, act=act) if expand != 1 else x
+    y = _conv_bn(b, y, f"{name}.dw", hidden, 3, stride, groups=hidden, act=act)
     if se:
-        y = _squeeze_excite(b, y, f"{name}_se", max(1, c // 4))
-    y = _conv_bn(b, y, f"{name}_project", out_ch, 1, act=None)
+        y = _squeeze_excite(b, y, f"{name}.se", max(1, c // 4))
+    y = _conv_bn(b, y, f"{name}.project", out_ch, 1, act=None)
     if stride == 1 and c == out_ch:
         y = add(b, y, x)
     return y
@@ -391,9 +391,9 @@ def swish(b: Builder, x: Value) -> Value:
 def _squeeze_excite(b: Builder, x: Value, name: str, squeezed: int) -> Value:
     n, c = x.shape[:2]
     s = b.call("nn.adaptive_avg_pool2d", [x], (n, c, 1, 1), "output_size=[1, 1]")
-    s = conv2d(b, s, f"{name}_reduce", squeezed, 1, bias=True)
+    s = conv2d(b, s, f"{name}.reduce", squeezed, 1, bias=True)
     s = swish(b, s)
-    s = conv2d(b, s, f"{name}_expand", c, 1, bias=True)
+    s = conv2d(b, s, f"{name}.expand", c, 1, bias=True)
     s = b.call("sigmoid", [s], s.shape)
     return multiply(b, x, s)
 
@@ -416,8 +416,8 @@ def unet(weights: str = "constants") -> Printed:
     x = b.input("input0", (1, 3, 32, 32))
 
     def double_conv(v: Value, name: str, ch: int) -> Value:
-        v = _conv_bn(b, v, f"{name}_a", ch, 3)
-        return _conv_bn(b, v, f"{name}_b", ch, 3)
+        v = _conv_bn(b, v, f"{name}.a", ch, 3)
+        return _conv_bn(b, v, f"{name}.b", ch, 3)
 
     def concat(skip: Value, up: Value) -> Value:
         pair = b.tuple([skip, up])
@@ -428,9 +428,9 @@ def unet(weights: str = "constants") -> Printed:
     e2 = double_conv(max_pool(b, e1, 2, 2, 0), "enc2", 16)
     mid = double_conv(max_pool(b, e2, 2, 2, 0), "mid", 32)
     n, c, h, w = mid.shape
-    up2 = b.call("nn.conv2d_transpose", [mid, b.weight("up2_weight", (c, 16, 2, 2))], (n, 16, h * 2, w * 2),
+    up2 = b.call("nn.conv2d_transpose", [mid, b.weight("up2.weight", (c, 16, 2, 2))], (n, 16, h * 2, w * 2),
                  "channels=16, kernel_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], kernel_layout=\"IOHW\"")
-    up2 = b.call("nn.bias_add", [up2, b.weight("up2_bias", (16,))], up2.shape)
+    up2 = b.call("nn.bias_add", [up2, b.weight("up2.bias", (16,))], up2.shape)
     d2 = double_conv(concat(e2, up2), "dec2", 16)
     n, c, h, w = d2.shape
     up1 = b.call("nn.upsampling", [d2], (n, c, h * 2, w * 2), "scale_h=2f, scale_w=2f")
@@ -467,10 +467,10 @@ def _lstm_step(b: Builder, xt: Value, h: Value, c: Value, w: dict[str, Value]) -
 
 def _lstm_weights(b: Builder, features: int, hidden: int) -> dict[str, Value]:
     return {
-        "w_ih": b.weight("lstm_weight_ih_l0", (4 * hidden, features), scale=0.3),
-        "w_hh": b.weight("lstm_weight_hh_l0", (4 * hidden, hidden), scale=0.3),
-        "b_ih": b.weight("lstm_bias_ih_l0", (4 * hidden,)),
-        "b_hh": b.weight("lstm_bias_hh_l0", (4 * hidden,)),
+        "w_ih": b.weight("lstm.weight_ih_l0", (4 * hidden, features), scale=0.3),
+        "w_hh": b.weight("lstm.weight_hh_l0", (4 * hidden, hidden), scale=0.3),
+        "b_ih": b.weight("lstm.bias_ih_l0", (4 * hidden,)),
+        "b_hh": b.weight("lstm.bias_hh_l0", (4 * hidden,)),
     }
 
 
@@ -505,10 +505,10 @@ def gru(weights: str = "constants") -> Printed:
     x = b.input("input0", (4, 1, 8))
     h = b.input("h0", (1, 16))
     hidden = 16
-    w_ih = b.weight("gru_weight_ih_l0", (3 * hidden, 8), scale=0.3)
-    w_hh = b.weight("gru_weight_hh_l0", (3 * hidden, hidden), scale=0.3)
-    b_ih = b.weight("gru_bias_ih_l0", (3 * hidden,))
-    b_hh = b.weight("gru_bias_hh_l0", (3 * hidden,))
+    w_ih = b.weight("gru.weight_ih_l0", (3 * hidden, 8), scale=0.3)
+    w_hh = b.weight("gru.weight_hh_l0", (3 * hidden, hidden), scale=0.3)
+    b_ih = b.weight("gru.bias_ih_l0", (3 * hidden,))
+    b_hh = b.weight("gru.bias_hh_l0", (3 * hidden,))
     third = Value("", (1, hidden))
     outputs = []
     for xt in _sequence_steps(b, x):
@@ -534,8 +534,8 @@ HEAD_DIM = HIDDEN // HEADS
 
 
 def layer_norm(b: Builder, x: Value, name: str) -> Value:
-    gamma = b.weight(f"{name}_weight", (x.shape[-1],), "gamma")
-    beta = b.weight(f"{name}_bias", (x.shape[-1],))
+    gamma = b.weight(f"{name}.weight", (x.shape[-1],), "gamma")
+    beta = b.weight(f"{name}.bias", (x.shape[-1],))
     return b.call("nn.layer_norm", [x, gamma, beta], x.shape)
 
 
@@ -555,68 +555,109 @@ def gelu_tanh(b: Builder, x: Value) -> Value:
     return multiply(b, b.call("multiply", [b.scalar(0.5), x], x.shape), one_plus)
 
 
-def _heads(b: Builder, x2d: Value) -> Value:
-    """(SEQ, HIDDEN) -> (HEADS, SEQ, HEAD_DIM) via reshape, transpose and a 3-d reshape."""
-    y = b.call("reshape", [x2d], (1, SEQ, HEADS, HEAD_DIM), f"newshape=[1, {SEQ}, {HEADS}, {HEAD_DIM}]")
-    y = b.call("transpose", [y], (1, HEADS, SEQ, HEAD_DIM), "axes=[0, 2, 1, 3]")
-    return b.call("reshape", [y], (HEADS, SEQ, HEAD_DIM), f"newshape=[-1, {SEQ}, {HEAD_DIM}]")
+def _heads(b: Builder, x: Value, axes: str) -> Value:
+    """(1, SEQ, HIDDEN) -> (1, HEADS, ., .): `view` to heads, then `permute` by `axes`."""
+    y = b.call("reshape", [x], (1, SEQ, HEADS, HEAD_DIM), f"newshape=[1, {SEQ}, {HEADS}, {HEAD_DIM}]")
+    order = [int(a) for a in axes.strip("[]").split(",")]
+    return b.call("transpose", [y], tuple(y.shape[a] for a in order), f"axes={axes}")
 
 
-def _attention(b: Builder, x: Value, name: str, causal: Value | None) -> Value:
-    flat = b.call("reshape", [x], (SEQ, HIDDEN), f"newshape=[-1, {HIDDEN}]")
-    q, k, v = (_heads(b, linear(b, flat, f"{name}_{p}", HIDDEN)) for p in ("query", "key", "value"))
-    scores = b.call("nn.batch_matmul", [q, k], (HEADS, SEQ, SEQ), "transpose_b=True")
+def matmul(b: Builder, x: Value, y: Value) -> Value:
+    """aten::matmul of two 4-d tensors as the frontend converts it: both to 3-d, the right one
+    transposed, batch_matmul with transpose_b=True, the result back to 4-d."""
+    (n, h, m, k), cols = x.shape, y.shape[3]
+    x3 = b.call("reshape", [x], (n * h, m, k), f"newshape=[-1, {m}, {k}]")
+    y3 = b.call("reshape", [y], (n * h, k, cols), f"newshape=[-1, {k}, {cols}]")
+    y3t = b.call("transpose", [y3], (n * h, cols, k), "axes=[0, 2, 1]")
+    out = b.call("nn.batch_matmul", [x3, y3t], (n * h, m, cols), "transpose_b=True")
+    return b.call("reshape", [out], (n, h, m, cols), f"newshape=[{n}, {h}, {m}, {cols}]")
+
+
+def dropout(b: Builder, x: Value) -> Value:
+    """nn.dropout as the frontend prints it in eval mode: a 2-tuple, then its field 0."""
+    pair = b.call_tuple("nn.dropout", [x], [Value("", x.shape), Value("", x.shape)], "rate=0.1f")
+    return b.get(pair, 0)
+
+
+def _attention(b: Builder, x: Value, name: str, proj: Callable[[Builder, Value, str, int], Value],
+               causal: Value | None = None, mask: Value | None = None) -> Value:
+    q = _heads(b, proj(b, x, f"{name}.query", HIDDEN), "[0, 2, 1, 3]")
+    k_t = _heads(b, proj(b, x, f"{name}.key", HIDDEN), "[0, 2, 3, 1]")
+    v = _heads(b, proj(b, x, f"{name}.value", HIDDEN), "[0, 2, 1, 3]")
+    scores = matmul(b, q, k_t)
     scores = b.call("divide", [scores, b.scalar(math.sqrt(HEAD_DIM))], scores.shape)
     if causal is not None:
         scores = b.call("where", [causal, scores, b.scalar(-10000.0)], scores.shape)
+    if mask is not None:
+        scores = add(b, scores, mask)
     probs = b.call("nn.softmax", [scores], scores.shape)
-    ctx = b.call("nn.batch_matmul", [probs, v], (HEADS, SEQ, HEAD_DIM), "transpose_a=False, transpose_b=False")
-    ctx = b.call("reshape", [ctx], (1, HEADS, SEQ, HEAD_DIM), f"newshape=[1, {HEADS}, {SEQ}, {HEAD_DIM}]")
-    ctx = b.call("transpose", [ctx], (1, SEQ, HEADS, HEAD_DIM), "axes=[0, 2, 1, 3]")
-    ctx = b.call("reshape", [ctx], (SEQ, HIDDEN), f"newshape=[-1, {HIDDEN}]")
-    out = linear(b, ctx, f"{name}_out", HIDDEN)
-    return b.call("reshape", [out], (1, SEQ, HIDDEN), f"newshape=[1, {SEQ}, {HIDDEN}]")
+    if mask is not None:
+        probs = dropout(b, probs)
+    ctx = b.call("transpose", [matmul(b, probs, v)], (1, SEQ, HEADS, HEAD_DIM), "axes=[0, 2, 1, 3]")
+    ctx = b.call("reshape", [ctx], (1, SEQ, HIDDEN), f"newshape=[1, {SEQ}, {HIDDEN}]")
+    return proj(b, ctx, f"{name}.out", HIDDEN)
 
 
-def _mlp(b: Builder, x: Value, name: str, gelu: Callable[[Builder, Value], Value]) -> Value:
-    h = linear(b, x, f"{name}_fc1", 4 * HIDDEN)
-    return linear(b, gelu(b, h), f"{name}_fc2", HIDDEN)
+def conv1d_gpt2(b: Builder, x: Value, name: str, nf: int) -> Value:
+    """GPT-2's Conv1D: addmm(bias, x.view(-1, nx), weight) with weight (nx, nf), then a view."""
+    nx = x.shape[-1]
+    weight = b.weight(f"{name}.weight", (nx, nf))
+    flat = b.call("reshape", [x], (SEQ, nx), f"newshape=[-1, {nx}]")
+    weight_t = b.call("transpose", [weight], (nf, nx), "axes=[1, 0]")
+    y = b.call("nn.dense", [flat, weight_t], (SEQ, nf), "units=None")
+    y = add(b, b.weight(f"{name}.bias", (nf,)), y)
+    return b.call("reshape", [y], (1, SEQ, nf), f"newshape=[1, {SEQ}, {nf}]")
+
+
+def _mlp(b: Builder, x: Value, name: str, gelu: Callable[[Builder, Value], Value],
+         proj: Callable[[Builder, Value, str, int], Value]) -> Value:
+    h = proj(b, x, f"{name}.fc1", 4 * HIDDEN)
+    return proj(b, gelu(b, h), f"{name}.fc2", HIDDEN)
 
 
 def transformer_encoder(weights: str = "constants") -> Printed:
-    """A BERT encoder layer (post-norm): token + position embeddings, attention, erf gelu MLP."""
+    """A BERT encoder layer (post-norm): token + position embeddings, the extended attention
+    mask ((1 - mask) * -10000 broadcast over heads), attention, erf gelu MLP, eval-mode dropouts."""
     b = Builder("transformer_encoder", weights, seed=12)
     ids = b.input("input_ids", (1, SEQ), "int64", high=32)
-    word = b.weight("word_embeddings_weight", (32, HIDDEN), scale=0.5)
-    pos = b.weight("position_embeddings_weight", (SEQ, HIDDEN), scale=0.5)
+    attention_mask = b.input("attention_mask", (1, SEQ), "int64", high=2)
+    word = b.weight("embeddings.word_embeddings.weight", (32, HIDDEN), scale=0.5)
+    pos = b.weight("embeddings.position_embeddings.weight", (SEQ, HIDDEN), scale=0.5)
     positions = b.constant(np.arange(SEQ, dtype="int64").reshape(1, SEQ))
     x = b.call("take", [word, ids], (1, SEQ, HIDDEN), "axis=0")
     x = add(b, x, b.call("take", [pos, positions], (1, SEQ, HIDDEN), "axis=0"))
-    x = layer_norm(b, x, "embeddings_LayerNorm")
-    x = layer_norm(b, add(b, _attention(b, x, "attention", None), x), "attention_LayerNorm")
-    x = layer_norm(b, add(b, _mlp(b, x, "intermediate", gelu_erf), x), "output_LayerNorm")
+    x = dropout(b, layer_norm(b, x, "embeddings.LayerNorm"))
+    mask = b.call("expand_dims", [attention_mask], (1, 1, SEQ), "axis=1", dtype="int64")
+    mask = b.call("expand_dims", [mask], (1, 1, 1, SEQ), "axis=2", dtype="int64")
+    mask = b.call("cast", [mask], mask.shape, 'dtype="float32"')
+    mask = b.call("subtract", [b.scalar(1.0), mask], mask.shape)
+    mask = b.call("multiply", [mask, b.scalar(-10000.0)], mask.shape)
+    attn = dropout(b, _attention(b, x, "attention", linear, mask=mask))
+    x = layer_norm(b, add(b, attn, x), "attention.output.LayerNorm")
+    x = layer_norm(b, add(b, dropout(b, _mlp(b, x, "intermediate", gelu_erf, linear)), x), "output.LayerNorm")
     return b.finish(x)
 
 
 def gpt2_block(weights: str = "constants") -> Printed:
-    """A GPT-2 block (pre-norm): wte/wpe embeddings, causal mask sliced from a bool buffer with
-    strided_slice and applied by where, tanh gelu, residuals, final layer norm and tied lm head."""
+    """A GPT-2 block (pre-norm): wte/wpe embeddings, Conv1D projections (addmm), the causal mask
+    sliced per axis from a bool buffer with strided_slice and applied by where, tanh gelu,
+    residuals, the final layer norm and the tied lm head."""
     b = Builder("gpt2_block", weights, seed=13)
     ids = b.input("input_ids", (1, SEQ), "int64", high=32)
-    wte = b.weight("wte_weight", (32, HIDDEN), scale=0.5)
-    wpe = b.weight("wpe_weight", (16, HIDDEN), scale=0.5)
+    wte = b.weight("wte.weight", (32, HIDDEN), scale=0.5)
+    wpe = b.weight("wpe.weight", (16, HIDDEN), scale=0.5)
     positions = b.constant(np.arange(SEQ, dtype="int64").reshape(1, SEQ))
     x = add(b, b.call("take", [wte, ids], (1, SEQ, HIDDEN), "axis=0"),
             b.call("take", [wpe, positions], (1, SEQ, HIDDEN), "axis=0"))
-    bias = b.constant(np.tril(np.ones((16, 16), dtype=bool)).reshape(1, 16, 16))
-    causal = b.call("strided_slice", [bias], (1, SEQ, SEQ),
-                    f"begin=[0, 0, 0], end=[1, {SEQ}, {SEQ}], strides=[1, 1, 1], axes=None", dtype="bool")
-    x = add(b, x, _attention(b, layer_norm(b, x, "h_0_ln_1"), "h_0_attn", causal))
-    x = add(b, x, _mlp(b, layer_norm(b, x, "h_0_ln_2"), "h_0_mlp", gelu_tanh))
+    bias = b.constant(np.tril(np.ones((16, 16), dtype=bool)).reshape(1, 1, 16, 16))
+    causal = b.call("strided_slice", [bias], (1, 1, SEQ, 16),
+                    f"begin=[0], end=[{SEQ}], strides=[1], axes=[2]", dtype="bool")
+    causal = b.call("strided_slice", [causal], (1, 1, SEQ, SEQ),
+                    f"begin=[0], end=[{SEQ}], strides=[1], axes=[3]", dtype="bool")
+    x = add(b, x, _attention(b, layer_norm(b, x, "h.0.ln_1"), "h.0.attn", conv1d_gpt2, causal=causal))
+    x = add(b, x, _mlp(b, layer_norm(b, x, "h.0.ln_2"), "h.0.mlp", gelu_tanh, conv1d_gpt2))
     x = layer_norm(b, x, "ln_f")
-    flat = b.call("reshape", [x], (SEQ, HIDDEN), f"newshape=[-1, {HIDDEN}]")
-    logits = b.call("nn.dense", [flat, wte], (SEQ, 32), "units=None")
-    return b.finish(b.call("reshape", [logits], (1, SEQ, 32), f"newshape=[1, {SEQ}, 32]"))
+    return b.finish(b.call("nn.dense", [x, wte], (1, SEQ, 32), "units=None"))
 
 
 # The models, by name; CNN and transformer models are also built with target "cblas, c".

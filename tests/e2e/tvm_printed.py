@@ -44,7 +44,8 @@ _ATEN = {
     "nn.upsampling": "upsample_nearest2d", "split": "chunk", "squeeze": "select", "stack": "stack",
     "take": "embedding", "nn.layer_norm": "layer_norm", "reshape": "view", "transpose": "permute",
     "nn.batch_matmul": "matmul", "strided_slice": "slice", "where": "where", "erf": "gelu",
-    "power": "pow", "mean": "mean",
+    "power": "pow", "mean": "mean", "nn.pad": "constant_pad_nd", "nn.dropout": "dropout",
+    "expand_dims": "unsqueeze", "cast": "to",
 }
 
 
@@ -111,6 +112,9 @@ class Builder:
         self.lines: list[str] = []
         self.counter = 0
         self.aten_counts: Counter[str] = Counter()
+        # Non-default normalization epsilons (printed, as TVM does, only when not 1e-5).
+        self.bn_epsilon = 1e-5
+        self.ln_epsilon = 1e-5
 
     # -- leaves ---------------------------------------------------------------------------------
 
@@ -233,7 +237,8 @@ def batch_norm(b: Builder, x: Value, name: str) -> Value:
     args = [x, b.weight(f"{name}.weight", (c,), "gamma"), b.weight(f"{name}.bias", (c,)),
             b.weight(f"{name}.running_mean", (c,)), b.weight(f"{name}.running_var", (c,), "positive")]
     vec = Value("", (c,))
-    out = b.call_tuple("nn.batch_norm", args, [Value("", x.shape), vec, vec])
+    attrs = f"epsilon={b.bn_epsilon:g}f" if b.bn_epsilon != 1e-5 else ""
+    out = b.call_tuple("nn.batch_norm", args, [Value("", x.shape), vec, vec], attrs)
     return b.get(out, 0)
 
 
@@ -243,6 +248,20 @@ def relu(b: Builder, x: Value) -> Value:
 
 def relu6(b: Builder, x: Value) -> Value:
     return b.call("clip", [x], x.shape, "a_min=0f, a_max=6f")
+
+
+def hardsigmoid(b: Builder, x: Value) -> Value:
+    """aten::hardsigmoid as the frontend expands it: clip(x + 3, 0, 6) / 6."""
+    y = b.call("clip", [b.call("add", [x, b.scalar(3.0)], x.shape)], x.shape, "a_min=0f, a_max=6f")
+    return b.call("divide", [y, b.scalar(6.0)], x.shape)
+
+
+def hardswish(b: Builder, x: Value) -> Value:
+    return multiply(b, x, hardsigmoid(b, x))
+
+
+def sigmoid(b: Builder, x: Value) -> Value:
+    return b.call("sigmoid", [x], x.shape)
 
 
 def add(b: Builder, x: Value, y: Value) -> Value:
@@ -360,13 +379,14 @@ def mobilenet_v1(weights: str = "constants") -> Printed:
 
 def _inverted_residual(b: Builder, x: Value, name: str, out_ch: int, stride: int, expand: int,
                        act: Callable[[Builder, Value], Value] = relu6,
-                       se: bool = False) -> Value:
+                       se: bool = False, se_inner: Callable[[Builder, Value], Value] | None = None,
+                       se_gate: Callable[[Builder, Value], Value] = sigmoid) -> Value:
     c = x.shape[1]
     hidden = c * expand
     y = _conv_bn(b, x, f"{name}.expand", hidden, 1, act=act) if expand != 1 else x
     y = _conv_bn(b, y, f"{name}.dw", hidden, 3, stride, groups=hidden, act=act)
     if se:
-        y = _squeeze_excite(b, y, f"{name}.se", max(1, c // 4))
+        y = _squeeze_excite(b, y, f"{name}.se", max(1, c // 4), se_inner, se_gate)
     y = _conv_bn(b, y, f"{name}.project", out_ch, 1, act=None)
     if stride == 1 and c == out_ch:
         y = add(b, y, x)
@@ -388,21 +408,40 @@ def swish(b: Builder, x: Value) -> Value:
     return multiply(b, x, b.call("sigmoid", [x], x.shape))
 
 
-def _squeeze_excite(b: Builder, x: Value, name: str, squeezed: int) -> Value:
+def _squeeze_excite(b: Builder, x: Value, name: str, squeezed: int,
+                    inner: Callable[[Builder, Value], Value] | None = None,
+                    gate: Callable[[Builder, Value], Value] = sigmoid) -> Value:
     n, c = x.shape[:2]
     s = b.call("nn.adaptive_avg_pool2d", [x], (n, c, 1, 1), "output_size=[1, 1]")
     s = conv2d(b, s, f"{name}.reduce", squeezed, 1, bias=True)
-    s = swish(b, s)
+    s = (inner or swish)(b, s)
     s = conv2d(b, s, f"{name}.expand", c, 1, bias=True)
-    s = b.call("sigmoid", [s], s.shape)
-    return multiply(b, x, s)
+    return multiply(b, x, gate(b, s))
+
+
+def mobilenet_v3(weights: str = "constants") -> Printed:
+    """MobileNet v3: hardswish activations, squeeze-and-excite with relu and hardsigmoid."""
+    b = Builder("mobilenet_v3", weights, seed=14)
+    b.bn_epsilon = 1e-3
+    x = b.input("input0", (1, 3, 32, 32))
+    y = _conv_bn(b, x, "features.0", 8, 3, 2, act=hardswish)
+    y = _inverted_residual(b, y, "features.1", 8, 2, 1, act=relu, se=True, se_inner=relu, se_gate=hardsigmoid)
+    y = _inverted_residual(b, y, "features.2", 16, 2, 4, act=hardswish, se=True, se_inner=relu,
+                           se_gate=hardsigmoid)
+    y = _inverted_residual(b, y, "features.3", 16, 1, 3, act=hardswish)
+    return b.finish(classifier_head(b, y, 10))
 
 
 def efficientnet(weights: str = "constants") -> Printed:
-    """EfficientNet: MBConv blocks with swish and squeeze-and-excite."""
+    """EfficientNet (TF-ported weights, as timm's tf_ variants): batch norm epsilon 1e-3, the
+    stem's "same" padding as an asymmetric nn.pad, MBConv blocks with swish and
+    squeeze-and-excite."""
     b = Builder("efficientnet", weights, seed=7)
+    b.bn_epsilon = 1e-3
     x = b.input("input0", (1, 3, 32, 32))
-    y = _conv_bn(b, x, "stem", 8, 3, 2, act=swish)
+    padded = b.call("nn.pad", [x, b.scalar(0.0)], (1, 3, 33, 33), "pad_width=[[0, 0], [0, 0], [0, 1], [0, 1]]")
+    y = conv2d(b, padded, "stem.conv", 8, 3, 2, 0)
+    y = swish(b, batch_norm(b, y, "stem.bn"))
     y = _inverted_residual(b, y, "block1", 8, 1, 1, act=swish, se=True)
     y = _inverted_residual(b, y, "block2", 16, 2, 4, act=swish, se=True)
     y = _inverted_residual(b, y, "block3", 16, 1, 4, act=swish, se=True)
@@ -536,7 +575,8 @@ HEAD_DIM = HIDDEN // HEADS
 def layer_norm(b: Builder, x: Value, name: str) -> Value:
     gamma = b.weight(f"{name}.weight", (x.shape[-1],), "gamma")
     beta = b.weight(f"{name}.bias", (x.shape[-1],))
-    return b.call("nn.layer_norm", [x, gamma, beta], x.shape)
+    attrs = f"epsilon={b.ln_epsilon:g}f" if b.ln_epsilon != 1e-5 else ""
+    return b.call("nn.layer_norm", [x, gamma, beta], x.shape, attrs)
 
 
 def gelu_erf(b: Builder, x: Value) -> Value:
@@ -587,7 +627,8 @@ def _attention(b: Builder, x: Value, name: str, proj: Callable[[Builder, Value, 
     scores = matmul(b, q, k_t)
     scores = b.call("divide", [scores, b.scalar(math.sqrt(HEAD_DIM))], scores.shape)
     if causal is not None:
-        scores = b.call("where", [causal, scores, b.scalar(-10000.0)], scores.shape)
+        # newer transformers fill with torch.finfo(float32).min, printed to 6 digits
+        scores = b.call("where", [causal, scores, b.scalar(-3.40282e38)], scores.shape)
     if mask is not None:
         scores = add(b, scores, mask)
     probs = b.call("nn.softmax", [scores], scores.shape)
@@ -619,6 +660,7 @@ def transformer_encoder(weights: str = "constants") -> Printed:
     """A BERT encoder layer (post-norm): token + position embeddings, the extended attention
     mask ((1 - mask) * -10000 broadcast over heads), attention, erf gelu MLP, eval-mode dropouts."""
     b = Builder("transformer_encoder", weights, seed=12)
+    b.ln_epsilon = 1e-12
     ids = b.input("input_ids", (1, SEQ), "int64", high=32)
     attention_mask = b.input("attention_mask", (1, SEQ), "int64", high=2)
     word = b.weight("embeddings.word_embeddings.weight", (32, HIDDEN), scale=0.5)
@@ -668,6 +710,7 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "resnext": resnext,
     "mobilenet_v1": mobilenet_v1,
     "mobilenet_v2": mobilenet_v2,
+    "mobilenet_v3": mobilenet_v3,
     "efficientnet": efficientnet,
     "unet": unet,
     "lstm_cell": lstm_cell,
@@ -677,4 +720,4 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "gpt2_block": gpt2_block,
 }
 BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "mobilenet_v1",
-               "mobilenet_v2", "efficientnet", "unet", "transformer_encoder", "gpt2_block")
+               "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet", "transformer_encoder", "gpt2_block")

@@ -45,7 +45,7 @@ _ATEN = {
     "take": "embedding", "nn.layer_norm": "layer_norm", "reshape": "view", "transpose": "permute",
     "nn.batch_matmul": "matmul", "strided_slice": "slice", "where": "where", "erf": "gelu",
     "power": "pow", "mean": "mean", "nn.pad": "constant_pad_nd", "nn.dropout": "dropout",
-    "expand_dims": "unsqueeze", "cast": "to",
+    "expand_dims": "unsqueeze", "cast": "to", "arange": "arange", "less_equal": "le", "zeros": "zeros",
 }
 
 
@@ -174,11 +174,11 @@ class Builder:
 
     def call(self, op: str, args: Sequence[Value], shape: Sequence[int], attrs: str = "",
              dtype: str = "float32") -> Value:
-        text = ", ".join(a.ref for a in args) + (f", {attrs}" if attrs else "")
+        text = ", ".join([a.ref for a in args] + ([attrs] if attrs else []))
         return self._bind(f"{op}({text})", tuple(shape), dtype, op)
 
     def call_tuple(self, op: str, args: Sequence[Value], fields: Sequence[Value], attrs: str = "") -> Value:
-        text = ", ".join(a.ref for a in args) + (f", {attrs}" if attrs else "")
+        text = ", ".join([a.ref for a in args] + ([attrs] if attrs else []))
         return self._bind(f"{op}({text})", (), "float32", op, tuple(fields))
 
     def tuple(self, items: Sequence[Value]) -> Value:
@@ -539,10 +539,11 @@ def lstm(weights: str = "constants") -> Printed:
 
 
 def gru(weights: str = "constants") -> Printed:
-    """A GRU layer unrolled over 4 steps (PyTorch's gate order r, z, n)."""
+    """A GRU layer unrolled over 4 steps (PyTorch's gate order r, z, n), called without an
+    initial state, so the frontend starts from `zeros`."""
     b = Builder("gru", weights, seed=11)
     x = b.input("input0", (4, 1, 8))
-    h = b.input("h0", (1, 16))
+    h = b.call("zeros", [], (1, 16), 'shape=[1, 16], dtype="float32"')
     hidden = 16
     w_ih = b.weight("gru.weight_ih_l0", (3 * hidden, 8), scale=0.3)
     w_hh = b.weight("gru.weight_hh_l0", (3 * hidden, hidden), scale=0.3)
@@ -620,15 +621,14 @@ def dropout(b: Builder, x: Value) -> Value:
 
 
 def _attention(b: Builder, x: Value, name: str, proj: Callable[[Builder, Value, str, int], Value],
-               causal: Value | None = None, mask: Value | None = None) -> Value:
+               causal: Value | None = None, mask: Value | None = None, fill: Value | None = None) -> Value:
     q = _heads(b, proj(b, x, f"{name}.query", HIDDEN), "[0, 2, 1, 3]")
     k_t = _heads(b, proj(b, x, f"{name}.key", HIDDEN), "[0, 2, 3, 1]")
     v = _heads(b, proj(b, x, f"{name}.value", HIDDEN), "[0, 2, 1, 3]")
     scores = matmul(b, q, k_t)
     scores = b.call("divide", [scores, b.scalar(math.sqrt(HEAD_DIM))], scores.shape)
     if causal is not None:
-        # newer transformers fill with torch.finfo(float32).min, printed to 6 digits
-        scores = b.call("where", [causal, scores, b.scalar(-3.40282e38)], scores.shape)
+        scores = b.call("where", [causal, scores, fill], scores.shape)
     if mask is not None:
         scores = add(b, scores, mask)
     probs = b.call("nn.softmax", [scores], scores.shape)
@@ -680,23 +680,34 @@ def transformer_encoder(weights: str = "constants") -> Printed:
     return b.finish(x)
 
 
-def gpt2_block(weights: str = "constants") -> Printed:
-    """A GPT-2 block (pre-norm): wte/wpe embeddings, Conv1D projections (addmm), the causal mask
-    sliced per axis from a bool buffer with strided_slice and applied by where, tanh gelu,
-    residuals, the final layer norm and the tied lm head."""
-    b = Builder("gpt2_block", weights, seed=13)
+def gpt2_block(weights: str = "constants", mask: str = "slice") -> Printed:
+    """A GPT-2 block (pre-norm): wte/wpe embeddings, Conv1D projections (addmm), a causal mask
+    applied by where, tanh gelu, residuals, the final layer norm and the tied lm head.
+
+    mask="slice": HF's bool `bias` buffer sliced per axis with strided_slice, filled with
+    torch.finfo(float32).min (printed to 6 digits); mask="arange": built from arange,
+    expand_dims and less_equal, filled with -inf."""
+    b = Builder("gpt2_block" if mask == "slice" else f"gpt2_block_{mask}", weights, seed=13)
     ids = b.input("input_ids", (1, SEQ), "int64", high=32)
     wte = b.weight("wte.weight", (32, HIDDEN), scale=0.5)
     wpe = b.weight("wpe.weight", (16, HIDDEN), scale=0.5)
     positions = b.constant(np.arange(SEQ, dtype="int64").reshape(1, SEQ))
     x = add(b, b.call("take", [wte, ids], (1, SEQ, HIDDEN), "axis=0"),
             b.call("take", [wpe, positions], (1, SEQ, HIDDEN), "axis=0"))
-    bias = b.constant(np.tril(np.ones((16, 16), dtype=bool)).reshape(1, 1, 16, 16))
-    causal = b.call("strided_slice", [bias], (1, 1, SEQ, 16),
-                    f"begin=[0], end=[{SEQ}], strides=[1], axes=[2]", dtype="bool")
-    causal = b.call("strided_slice", [causal], (1, 1, SEQ, SEQ),
-                    f"begin=[0], end=[{SEQ}], strides=[1], axes=[3]", dtype="bool")
-    x = add(b, x, _attention(b, layer_norm(b, x, "h.0.ln_1"), "h.0.attn", conv1d_gpt2, causal=causal))
+    if mask == "slice":
+        bias = b.constant(np.tril(np.ones((16, 16), dtype=bool)).reshape(1, 1, 16, 16))
+        causal = b.call("strided_slice", [bias], (1, 1, SEQ, 16),
+                        f"begin=[0], end=[{SEQ}], strides=[1], axes=[2]", dtype="bool")
+        causal = b.call("strided_slice", [causal], (1, 1, SEQ, SEQ),
+                        f"begin=[0], end=[{SEQ}], strides=[1], axes=[3]", dtype="bool")
+        fill = b.scalar(-3.40282e38)
+    else:
+        steps = [b.scalar(v, "int64") for v in (0, SEQ, 1)]
+        cols = b.call("arange", steps, (SEQ,), 'dtype="int64"', dtype="int64")
+        rows = b.call("expand_dims", [cols], (SEQ, 1), "axis=1", dtype="int64")
+        causal = b.call("less_equal", [cols, rows], (SEQ, SEQ), dtype="bool")
+        fill = Value("-inff /* ty=float32 */")
+    x = add(b, x, _attention(b, layer_norm(b, x, "h.0.ln_1"), "h.0.attn", conv1d_gpt2, causal=causal, fill=fill))
     x = add(b, x, _mlp(b, layer_norm(b, x, "h.0.ln_2"), "h.0.mlp", gelu_tanh, conv1d_gpt2))
     x = layer_norm(b, x, "ln_f")
     return b.finish(b.call("nn.dense", [x, wte], (1, SEQ, 32), "units=None"))
@@ -718,6 +729,8 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "gru": gru,
     "transformer_encoder": transformer_encoder,
     "gpt2_block": gpt2_block,
+    "gpt2_block_arange": lambda weights="constants": gpt2_block(weights, mask="arange"),
 }
 BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "mobilenet_v1",
-               "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet", "transformer_encoder", "gpt2_block")
+               "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet", "transformer_encoder", "gpt2_block",
+               "gpt2_block_arange")

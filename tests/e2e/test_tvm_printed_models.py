@@ -23,8 +23,24 @@ from compiler.runtime.interpreter import run_main
 from tests.e2e import tvm_printed
 from tests.e2e.tvm_printed import BLAS_MODELS, MODELS, WEIGHT_FORMS, Printed
 
-CASES = [(name, form) for name in MODELS for form in WEIGHT_FORMS]
-BUILDS = [(name, form, "c") for name, form in CASES] + [(name, "constants", "cblas, c") for name in BLAS_MODELS]
+# Models that do not parse yet, with the reason; their tests that parse are strict xfails.
+NOT_YET = {
+    "resnet_nchwc": "nn.max_pool2d / nn.global_avg_pool2d accept only permutations of NCHW as layout, "
+    "not the blocked NCHW8c that AlterOpLayout gives them after contrib_conv2d_NCHWc",
+}
+
+
+def cases(*rows: tuple[str, ...]) -> list[object]:
+    """Parametrize rows whose first field is a model name, marking those in NOT_YET."""
+    return [pytest.param(*row, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[row[0]]))
+            if row[0] in NOT_YET else row for row in rows]
+
+
+CASES = cases(*[(name, form) for name in MODELS for form in WEIGHT_FORMS])
+BUILDS = cases(*[(name, form, "c") for name in MODELS for form in WEIGHT_FORMS],
+               *[(name, "constants", "cblas, c") for name in BLAS_MODELS])
+NAMES = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[name])) if name in NOT_YET
+         else name for name in MODELS]
 
 
 def relaycc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +67,7 @@ def test_printed_model_parses_prints_and_parses_to_the_same_module(name: str, fo
     assert structural_equal(module, parse(astext(module), name))
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_inferred_types_are_the_ones_tvm_printed(name: str) -> None:
     printed = MODELS[name]("params")
     ours = astext(parse(printed.text, name), show_types=True)
@@ -196,3 +212,24 @@ def test_gelu_forms_agree_with_their_formulas() -> None:
         printed = b.finish(gelu(b, b.input("x", x.shape)))
         (got,) = run_main(parse(printed.text), {"x": x})
         assert_close_to_scale(got, formula(x.astype(np.float64)).astype("float32"), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["resnet", "gpt2_block", "lstm"])
+def test_params_form_with_weights_bound_at_compile_time_matches_the_interpreter(name: str, tmp_path: Path) -> None:
+    """The from_pytorch workflow: the printed signature holds the weights (named like
+    `layer1.0.1.conv.weight`), `--params` binds them, and the model then takes only its data."""
+    printed = MODELS[name]("params")
+    (tmp_path / "model.relay").write_text(printed.text)
+    np.savez(tmp_path / "weights.npz", **printed.weights)
+    data = {k: v for k, v in printed.make_inputs(seed=3).items() if k not in printed.weights}
+    np.savez(tmp_path / "in.npz", **data)
+    result = relaycc("compile", str(tmp_path / "model.relay"), "-o", str(tmp_path / "out"),
+                     "--params", str(tmp_path / "weights.npz"))
+    assert result.returncode == 0, result.stderr
+    result = relaycc("run", str(tmp_path / "out"), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz"))
+    assert result.returncode == 0, result.stderr
+    got = np.load(tmp_path / "o.npz")
+    want = run_main(parse(printed.text), data, printed.weights)
+    assert len(got.files) == len(want)
+    for i, expected in enumerate(want):
+        assert_close_to_scale(got[f"out{i}"], expected)

@@ -377,6 +377,80 @@ def mobilenet_v1(weights: str = "constants") -> Printed:
     return b.finish(classifier_head(b, y, 10))
 
 
+def mobilenet_v1_tflite(weights: str = "constants") -> Printed:
+    """MobileNet v1 as the TFLite frontend prints it: NHWC data, HWIO (HWOI for depthwise)
+    kernels, TF "same" padding as asymmetric conv padding, bias_add on axis 3, relu6 as clip,
+    average pool, reshape, dense with units, softmax; parameters named `_param_<k>`, no spans."""
+    b = Builder("mobilenet_v1_tflite", weights, seed=15, spans=False)
+    x = b.input("input", (1, 32, 32, 3))
+
+    def conv(v: Value, out_ch: int, k: int, stride: int, depthwise: bool = False) -> Value:
+        n, h, w, c = v.shape
+        kernel = b.weight(f"_param_{len(b.weights) + 1}", (k, k, c, 1) if depthwise else (k, k, c, out_ch))
+        out_ch = c if depthwise else out_ch
+        total = max((h + stride - 1) // stride - 1, 0) * stride + k - h  # TF "same"
+        pad = [total // 2, total // 2, total - total // 2, total - total // 2] if k > 1 else [0, 0, 0, 0]
+        attrs = [f"strides={_pair([stride, stride])}"] if stride != 1 else []
+        attrs.append(f"padding={_pair(pad)}")
+        if depthwise:
+            attrs.append(f"groups={c}")
+        attrs += [f"channels={out_ch}", f"kernel_size={_pair([k, k])}", 'data_layout="NHWC"',
+                  f'kernel_layout="{"HWOI" if depthwise else "HWIO"}"']
+        oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+        y = b.call("nn.conv2d", [v, kernel], (n, oh, ow, out_ch), ", ".join(attrs))
+        y = b.call("nn.bias_add", [y, b.weight(f"_param_{len(b.weights) + 1}", (out_ch,))], y.shape, "axis=3")
+        return relu6(b, y)
+
+    y = conv(x, 8, 3, 2)
+    for out_ch, stride in [(16, 1), (32, 2)]:
+        y = conv(conv(y, 0, 3, stride, depthwise=True), out_ch, 1, 1)
+    n, h, w, c = y.shape
+    y = b.call("nn.avg_pool2d", [y], (n, 1, 1, c),
+               f'pool_size=[{h}, {w}], strides=[2, 2], padding=[0, 0, 0, 0], layout="NHWC"')
+    y = b.call("reshape", [y], (1, c), f"newshape=[1, {c}]")
+    fc = b.weight(f"_param_{len(b.weights) + 1}", (10, c))
+    y = b.call("nn.dense", [y, fc], (1, 10), "units=10")
+    y = b.call("nn.bias_add", [y, b.weight(f"_param_{len(b.weights) + 1}", (10,))], y.shape)
+    return b.finish(b.call("nn.softmax", [y], y.shape, "axis=1"))
+
+
+def resnet_nchwc(weights: str = "constants") -> Printed:
+    """A ResNet stem and basic block as TVM prints them after AlterOpLayout for x86: NCHW[x]c
+    data, OIHW[x]i[y]o kernels through layout_transform, nn.contrib_conv2d_NCHWc, batch norm
+    folded into a multiply/add of 5-d per-channel constants, blocked pools, and back to NCHW for
+    the classifier."""
+    b = Builder("resnet_nchwc", weights, seed=16, spans=False)
+    x = b.input("data", (1, 3, 32, 32))
+
+    def conv(v: Value, name: str, out_ch: int, k: int, stride: int, relu_after: bool = True) -> Value:
+        n, cb, h, w, ci = v.shape
+        kernel = b.weight(f"{name}_weight", (out_ch, cb * ci, k, k))
+        blocked = b.call("layout_transform", [kernel], (out_ch // 8, cb, k, k, ci, 8),
+                         f'src_layout="OIHW", dst_layout="OIHW{ci}i8o"')
+        pad = k // 2
+        oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        attrs = [f"strides={_pair([stride, stride])}"] if stride != 1 else []
+        attrs += [f"padding={_pair([pad] * 4)}", f"channels={out_ch}", f"kernel_size={_pair([k, k])}",
+                  f'data_layout="NCHW{ci}c"', f'kernel_layout="OIHW{ci}i8o"', 'out_layout="NCHW8c"']
+        y = b.call("nn.contrib_conv2d_NCHWc", [v, blocked], (n, out_ch // 8, oh, ow, 8), ", ".join(attrs))
+        shape = (1, out_ch // 8, 1, 1, 8)
+        y = b.call("multiply", [y, b.weight(f"{name}_bn_scale", shape, "gamma")], y.shape)
+        y = b.call("add", [y, b.weight(f"{name}_bn_shift", shape)], y.shape)
+        return relu(b, y) if relu_after else y
+
+    y = b.call("layout_transform", [x], (1, 1, 32, 32, 3), 'src_layout="NCHW", dst_layout="NCHW3c"')
+    y = conv(y, "conv1", 8, 3, 2)
+    y = b.call("nn.max_pool2d", [y], (1, 1, 8, 8, 8),
+               'pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], layout="NCHW8c"')
+    shortcut = y
+    y = conv(conv(y, "layer1.0.conv1", 8, 3, 1), "layer1.0.conv2", 8, 3, 1, relu_after=False)
+    y = relu(b, add(b, y, shortcut))
+    y = b.call("nn.global_avg_pool2d", [y], (1, 1, 1, 1, 8), 'layout="NCHW8c"')
+    y = b.call("layout_transform", [y], (1, 8, 1, 1), 'src_layout="NCHW8c", dst_layout="NCHW"')
+    y = b.call("nn.batch_flatten", [y], (1, 8))
+    return b.finish(linear(b, y, "fc", 10))
+
+
 def _inverted_residual(b: Builder, x: Value, name: str, out_ch: int, stride: int, expand: int,
                        act: Callable[[Builder, Value], Value] = relu6,
                        se: bool = False, se_inner: Callable[[Builder, Value], Value] | None = None,
@@ -719,7 +793,9 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "resnet": resnet,
     "resnet_bottleneck": resnet_bottleneck,
     "resnext": resnext,
+    "resnet_nchwc": resnet_nchwc,
     "mobilenet_v1": mobilenet_v1,
+    "mobilenet_v1_tflite": mobilenet_v1_tflite,
     "mobilenet_v2": mobilenet_v2,
     "mobilenet_v3": mobilenet_v3,
     "efficientnet": efficientnet,
@@ -731,6 +807,7 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "gpt2_block": gpt2_block,
     "gpt2_block_arange": lambda weights="constants": gpt2_block(weights, mask="arange"),
 }
-BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "mobilenet_v1",
-               "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet", "transformer_encoder", "gpt2_block",
-               "gpt2_block_arange")
+BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "resnet_nchwc",
+               "mobilenet_v1",
+               "mobilenet_v1_tflite", "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet",
+               "transformer_encoder", "gpt2_block", "gpt2_block_arange")

@@ -11,7 +11,10 @@ accepts:
 * a `-` directly before a digit is part of a negative literal only where an operand is expected,
   so `%x -1` and `2-1` are subtractions (TVM rejects both);
 * after a `.` only digits are read, so `%t.0.1` is two projections (TVM reads `0.1`);
-* `%name.with.dots` is one local name (PyTorch-style; `.` followed by a digit is a projection);
+* `%name.with.dots` is one local name (PyTorch-style), and so is `%layer1.0.conv1.weight`: a
+  `.<digits>` part belongs to a local name when a `.<letter>` part follows it, as in the
+  parameter names from_pytorch prints for `nn.Sequential` children; a trailing `.<digits>` is
+  a projection (`%t.0.1` is two projections, `%layer1.0.weight.0` projects `%layer1.0.weight`);
 * a decimal literal without a suffix (`0.5`) is lexed as a "bare decimal": the parser accepts
   it as an attribute value and rejects it as an expression, where TVM needs `0.5f`.
 """
@@ -27,13 +30,15 @@ from compiler.diagnostics import ParseError, Source, Span
 SUPPORTED_VERSION = '"0.0.5"'
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:[./][A-Za-z_][A-Za-z0-9_]*)*"
+# Numeric parts only between named parts, so a name never swallows a projection `.0`.
+_LOCAL_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:(?:[./]\d+)*[./][A-Za-z_][A-Za-z0-9_]*)*"
 _NUMBER = r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?:[A-Za-z_][A-Za-z0-9_]*)?"
 # Leading whitespace is folded into each match; `other` catches any stray character.
 _MASTER = re.compile(
     r"[ \t\r\n]*(?:"
     r"(?P<punct>->|==|!=|<=|>=|[-(){}\[\],;:=.?!+*<>]|/(?![/*]))"
     r"|(?P<graph>%\d+)"
-    rf"|(?P<local>%{_NAME})"
+    rf"|(?P<local>%{_LOCAL_NAME})"
     r"|(?P<meta>meta\[)"
     rf"|(?P<ident>{_NAME})"
     rf"|(?P<number>{_NUMBER})"

@@ -568,3 +568,20 @@ def test_let_bound_function_sees_its_own_name_and_round_trips():
 def test_let_bound_non_function_does_not_see_its_own_name():
     with pytest.raises(ParseError, match="undefined variable %y"):
         parse_untyped("def @main(%x: float32) { let %y = add(%y, %x); %y }")
+
+
+def test_parser_reads_from_pytorch_parameter_names_with_sequential_indices():
+    mod = parse(
+        '#[version = "0.0.5"]\n'
+        "def @main(%input0: Tensor[(1, 4), float32], %layer1.0.fc.weight: Tensor[(2, 4), float32], "
+        "%layer1.0.fc.bias: Tensor[(2), float32]) {\n"
+        "  %0 = nn.dense(%input0, %layer1.0.fc.weight, units=None);\n"
+        "  %1 = (%0, %layer1.0.fc.bias);\n"
+        "  add(%1.0, %1.1)\n"
+        "}\n"
+    )
+    main = mod["main"]
+    assert [p.name_hint for p in main.params] == ["input0", "layer1.0.fc.weight", "layer1.0.fc.bias"]
+    body = main.body
+    assert isinstance(body, Call) and all(isinstance(a, TupleGetItem) for a in body.args)
+    assert body.args[0].tuple_value.fields[1] is main.params[2]

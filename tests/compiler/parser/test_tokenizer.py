@@ -64,6 +64,20 @@ def test_tokenizer_reads_pytorch_style_dotted_local_names():
     assert kinds_and_texts("%encoder.dense.weight") == [("local", "%encoder.dense.weight")]
 
 
+def test_tokenizer_reads_sequential_indices_inside_pytorch_local_names():
+    assert kinds_and_texts("%layer1.0.conv1.weight %features.3.1.bn.running_var") == [
+        ("local", "%layer1.0.conv1.weight"),
+        ("local", "%features.3.1.bn.running_var"),
+    ]
+
+
+def test_tokenizer_keeps_trailing_numeric_parts_as_projections():
+    assert kinds_and_texts("%t.0.1 %layer1.0.out.1") == [
+        ("local", "%t"), (".", "."), ("number", "0"), (".", "."), ("number", "1"),
+        ("local", "%layer1.0.out"), (".", "."), ("number", "1"),
+    ]
+
+
 def test_tokenizer_reads_slash_names_but_keeps_division_between_operands():
     assert kinds_and_texts("%block1/conv %a/%b %a / 2") == [
         ("local", "%block1/conv"),

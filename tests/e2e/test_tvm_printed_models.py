@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main

@@ -10,7 +10,7 @@ import pytest
 
 from compiler import ops
 from compiler.driver import export, lower
-from compiler.ir.printer import astext
+from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ops.qnn import fixed_point_multiplier_shift
 from compiler.parser import parse

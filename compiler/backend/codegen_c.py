@@ -55,7 +55,7 @@ from compiler.backend.c_signature import (
 from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_layout
 from compiler.tir.dtypes import c_type
-from compiler.tir.expr import Buffer, CallExtern, Const, PrimExpr, Var, cast
+from compiler.tir.expr import Buffer, CallExtern, Const, Load, PrimExpr, Select, Var, cast
 from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
@@ -321,15 +321,39 @@ class _FunctionEmitter:
             table[id(obj)] = name
         for var in func.scalar_params:
             self.ranges[var] = (0, None)  # dynamic dimensions are never negative
-        self.stmt(simplify(func.body, self.ranges))
+        body = simplify(func.body, self.ranges)
+        self.stmt(body)
         prologue = [f"  (void){name};" for obj, (_, name) in zip(param_objects, params) if id(obj) not in self.used]
         if self.has_workspace and not self.workspace_used:
             prologue.append("  (void)workspace;")
         if self.needs_flag:
             prologue.append(f"  int32_t {_FAILED} = 0;")
         result = f"{_FAILED} ? -1 : 0" if self.needs_flag else "0"
-        return "\n".join([f"{signature(func.name, params)} {{", *prologue, *self.lines,
-                          f"  return {result};", "}"]) + "\n"
+        head = f"{signature(func.name, params)} {{"
+        if _loads_under_select(body):
+            head = f"{NO_IF_CONVERSION}\n{head}"
+        return "\n".join([head, *prologue, *self.lines, f"  return {result};", "}"]) + "\n"
+
+
+# gcc 12 at -O3 with AVX2 turns `cond ? buffer[i] : c` into masked loads and, when it then
+# vectorizes an unrolled group of them, gives every load the first vector's mask: nn.pad,
+# concatenate and where lost rows (see tests/regressions/test_gcc_masked_load_selects.py).
+# Turning if-conversion off for just the functions that load under a select avoids it without
+# giving up vectorization elsewhere (globally it made relu/clip 20x slower).
+NO_IF_CONVERSION = '__attribute__((optimize("no-tree-loop-if-convert")))'
+
+
+def _loads_under_select(body: Stmt) -> bool:
+    """Whether a select anywhere in `body` reads a buffer in one of its branches."""
+    done: set[int] = set()
+    for s in walk_stmts(body):
+        for root in stmt_exprs(s):
+            for e in post_order(root, done):
+                if isinstance(e, Select) and any(
+                    isinstance(x, Load) for side in (e.t, e.f) for x in post_order(side, set())
+                ):
+                    return True
+    return False
 
 
 def _emit(func: PrimFunc, alignment: int, reserved: frozenset[str]) -> tuple[str, dict[str, _Extern]]:

@@ -263,10 +263,6 @@ def test_transform_patterns_follow_tvm() -> None:
     assert ops.get("broadcast_to").pattern is OpPattern.BROADCAST
 
 
-@pytest.mark.xfail(
-    reason="gcc 12.2 -O3 with AVX2 miscompiles the if-converted loads of this loop nest",
-    strict=False,
-)
 def test_concatenate_of_two_column_tensors_along_axis_0_compiles_correctly(tmp_path: Path) -> None:
     """Found by the domain draws. The generated C is right:
 

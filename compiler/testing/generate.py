@@ -65,7 +65,7 @@ class GeneratorOptions:
     connect_chance: float = 0.85
     constant_chance: float = 0.15
     extra_output_chance: float = 0.2
-    max_outputs: int = 6
+    max_outputs: int = 16
 
 
 @dataclass

@@ -79,7 +79,7 @@ def _candidates(model: GeneratedModel):  # type: ignore[no-untyped-def]  # a gen
     values = None
     for node in reversed(nodes):
         if values is None:
-            values = _intermediate_values(model)
+            values = intermediate_values(model)
         if node in values:
             var = Var(_fresh_name(model), node.checked_type)
             yield _with_body(model, _replace(body, node, var), {var.name_hint: values[node]})
@@ -118,7 +118,7 @@ def _fresh_name(model: GeneratedModel) -> str:
     return f"cut{k}"
 
 
-def _intermediate_values(model: GeneratedModel) -> dict[Expr, np.ndarray]:
+def intermediate_values(model: GeneratedModel) -> dict[Expr, np.ndarray]:
     """The interpreter's value of every tensor-typed call of the model, for cuts."""
     func = _main(model)
     nodes = [n for n in post_order(func.body) if isinstance(n, (Call, TupleGetItem))

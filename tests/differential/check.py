@@ -30,6 +30,7 @@ from compiler.parser import parse
 from compiler.runtime.interpreter import run_main
 from compiler.runtime.module import CompiledModule
 from compiler.testing.generate import GeneratedModel
+from compiler.testing.shrink import intermediate_values
 from tests.differential.plan_check import plan_problems
 
 # Float outputs: relative to max(1, |expected|) per element. A model is a chain of up to 60
@@ -127,9 +128,33 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
         where = f"{Path(last.filename).name}:{last.lineno}"
         return Outcome("crashed", stage, f"{type(err).__name__}: {err} ({where})")
     difference = compare(actual, expected, weakest_float(model.module))
+    if difference and near_overflow(model):
+        # A value at the edge of its dtype's range (the lowest float a max_pool window with no
+        # input yields, an exp of exp) overflows float32 sums the float64 reference keeps: the
+        # float outputs say nothing then; the others must still match.
+        floats = [a.dtype.kind == "f" for a in actual]
+        difference = compare([a for a, f in zip(actual, floats) if not f],
+                             [np.asarray(e) for e, f in zip(expected, floats) if not f])
+        if not difference:
+            return Outcome("matched", "", "float outputs not compared: values near overflow", kinds, True)
     if difference:
         return Outcome("mismatched", "compare", difference, kinds, True)
     return Outcome("matched", "", "", kinds, True)
+
+
+def near_overflow(model: GeneratedModel) -> bool:
+    """Whether some float value of the model, as the interpreter computes it, is infinite or
+    within a factor 256 of its dtype's largest value (NaNs alone are not overflow)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        values = [*intermediate_values(model).values(), *model.inputs.values()]
+    for value in values:
+        if value.dtype.kind == "f" and value.size:
+            huge = float(np.finfo(value.dtype).max) / 256
+            magnitude = np.abs(value[~np.isnan(value)])
+            if magnitude.size and float(magnitude.max()) > huge:
+                return True
+    return False
 
 
 def fusion_kinds(mod: IRModule) -> list[str]:

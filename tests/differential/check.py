@@ -35,7 +35,9 @@ from tests.differential.plan_check import plan_problems
 
 # Float outputs: relative to max(1, |expected|) per element. A model is a chain of up to 60
 # rounded operations whose errors the interpreter (float64 inside each op) does not make.
-RTOL = {"float16": 2e-2, "float32": 2e-4, "float64": 1e-9}
+# float16 keeps 11 bits, and TVM (like us) accumulates float16 products in float16: a dot
+# product of 65 terms is off by a few percent of its terms' scale (fuzz-diff seed 201928).
+RTOL = {"float16": 5e-2, "float32": 2e-4, "float64": 1e-9}
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler import ops
 from compiler.driver import BuildOptions, export, lower
-from compiler.ir.expr import Call, Function, Op
+from compiler.ir.expr import Call, Function, Op, Tuple
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType
 from compiler.ir.visitor import post_order
@@ -71,9 +71,17 @@ def _tensor_types(ty: object) -> list[TensorType]:
     return []
 
 
-def compare(actual: list[np.ndarray], expected: list[np.ndarray], weakest: str | None = None) -> str | None:
+def compare(
+    actual: list[np.ndarray],
+    expected: list[np.ndarray],
+    weakest: str | None = None,
+    from_floats: frozenset[int] = frozenset(),
+) -> str | None:
     """Why the compiled outputs differ from the interpreter's, or None. Float outputs are
-    compared at the tolerance of their own dtype or of `weakest`, whichever is looser."""
+    compared at the tolerance of their own dtype or of `weakest`, whichever is looser.
+    Integer outputs are compared bit for bit, except those in `from_floats` (computed from
+    float values through argmax, a comparison, a cast...): a near-tie that rounding decides
+    differently may flip one element in a hundred of those (fuzz-diff seed 202570)."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, interpreter has {len(expected)}"
     for k, (a, e) in enumerate(zip(actual, expected)):
@@ -82,6 +90,8 @@ def compare(actual: list[np.ndarray], expected: list[np.ndarray], weakest: str |
             return f"output {k}: {a.dtype}{list(a.shape)}, interpreter {e.dtype}{list(e.shape)}"
         if a.dtype.kind != "f":
             bad = np.flatnonzero(a.reshape(-1) != e.reshape(-1))
+            if k in from_floats and bad.size <= max(1, a.size // 100):
+                continue
         else:
             a64, e64 = a.astype(np.float64), e.astype(np.float64)
             with np.errstate(invalid="ignore"):
@@ -129,7 +139,7 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
         last = traceback.extract_tb(err.__traceback__)[-1]
         where = f"{Path(last.filename).name}:{last.lineno}"
         return Outcome("crashed", stage, f"{type(err).__name__}: {err} ({where})")
-    difference = compare(actual, expected, weakest_float(model.module))
+    difference = compare(actual, expected, weakest_float(model.module), integers_from_floats(model.module))
     if difference and near_overflow(model):
         # A value at the edge of its dtype's range (the lowest float a max_pool window with no
         # input yields, an exp of exp) overflows float32 sums the float64 reference keeps: the
@@ -142,6 +152,22 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
     if difference:
         return Outcome("mismatched", "compare", difference, kinds, True)
     return Outcome("matched", "", "", kinds, True)
+
+
+def integers_from_floats(mod: IRModule) -> frozenset[int]:
+    """Positions of @main's integer or bool results that depend on a float value."""
+    main = mod[mod.get_global_var("main")]
+    body = main.body
+    results = list(body.fields) if isinstance(body, Tuple) else [body]
+    tainted = set()
+    for k, result in enumerate(results):
+        ty = result.checked_type
+        if isinstance(ty, TensorType) and not ty.dtype.startswith("float") and any(
+            t.dtype.startswith("float")
+            for node in post_order(result) if node.has_type for t in _tensor_types(node.checked_type)
+        ):
+            tainted.add(k)
+    return frozenset(tainted)
 
 
 def near_overflow(model: GeneratedModel) -> bool:

@@ -33,6 +33,7 @@ from compiler.ops.domain import (
 )
 from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import broadcast_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
 from compiler.tir.expr import (
@@ -238,6 +239,7 @@ def binary(
             num_inputs=2,
             type_rel=_broadcast_type_rel(name, kinds, result_dtype),
             pattern=OpPattern.BROADCAST,
+            shape_func=broadcast_rule,
             reference=reference,
             samples=_samples_for(kinds) if samples is None else samples,
             compute=None if compute is None else loop_compute,
@@ -321,6 +323,7 @@ register(
         num_inputs=3,
         type_rel=_where_type_rel,
         pattern=OpPattern.BROADCAST,
+        shape_func=broadcast_rule,
         reference=_where_reference,
         compute=_where_compute,
         samples=(

@@ -24,6 +24,7 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast
 
@@ -158,6 +159,7 @@ register(
         num_inputs=1,
         type_rel=_like_rel("zeros_like"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=lambda a, attrs: np.zeros_like(a[0]),
         compute=filled(0),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int32"),))),
@@ -171,6 +173,7 @@ register(
         num_inputs=1,
         type_rel=_like_rel("ones_like"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=lambda a, attrs: np.ones_like(a[0]),
         compute=filled(1),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int8"),))),

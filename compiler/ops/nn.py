@@ -43,6 +43,7 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.ops.transform import reshape_compute
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast, logical_and, maximum, minimum, select
@@ -124,6 +125,7 @@ register(
         num_inputs=1,
         type_rel=_same_type_rel("nn.relu"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         # np.asarray: np.maximum of a 0-d array is a numpy scalar.
         reference=lambda a, attrs: np.asarray(np.maximum(a[0], np.zeros((), a[0].dtype))),
         compute=elementwise_compute(lambda x: maximum(x, 0)),
@@ -155,6 +157,7 @@ register(
         num_inputs=1,
         type_rel=_same_type_rel("nn.leaky_relu"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_leaky_relu,
         compute=_leaky_relu_compute,
         attrs=(AttrSpec("alpha", "float", 0.25),),
@@ -211,6 +214,7 @@ register(
         num_inputs=2,
         type_rel=_bias_add_rel,
         pattern=OpPattern.BROADCAST,
+        shape_func=same_shape_rule,
         reference=_bias_add,
         compute=_bias_add_compute,
         attrs=(AttrSpec("axis", "int", 1),),
@@ -527,6 +531,7 @@ register(
         num_inputs=1,
         type_rel=_softmax_rel("nn.softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=same_shape_rule,
         kernel=_softmax_kernel("nn.softmax", log=False),
         reference=lambda a, attrs: np.exp(_log_softmax(a, attrs).astype("float64")).astype(a[0].dtype),
         attrs=(AttrSpec("axis", "int", -1),),
@@ -541,6 +546,7 @@ register(
         num_inputs=1,
         type_rel=_softmax_rel("nn.log_softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=same_shape_rule,
         kernel=_softmax_kernel("nn.log_softmax", log=True),
         reference=_log_softmax,
         attrs=(AttrSpec("axis", "int", -1),),

@@ -16,6 +16,7 @@ from compiler.ops.common import check_arity, dims_equal, normalize_axis, same_dt
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, float_values, tensor_shape
 from compiler.ops.nn import float_arg, merge_dim
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import same_shape_rule
 
 F32 = "float32"
 
@@ -152,6 +153,7 @@ register(
         num_inputs=3,
         type_rel=_layer_norm_rel,
         pattern=OpPattern.OPAQUE,
+        shape_func=same_shape_rule,
         reference=_layer_norm,
         attrs=(AttrSpec("axis", "int", -1),) + _NORM_ATTRS,
         samples=(

@@ -16,11 +16,8 @@ import pytest
 from compiler import ops
 from compiler.backend.codegen_c import emit_c_module
 from compiler.backend.shape_func import (
-    BROADCAST_SHAPE_OPS,
     DATA_DEPENDENT,
-    SAME_SHAPE_OPS,
     SHAPE_DEPENDENT,
-    ShapeArg,
     lower_shape_func,
     shape_func_label,
     shape_rule,
@@ -29,6 +26,7 @@ from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Function, Op, Var
 from compiler.ir.types import ANY, TensorType, Type
+from compiler.ops.shape_rules import ShapeArg
 from compiler.ops import registry
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
@@ -208,22 +206,6 @@ def test_long_shape_function_label_is_cut_and_hashed_like_kernel_names() -> None
     assert label.startswith("shape_func_negative_negative")
     assert len(label) > 80 and label.endswith("_")
     assert label[80] == "_" and all(c in "0123456789abcdef" for c in label[81:-1])
-
-
-@pytest.mark.parametrize("name", BROADCAST_SHAPE_OPS + SAME_SHAPE_OPS)
-def test_generic_shape_rule_agrees_with_the_type_relation(name: str) -> None:
-    opdef = ops.get(name)
-    rule = shape_rule(name)
-    assert rule is not None and opdef.samples
-    for sample in opdef.samples:
-        types = [e if isinstance(e, TensorType) else TensorType(np.asarray(e).shape, str(np.asarray(e).dtype))
-                 for e in sample.inputs]
-        attrs = opdef.make_attrs(sample.attrs)
-        out_type = opdef.type_rel(types, attrs)
-        assert isinstance(out_type, TensorType)
-        inputs: list[ShapeArg] = [tuple(te.const(int(d), "int64") for d in t.shape) for t in types]  # type: ignore[arg-type]  # static samples
-        (dims,) = rule(inputs, attrs, out_type)
-        assert [constant(te.as_expr(d), {}) for d in dims] == list(out_type.shape)
 
 
 def test_shape_function_compiles_to_c_that_computes_the_broadcast_shape(tmp_path: Path) -> None:

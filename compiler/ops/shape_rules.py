@@ -1,0 +1,133 @@
+"""Shape rules: how an operator's result shape follows from its inputs' shapes at run time.
+
+Every op declares one beside its type relation (`OpDef.shape_func`). Where the type relation
+works on the dims it knows at compile time, a shape rule works on dims that are only known when
+the model runs: it maps each input's dims, given as int64 loop-level expressions (loads from the
+shape buffers of the shape function compiler/backend/shape_func.py builds), to the dims of each
+result tensor. TVM registers the same thing as a hybrid-script shape function per op.
+
+Rule contract: `rule(inputs, attrs, out_type) -> [dims of each result tensor]`, where each input
+is a tuple of int64 PrimExprs (a tensor's dims), a list of those (a tuple-typed argument), or,
+for ops declared `shape_data_dependent` (TVM's data-dependent mode: the result shape depends on
+values, as with `arange` or `dyn.reshape`), a TensorView of the argument's data. `out_type` is
+the call's inferred type, with `?` where the type relation could not know a dim: a rule may
+return the static dims of `out_type` as they are and compute only the others. Dims may be
+PrimExprs or Python ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Union
+
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import ANY, TensorType, TupleType, Type, flatten_tensor_types
+from compiler.tir import expr as te
+from compiler.tir.compute import TensorView
+
+Dim = Union[te.PrimExpr, int]
+Dims = tuple[te.PrimExpr, ...]
+ShapeValue = Union[Dims, list["ShapeValue"]]
+ShapeArg = Union[Dims, list["ShapeValue"], TensorView]
+ShapeRule = Callable[[Sequence[ShapeArg], Attrs, Type], Sequence[Sequence[Dim]]]
+
+
+class ShapeRuleError(Exception):
+    """A rule was applied to arguments it cannot describe (a bug in the caller or the rule)."""
+
+
+def dims(value: ShapeArg, what: str = "argument") -> Dims:
+    """The dims of a tensor argument."""
+    if not isinstance(value, tuple):
+        raise ShapeRuleError(f"the shape rule expects a tensor {what}")
+    return value
+
+
+def fields(value: ShapeArg, what: str = "argument") -> list[Dims]:
+    """The dims of each field of a tuple argument."""
+    if not isinstance(value, list) or not all(isinstance(f, tuple) for f in value):
+        raise ShapeRuleError(f"the shape rule expects a tuple of tensors as {what}")
+    return value  # type: ignore[return-value]  # checked above
+
+
+def int64(value: Dim) -> te.PrimExpr:
+    return te.cast("int64", te.as_expr(value))
+
+
+def known(out_type: Type, index: int = 0) -> tuple[int | None, ...]:
+    """The dims of result `index` that the type relation knew (None where it wrote `?`)."""
+    ty = flatten_tensor_types(out_type)[index]
+    return tuple(None if d is ANY else int(d) for d in ty.shape)  # type: ignore[arg-type]  # ANY checked
+
+
+def fill(out_type: Type, computed: Sequence[Dim], index: int = 0) -> tuple[Dim, ...]:
+    """`computed`, except where the type relation knew the dim: then that constant. The
+    constant is as right as the computation and keeps the shape function small."""
+    static = known(out_type, index)
+    if len(static) != len(computed):
+        raise ShapeRuleError(f"the shape rule gave {len(computed)} dims for a result of rank {len(static)}")
+    return tuple(c if s is None else s for s, c in zip(static, computed))
+
+
+def product(values: Sequence[Dim]) -> te.PrimExpr:
+    out: te.PrimExpr = te.const(1, "int64")
+    for v in values:
+        out = out * int64(v)
+    return out
+
+
+def ceil_div(a: Dim, b: Dim) -> te.PrimExpr:
+    return (int64(a) + int64(b) - 1) // int64(b)
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+# -- generic rules -----------------------------------------------------------------------------
+
+
+def broadcast_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
+    """numpy broadcasting of every input's dims: along each (right-aligned) axis, a dim of 1
+    gives way to the other operand's dim."""
+    shapes = [dims(x) for x in inputs]
+    return [broadcast_dims(shapes)]
+
+
+def broadcast_dims(shapes: Sequence[Sequence[Dim]]) -> Dims:
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[te.PrimExpr] = []
+    for axis in range(rank):
+        along = [int64(s[len(s) - rank + axis]) for s in shapes if len(s) - rank + axis >= 0]
+        dim = along[0]
+        for other in along[1:]:
+            dim = te.select(te.eq(dim, 1), other, dim)
+        out.append(dim)
+    return tuple(out)
+
+
+def same_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
+    """The result has the first input's shape."""
+    return [dims(inputs[0])]
+
+
+def static_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """The result shape follows from the attributes alone, so the type relation always knows
+    it (creation ops such as `zeros` with a `shape` attribute)."""
+    out: list[tuple[Dim, ...]] = []
+    for i, ty in enumerate(flatten_tensor_types(out_type)):
+        static = known(out_type, i)
+        if any(d is None for d in static):
+            raise ShapeRuleError(f"a static-shape rule met the result type {ty}")
+        out.append(tuple(d for d in static if d is not None))
+    return out
+
+
+def tuple_result(out_type: Type) -> bool:
+    return isinstance(out_type, TupleType)
+
+
+def tensor_type(out_type: Type) -> TensorType:
+    if not isinstance(out_type, TensorType):
+        raise ShapeRuleError(f"the shape rule expects a tensor result, got {out_type}")
+    return out_type

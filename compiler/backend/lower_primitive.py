@@ -48,7 +48,9 @@ def c_identifier(name: str) -> str:
 
 def static_shape(ty: TensorType, what: str) -> tuple[int, ...]:
     if ty.is_dynamic:
-        raise UnsupportedError(f"{what} has dynamic shape {ty}; static shapes are required here")
+        raise UnsupportedError(
+            f"{what} has dynamic shape {ty}: compiling `?` dimensions to C is not supported yet "
+            "(`relaycc lower` and `relaycc interpret` take them)")
     return tuple(int(d) for d in ty.shape)  # type: ignore[arg-type]  # static: checked above
 
 

@@ -41,6 +41,7 @@ from compiler.tir.expr import (
     PrimExpr,
     binary as binary_expr,
     cast,
+    eq,
     intrin,
     maximum,
     minimum,
@@ -56,12 +57,20 @@ def broadcast_index(idx: Index, shape: Sequence[object]) -> tuple[PrimExpr, ...]
     """The element of a tensor of `shape` that numpy broadcasting pairs with output index `idx`.
 
     The tensor's dims align with the trailing output dims (missing leading dims are dropped);
-    a dim of extent 1 is read at 0 whatever the output index.
+    a dim of extent 1 is read at 0 whatever the output index, and a dim known only at run time
+    is tested there.
     """
     lead = len(idx) - len(shape)
     if lead < 0:
         raise ValueError(f"a rank-{len(shape)} operand cannot broadcast to rank {len(idx)}")
-    return tuple(Const(0) if d == 1 else idx[lead + i] for i, d in enumerate(shape))
+    out: list[PrimExpr] = []
+    for i, d in enumerate(shape):
+        if isinstance(d, PrimExpr):
+            # A `?` dim: whether it broadcasts is known only at run time.
+            out.append(select(eq(d, 1), Const(0, idx[lead + i].dtype), idx[lead + i]))
+        else:
+            out.append(Const(0) if d == 1 else idx[lead + i])
+    return tuple(out)
 
 
 def load_broadcast(view: TensorView, idx: Index) -> PrimExpr:

@@ -541,7 +541,7 @@ def test_primitive_with_dynamic_shape_is_refused_at_the_op_that_makes_it() -> No
   %0(%x, %w)
 }
 """
-    with pytest.raises(UnsupportedError, match=r"dynamic shape Tensor\[\(\?, 8\), float32\]: compiling `\?`") as info:
+    with pytest.raises(UnsupportedError, match=r"nn.dense") as info:
         lower(text)
     assert (info.value.line, info.value.column) == (4, 13)
     assert info.value.source_line is not None and "nn.dense" in info.value.source_line

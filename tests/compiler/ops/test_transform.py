@@ -122,11 +122,17 @@ def test_transpose_rejects_non_permutations() -> None:
 def test_squeeze_all_unit_dims_or_listed_ones() -> None:
     assert shape_of("squeeze", t(1, 3, 1, 2)) == (3, 2)
     assert shape_of("squeeze", t(1, 3, 1, 2), axis=[0]) == (3, 1, 2)
-    assert shape_of("squeeze", t(1, "?", 1), axis=None) == (ANY,)
+    assert shape_of("squeeze", t(1, "?", 1), axis=[0]) == (ANY, 1)
     assert shape_of("squeeze", t(1, "?", 2), axis=[1]) == (1, 2)
     assert run("squeeze", np.zeros((1, 3, 1), F32), axis=[-1]).shape == (1, 3)
     with pytest.raises(TypeRelationError, match=r"squeeze: axis 1 of \(1, 3, 1\) has size 3, not 1"):
         infer("squeeze", t(1, 3, 1), axis=[1])
+
+
+def test_squeeze_without_axes_needs_every_dim_known() -> None:
+    # Which `?` dims are 1 is only known at run time, so the rank would be unknown (TVM refuses too).
+    with pytest.raises(TypeRelationError, match=r"squeeze: axis must be given for an input of unknown dims \(1, \?, 1\)"):
+        infer("squeeze", t(1, "?", 1), axis=None)
 
 
 def test_expand_dims_inserts_unit_dims_at_positive_and_negative_axes() -> None:

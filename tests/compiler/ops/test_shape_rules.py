@@ -157,6 +157,17 @@ def test_compiled_shape_function_computes_the_reference_shape(op: OpDef, compile
         assert got == call.expected, f"{op.name} draw {k}: compiled shape function gave {got}, the reference {call.expected}"
 
 
+# Ops whose result shape depends on input values: TVM registers their shape functions with
+# data_dependent=True, and so must we (the shape function then takes their data).
+DATA_DEPENDENT_OPS = ("arange",)
+
+
+@pytest.mark.parametrize("name", DATA_DEPENDENT_OPS)
+def test_data_dependent_ops_declare_their_mode(name: str) -> None:
+    op = ops.get(name)
+    assert op.shape_func is not None and op.shape_data_dependent
+
+
 # --- the rule helpers -----------------------------------------------------------------------------
 
 

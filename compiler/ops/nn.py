@@ -598,6 +598,11 @@ def _batch_flatten_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], product(data.shape[1:])), data.dtype)
 
 
+def _batch_flatten_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape = sr.dims(inputs[0])
+    return [(shape[0], sr.product(shape[1:]))]
+
+
 def _batch_flatten_domain(d: Draw) -> Sample:
     return Sample((TensorType(tensor_shape(d, min_rank=1, empty=True), kind_dtype(d, ANY_DTYPE)),))
 
@@ -612,7 +617,7 @@ register(
         reference=lambda a, attrs: a[0].reshape(a[0].shape[0], int(np.prod(a[0].shape[1:], dtype=np.int64))),
         reshape_only=True,
         compute=reshape_compute("nn.batch_flatten"),
-        shape_func=lambda inputs, attrs, out_type: [(sr.dims(inputs[0])[0], sr.product(sr.dims(inputs[0])[1:]))],
+        shape_func=_batch_flatten_rule,
         samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
         domain=Domain(_batch_flatten_domain),
     )
@@ -648,6 +653,11 @@ def _pad_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: edge padding of an empty dim in {data}")
         out.append(ANY if dim is ANY else dim + before + after)
     return TensorType(tuple(out), data.dtype)
+
+
+def _pad_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    pairs = zip(sr.dims(inputs[0]), attrs["pad_width"])
+    return [tuple(sr.int64(d) + before + after for d, (before, after) in pairs)]
 
 
 def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -712,9 +722,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_pad,
         compute=_pad_compute,
-        shape_func=lambda inputs, attrs, out_type: [
-            tuple(sr.int64(d) + before + after for d, (before, after) in zip(sr.dims(inputs[0]), attrs["pad_width"]))
-        ],
+        shape_func=_pad_rule,
         attrs=(AttrSpec("pad_width", "nested_ints"), AttrSpec("pad_mode", "str", "constant")),
         samples=(
             Sample(

@@ -212,6 +212,7 @@ def test_arange_shape_rule_counts_the_run_time_range_in_compiled_c(dtype: str, t
     shape_func = lower_shape_func(func, "shape_func_arange")
     assert shape_func.param_states == (DATA_DEPENDENT,) * 3
     library = build_prim_library([shape_func.prim_func], tmp_path, "arange_rule")
+    assert library.warnings == []
     cases = [(0, 5, 1), (1, 10, 3), (5, -1, -2), (3, 3, 1), (4, 0, 1)]
     if dtype == "float32":
         cases += [(0.5, 2.0, 0.25), (1.0, -1.0, -0.3)]

@@ -12,8 +12,9 @@ per field.
 The body is assembled from the shape rules operators declare beside their type relations
 (`OpDef.shape_func`, contract in compiler/ops/shape_rules.py), evaluated symbolically over the
 function body: an op's rule maps its inputs' dims (int64 PrimExprs, loads from the shape buffers
-or expressions of them) to its result dims. Only function parameters of static shape can be
-passed by data to a data-dependent rule.
+or expressions of them) to its result dims. Only function parameters of static shape and
+Constants (whose values are folded into the shape function) can be passed by data to a
+data-dependent rule.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Union
+
+import numpy as np
 
 from compiler import ops
 from compiler.backend.lower_primitive import static_shape
@@ -82,7 +85,15 @@ class _ParamRef:
     var: Var
 
 
-Value = Union[ShapeValue, _ParamRef, list["Value"]]
+@dataclass(frozen=True, eq=False)
+class _ConstRef:
+    """A Constant: a data-dependent rule reads its values (arange's constant start, stop and
+    step), any other rule its shape."""
+
+    constant: Constant
+
+
+Value = Union[ShapeValue, _ParamRef, _ConstRef, list["Value"]]
 
 
 class _ShapeFuncBuilder:
@@ -155,7 +166,7 @@ class _ShapeFuncBuilder:
                 else:
                     raise UnsupportedError(f"shape function {self.name}: free variable %{node.name_hint}")
             elif isinstance(node, Constant):
-                values[node] = tuple(te.const(int(d), "int64") for d in node.data.shape)
+                values[node] = _ConstRef(node)
             elif isinstance(node, Tuple):
                 values[node] = [values[f] for f in node.fields]
             elif isinstance(node, TupleGetItem):
@@ -205,11 +216,15 @@ class _ShapeFuncBuilder:
     def shape_of(self, value: Value) -> ShapeValue:
         if isinstance(value, _ParamRef):
             return self.param_shape(value.var)
+        if isinstance(value, _ConstRef):
+            return tuple(te.const(int(d), "int64") for d in value.constant.data.shape)
         if isinstance(value, list):
             return [self.shape_of(v) for v in value]
         return value
 
     def data_of(self, value: Value, op_name: str) -> TensorView:
+        if isinstance(value, _ConstRef):
+            return _constant_view(value.constant.data, op_name)
         if not isinstance(value, _ParamRef):
             raise UnsupportedError(
                 f"operator {op_name} needs the values of its inputs to know its result shape; "
@@ -255,6 +270,19 @@ class _ShapeFuncBuilder:
             name = f"{base}_{n}"
         self.buffer_names.add(name)
         return name
+
+
+def _constant_view(data: np.ndarray, op_name: str) -> TensorView:
+    """A Constant's data as a rule reads it: each element a constant, so the shape function
+    folds it (the rule must index it with constants)."""
+
+    def load(idx: Sequence[te.PrimExpr]) -> te.PrimExpr:
+        at = [int(i.value) for i in idx if isinstance(i, te.Const)]
+        if len(at) != len(idx):
+            raise UnsupportedError(f"the shape rule of {op_name} reads a Constant at a computed index")
+        return te.const(data[tuple(at)].item(), str(data.dtype))
+
+    return TensorView(tuple(int(d) for d in data.shape), str(data.dtype), load, data=data)
 
 
 def _static_dims(buffer: te.Buffer) -> tuple[int, ...]:

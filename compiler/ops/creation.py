@@ -24,7 +24,7 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
-from compiler.ops.shape_rules import same_shape_rule
+from compiler.ops.shape_rules import same_shape_rule, static_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast
 
@@ -77,6 +77,7 @@ register(
         reference=lambda a, attrs: np.zeros(attrs["shape"], dtype=attrs["dtype"]),
         compute=filled(0),
         attrs=_INIT_ATTRS,
+        shape_func=static_rule,  # the shape is an attribute
         samples=(Sample((), {"shape": [2, 3], "dtype": F32}), Sample((), {"shape": [4], "dtype": "int64"})),
         domain=Domain(_constant_domain),
     )
@@ -91,6 +92,7 @@ register(
         reference=lambda a, attrs: np.ones(attrs["shape"], dtype=attrs["dtype"]),
         compute=filled(1),
         attrs=_INIT_ATTRS,
+        shape_func=static_rule,  # the shape is an attribute
         samples=(Sample((), {"shape": [3, 1, 2], "dtype": F32}), Sample((), {"shape": [], "dtype": "int32"})),
         domain=Domain(_constant_domain),
     )
@@ -130,6 +132,7 @@ register(
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.full(attrs["shape"], a[0], dtype=attrs["dtype"] or a[0].dtype),
         compute=_full_compute,
+        shape_func=static_rule,  # the shape is an attribute
         # An empty dtype means the fill value's dtype.
         attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
         samples=(

@@ -43,7 +43,9 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops import shape_rules as sr
 from compiler.ops.shape_rules import same_shape_rule
+from compiler.tir import expr as te
 from compiler.ops.transform import reshape_compute
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast, logical_and, maximum, minimum, select
@@ -255,6 +257,31 @@ def _matmul_shape(
     return tuple(out)
 
 
+def _matmul_rule(transposed: bool | None) -> sr.ShapeRule:
+    """_matmul_shape over run-time dims: data's leading dims, M (transposed by transpose_a)
+    and N from the weight (or `units`). `transposed` fixes transpose_a/transpose_b (dense:
+    (False, True)); None reads them from the attrs (matmul)."""
+
+    def rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+        data, weight = sr.dims(inputs[0]), sr.dims(inputs[1])
+        transpose_a, transpose_b = (False, True) if transposed is not None else (attrs["transpose_a"], attrs["transpose_b"])
+        out = list(data)
+        if transpose_a:
+            out[-2] = data[-1]
+        out[-1] = weight[0] if transpose_b else weight[1]
+        return [sr.fill(out_type, out)]
+
+    return rule
+
+
+def _batch_matmul_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    x, y = sr.dims(inputs[0]), sr.dims(inputs[1])
+    batch = te.select(te.eq(x[0], 1), y[0], x[0])  # a batch of 1 broadcasts
+    m = x[2] if attrs["transpose_a"] else x[1]
+    n = y[1] if attrs["transpose_b"] else y[2]
+    return [sr.fill(out_type, (batch, m, n))]
+
+
 def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     op = "nn.dense"
     check_arity(types, 2, op)
@@ -371,6 +398,7 @@ register(
             a[0].astype(_out(a, attrs)), a[1].astype(_out(a, attrs)), False, True, _out(a, attrs)
         ),
         kernel=_dense_kernel,
+        shape_func=_matmul_rule(True),
         attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
         samples=(
             Sample((TensorType((4, 8), F32), TensorType((3, 8), F32)), {"units": None}),
@@ -402,6 +430,7 @@ register(
         type_rel=_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_matmul_kernel,
+        shape_func=_matmul_rule(None),
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -466,6 +495,7 @@ register(
         type_rel=_batch_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_batch_matmul_kernel,
+        shape_func=_batch_matmul_rule,
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -568,6 +598,11 @@ def _batch_flatten_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], product(data.shape[1:])), data.dtype)
 
 
+def _batch_flatten_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape = sr.dims(inputs[0])
+    return [(shape[0], sr.product(shape[1:]))]
+
+
 def _batch_flatten_domain(d: Draw) -> Sample:
     return Sample((TensorType(tensor_shape(d, min_rank=1, empty=True), kind_dtype(d, ANY_DTYPE)),))
 
@@ -582,6 +617,7 @@ register(
         reference=lambda a, attrs: a[0].reshape(a[0].shape[0], int(np.prod(a[0].shape[1:], dtype=np.int64))),
         reshape_only=True,
         compute=reshape_compute("nn.batch_flatten"),
+        shape_func=_batch_flatten_rule,
         samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
         domain=Domain(_batch_flatten_domain),
     )
@@ -617,6 +653,11 @@ def _pad_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: edge padding of an empty dim in {data}")
         out.append(ANY if dim is ANY else dim + before + after)
     return TensorType(tuple(out), data.dtype)
+
+
+def _pad_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    pairs = zip(sr.dims(inputs[0]), attrs["pad_width"])
+    return [tuple(sr.int64(d) + before + after for d, (before, after) in pairs)]
 
 
 def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -681,6 +722,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_pad,
         compute=_pad_compute,
+        shape_func=_pad_rule,
         attrs=(AttrSpec("pad_width", "nested_ints"), AttrSpec("pad_mode", "str", "constant")),
         samples=(
             Sample(
@@ -723,6 +765,7 @@ register(
         pattern=OpPattern.OPAQUE,
         # Inference semantics: the data passes through and the mask keeps everything.
         reference=lambda a, attrs: (a[0].copy(), np.ones_like(a[0])),
+        shape_func=lambda inputs, attrs, out_type: [sr.dims(inputs[0])] * 2,  # the data and the mask
         attrs=(AttrSpec("rate", "float", 0.5),),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), F32),), {"rate": 0.1})),
         domain=Domain(_dropout_domain),

@@ -24,7 +24,7 @@ from compiler.backend.shape_func import (
 )
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
-from compiler.ir.expr import Call, Function, Op, Var
+from compiler.ir.expr import Call, Constant, Function, Op, Var
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.shape_rules import ShapeArg
 from compiler.ops import registry
@@ -225,3 +225,41 @@ def test_shape_function_compiles_to_c_that_computes_the_broadcast_shape(tmp_path
             assert out.tolist() == expected
     finally:
         lib.close()
+
+
+def test_data_dependent_rule_reads_constant_arguments_as_folded_values() -> None:
+    # arange with a constant start and step and a run-time stop: only %stop is passed, by data.
+    stop = Var("stop", TensorType((), "float32"))
+    start, step = Constant(np.array(0.5, "float32")), Constant(np.array(0.25, "float32"))
+    func = Function((stop,), Call(Op.get("arange"), (start, stop, step), ops.get("arange").make_attrs({"dtype": "float32"})))
+    infer_expr(func)
+    shape_func = lower_shape_func(func, "f")
+    assert shape_func.param_states == (DATA_DEPENDENT,)
+    assert [b.name for b in shape_func.prim_func.inputs] == ["stop"]
+    assert run(shape_func.prim_func, np.array(2.0)) == [[6]]
+    assert run(shape_func.prim_func, np.array(2.1)) == [[7]]
+    assert run(shape_func.prim_func, np.array(0.0)) == [[0]]  # an empty range, not a negative length
+
+
+def test_constant_argument_of_a_shape_rule_gives_its_shape() -> None:
+    x = Var("x", TensorType((ANY, 3), "float32"))
+    func = Function((x,), Call(Op.get("add"), (x, Constant(np.ones((1, 3), "float32")))))
+    infer_expr(func)
+    shape_func = lower_shape_func(func, "f")
+    assert shape_func.param_states == (SHAPE_DEPENDENT,)
+    assert run(shape_func.prim_func, [4, 3]) == [[4, 3]]
+
+
+def test_shape_rule_reading_a_constant_at_a_computed_index_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = _register_data_dependent_op(monkeypatch)
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[te.PrimExpr, ...]]:
+        data = inputs[0]
+        assert isinstance(data, TensorView)
+        return [(data[te.Var("i", "int32")],)]
+
+    monkeypatch.setitem(registry._REGISTRY, name, dataclasses.replace(ops.get(name), shape_func=rule))
+    func = Function((), Call(Op.get(name), (Constant(np.array([3], "int64")),)))
+    infer_expr(func)
+    with pytest.raises(UnsupportedError, match="test.ones_of reads a Constant at a computed index"):
+        lower_shape_func(func, "f")

@@ -23,6 +23,8 @@ from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
 from compiler.ops.pool import padding_attr, window_input_size, window_pair
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, dims, fill, window_count
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -99,6 +101,22 @@ def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(
         from_canonical(geometry.out_shape_nchw, geometry.out_pos), result_dtype(attrs, data, OP)
     )
+
+
+def _conv2d_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """The relation's arithmetic on run-time dims: batch from the data, output channels from
+    the weight, each spatial dim the window count of the data's."""
+    data_pos = plain_positions(attrs["data_layout"], "NCHW", OP, "data_layout")
+    kernel_pos = plain_positions(attrs["kernel_layout"], "OIHW", OP, "kernel_layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", OP, "out_layout")
+    n, _, h, w = to_canonical(dims(inputs[0], "data"), data_pos)
+    o, _, kh, kw = to_canonical(dims(inputs[1], "weight"), kernel_pos)
+    sh, sw = positive_pair(attrs["strides"], "strides", OP)
+    dh, dw = positive_pair(attrs["dilation"], "dilation", OP)
+    top, left, bottom, right = padding4(attrs["padding"], OP)
+    oh = window_count(h, top + bottom, kh, sh, dh)
+    ow = window_count(w, left + right, kw, sw, dw)
+    return [fill(out_type, from_canonical((n, o, oh, ow), out_pos))]
 
 
 def _conv2d(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -190,6 +208,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_conv2d,
         kernel=_conv2d_kernel,
+        shape_func=_conv2d_shape,
         attrs=(
             AttrSpec("strides", "ints", (1, 1)),
             AttrSpec("padding", "ints", (0, 0)),

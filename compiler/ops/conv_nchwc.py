@@ -24,6 +24,7 @@ from compiler.ops.conv_nd import (
     conv_geometry,
     conv_kernel,
     conv_numpy,
+    conv_shape_rule,
     conv_type,
     draw_dtypes,
     draw_padding,
@@ -112,6 +113,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
         kernel=conv_kernel(NCHWC, 2),
+        shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(
             Sample(
@@ -148,6 +150,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(DEPTHWISE, 2),
         kernel=conv_kernel(DEPTHWISE, 2),
+        shape_func=conv_shape_rule(DEPTHWISE, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(
             Sample(

@@ -84,6 +84,19 @@ def normalize_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
+def window_count(
+    size: Dim, pad_total: Dim, kernel: Dim, stride: int, dilation: int = 1, ceil_mode: bool = False
+) -> te.PrimExpr:
+    """Window positions along one axis of a convolution or pool (the type relations' formula,
+    compiler/ops/window.py): floor((size + pads - span) / stride) + 1, with the division
+    rounded up in ceil mode."""
+    span = (int64(kernel) - 1) * dilation + 1
+    room = int64(size) + int64(pad_total) - span
+    if ceil_mode:
+        room = room + (stride - 1)
+    return room // stride + 1
+
+
 # -- generic rules -----------------------------------------------------------------------------
 
 

@@ -45,7 +45,7 @@ from compiler.ops.registry import (
     register,
 )
 from compiler.ops.shape_rules import Dim as ShapeDim
-from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, int64, window_count
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, int64, layout_dims, window_count
 from compiler.ops.window import window_extent
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -270,26 +270,6 @@ def conv_relation(op: str, rank: int, transposed: bool = False) -> TypeRel:
         return conv_type(conv_geometry(op, data, weight, attrs, rank, transposed), attrs, data, op)
 
     return rel
-
-
-def layout_dims(shape: Sequence[ShapeDim], src: Layout, dst: Layout) -> tuple[ShapeDim, ...]:
-    """`transform_shape` on run-time dims: a split axis counts its blocks times its factor,
-    then splits again where `dst` splits it. The relation has checked the factors divide."""
-    totals: dict[str, ShapeDim] = {}
-    for letter in src.primal:
-        outer = shape[src.index(letter)]
-        factor = src.factor(letter)
-        totals[letter] = outer if factor is None else int64(outer) * factor
-    out: list[ShapeDim] = []
-    for letter, factor in dst.axes:
-        split = dst.factor(letter)
-        if factor is not None:
-            out.append(factor)
-        elif split is None:
-            out.append(totals[letter])
-        else:
-            out.append(int64(totals[letter]) // split)
-    return tuple(out)
 
 
 def conv_shape_rule(op: str, rank: int, transposed: bool = False) -> ShapeRule:

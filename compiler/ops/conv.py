@@ -67,15 +67,14 @@ def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2
         raise TypeRelationError(f"{OP}: groups must be positive, got {groups}")
     n, c, h, w = to_canonical(data.shape, data_pos)
     o, i, kh, kw = to_canonical(weight.shape, kernel_pos)
-    if kh is ANY or kw is ANY:
-        raise TypeRelationError(f"{OP}: the kernel size of weight {weight} must be known")
-    assert isinstance(kh, int) and isinstance(kw, int)
     if attrs["kernel_size"] is not None:
+        # As in TVM, a given kernel_size also stands for a weight whose kernel dims are `?`.
         kernel_size = positive_pair(attrs["kernel_size"], "kernel_size", OP)
-        if kernel_size != (kh, kw):
+        if not (dims_equal(kh, kernel_size[0]) and dims_equal(kw, kernel_size[1])):
             raise TypeRelationError(
                 f"{OP}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}"
             )
+        kh, kw = kernel_size
     if attrs["channels"] is not None:
         if not dims_equal(attrs["channels"], o):
             raise TypeRelationError(f"{OP}: channels={attrs['channels']} does not match weight {weight}")
@@ -87,8 +86,13 @@ def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2
             f"{OP}: data {data} has {c} channels, so with groups={groups} the weight needs "
             f"{c}/{groups} input channels, but weight {weight} has {i}"
         )
-    oh = window_extent(h, padding[0] + padding[2], kh, strides[0], dilation[0], False, OP, "height")
-    ow = window_extent(w, padding[1] + padding[3], kw, strides[1], dilation[1], False, OP, "width")
+    # A `?` kernel dim (no kernel_size given) leaves that output dim unknown.
+    oh: Dim = ANY
+    ow: Dim = ANY
+    if kh is not ANY:
+        oh = window_extent(h, padding[0] + padding[2], kh, strides[0], dilation[0], False, OP, "height")
+    if kw is not ANY:
+        ow = window_extent(w, padding[1] + padding[3], kw, strides[1], dilation[1], False, OP, "width")
     return Conv2DGeometry(data_pos, kernel_pos, out_pos, strides, dilation, padding, groups, (n, o, oh, ow))
 
 

@@ -162,10 +162,12 @@ def conv_geometry(
     if groups <= 0:
         raise TypeRelationError(f"{op}: groups must be positive, got {groups}")
     ksize = k[2:]
-    if any(s is ANY for s in ksize):
-        raise TypeRelationError(f"{op}: the kernel size of weight {weight} must be known")
-    if attrs["kernel_size"] is not None and tuple(attrs["kernel_size"]) != tuple(ksize):
-        raise TypeRelationError(f"{op}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}")
+    if attrs["kernel_size"] is not None:
+        # As in TVM, a given kernel_size also stands for a weight whose kernel dims are `?`.
+        given = tuple(attrs["kernel_size"])
+        if len(given) != rank or not all(dims_equal(s, g) for s, g in zip(ksize, given)):
+            raise TypeRelationError(f"{op}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}")
+        ksize = given
     c = d[1]
     if transposed:
         # Weight (C, O/groups, *K): every input channel has its own slice of filters.
@@ -191,6 +193,9 @@ def conv_geometry(
     out_spatial: list[Dim] = []
     for j, axis in enumerate(spatial):
         size, kj = d[2 + j], ksize[j]
+        if kj is ANY:  # no kernel_size given: the output dim is unknown too
+            out_spatial.append(ANY)
+            continue
         assert isinstance(kj, int)
         if transposed:
             if size is ANY:

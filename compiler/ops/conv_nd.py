@@ -298,13 +298,13 @@ def conv_shape_rule(op: str, rank: int, transposed: bool = False) -> ShapeRule:
             o = attrs["channels"]
         else:
             o = int64(k[1]) * attrs["groups"] if transposed else k[0]
+        extra = spatial_values(attrs["output_padding"], rank, "output_padding", op, 0) if transposed else ()
         sizes: list[ShapeDim] = []
         for j in range(rank):
             size, kj = d[2 + j], k[2 + j]
             if transposed:
-                extra = spatial_values(attrs["output_padding"], rank, "output_padding", op, 0)[j]
                 span = (int64(kj) - 1) * dilation[j] + 1
-                sizes.append((int64(size) - 1) * strides[j] + span - before[j] - after[j] + extra)
+                sizes.append((int64(size) - 1) * strides[j] + span - before[j] - after[j] + extra[j])
             else:
                 sizes.append(window_count(size, before[j] + after[j], kj, strides[j], dilation[j]))
         return [fill(out_type, layout_dims((d[0], o, *sizes), data_canon, out_layout))]

@@ -9,8 +9,6 @@ import pytest
 from compiler import ops
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import AttrError, OpPattern, TypeRelationError
-from compiler.tir import expr as te
-from compiler.tir.simplify import simplify_expr
 
 F32 = "float32"
 LOWEST = np.finfo(np.float32).min
@@ -190,20 +188,3 @@ def test_pool_attrs_and_patterns_follow_tvm() -> None:
     ]
     for name in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d"):
         assert ops.get(name).pattern is OpPattern.OUT_ELEMWISE_FUSABLE
-
-
-def test_pool_shape_rules_locate_spatial_axes_in_blocked_layouts() -> None:
-    def pooled(name: str, shape: tuple[int, ...], **attrs: object) -> list[int]:
-        op = ops.get(name)
-        assert op.shape_func is not None
-        inputs = [tuple(te.const(d, "int64") for d in shape)]
-        (got,) = op.shape_func(inputs, op.make_attrs(attrs), TensorType((ANY,) * len(shape), "float32"))
-        return [int(simplify_expr(te.as_expr(d)).value) for d in got]  # type: ignore[attr-defined]  # Consts
-
-    window = {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "layout": "NCHW8c"}
-    assert pooled("nn.max_pool2d", (1, 2, 9, 10, 8), **window) == [1, 2, 5, 5, 8]
-    assert pooled("nn.avg_pool2d", (1, 2, 10, 9, 8), ceil_mode=True, **window) == [1, 2, 6, 5, 8]
-    assert pooled("nn.global_max_pool2d", (2, 3, 7, 5, 4), layout="NCHW4c") == [2, 3, 1, 1, 4]
-    assert pooled("nn.max_pool3d", (1, 1, 4, 6, 8, 16), pool_size=[2], strides=[2], layout="NCDHW16c") == [
-        1, 1, 2, 3, 4, 16]
-    assert pooled("nn.adaptive_avg_pool2d", (1, 9, 5, 4, 2), output_size=[3], layout="NHWC2c") == [1, 3, 3, 4, 2]

@@ -231,3 +231,22 @@ def test_relaid_out_finds_axes_by_name_in_blocked_layouts() -> None:
     assert [_value(d) for d in got] == [1, 2, 4, 3, 8]
     got = relaid_out(_consts([1, 2, 9, 9, 8]), "NCHW8c", {"H": 4, "W": 3}, "NHWC", "test")
     assert [_value(d) for d in got] == [1, 4, 3, 16]
+
+
+def test_pool_rules_locate_spatial_axes_in_blocked_layouts() -> None:
+    """Blocked layouts are not among the pools' drawn calls."""
+
+    def pooled(name: str, shape: tuple[int, ...], **attrs: object) -> list[int]:
+        op = ops.get(name)
+        assert op.shape_func is not None
+        inputs = [tuple(te.const(d, "int64") for d in shape)]
+        (got,) = op.shape_func(inputs, op.make_attrs(attrs), TensorType((ANY,) * len(shape), "float32"))
+        return [_value(d) for d in got]
+
+    window = {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "layout": "NCHW8c"}
+    assert pooled("nn.max_pool2d", (1, 2, 9, 10, 8), **window) == [1, 2, 5, 5, 8]
+    assert pooled("nn.avg_pool2d", (1, 2, 10, 9, 8), ceil_mode=True, **window) == [1, 2, 6, 5, 8]
+    assert pooled("nn.global_max_pool2d", (2, 3, 7, 5, 4), layout="NCHW4c") == [2, 3, 1, 1, 4]
+    assert pooled("nn.max_pool3d", (1, 1, 4, 6, 8, 16), pool_size=[2], strides=[2], layout="NCDHW16c") == [
+        1, 1, 2, 3, 4, 16]
+    assert pooled("nn.adaptive_avg_pool2d", (1, 9, 5, 4, 2), output_size=[3], layout="NHWC2c") == [1, 3, 3, 4, 2]

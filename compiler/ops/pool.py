@@ -35,6 +35,8 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, layout_axis, relaid_out, window_count
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -85,6 +87,26 @@ def _pool2d_rel(op: str) -> TypeRel:
         return TensorType(from_canonical(geometry.out_shape_nchw, geometry.out_pos), data.dtype)
 
     return rel
+
+
+def pool2d_shape_rule(op: str, global_pool: bool = False) -> ShapeRule:
+    """H and W, found by name in the layout (any permutation or blocked form): window counts,
+    or 1 for a global pool; the other axes pass through; then laid out as out_layout."""
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        data, layout = dims(inputs[0], "data"), attrs["layout"]
+        pooled: dict[str, ShapeDim] = {"H": 1, "W": 1}
+        if not global_pool:
+            kernel = positive_pair(attrs["pool_size"], "pool_size", op)
+            strides = positive_pair(attrs["strides"], "strides", op)
+            dilation = positive_pair(attrs["dilation"], "dilation", op)
+            top, left, bottom, right = padding4(attrs["padding"], op)
+            for j, (letter, pads) in enumerate((("H", top + bottom), ("W", left + right))):
+                size = layout_axis(data, layout, letter, op)
+                pooled[letter] = window_count(size, pads, kernel[j], strides[j], dilation[j], attrs["ceil_mode"])
+        return [fill(out_type, relaid_out(data, layout, pooled, attrs["out_layout"], op))]
+
+    return rule
 
 
 def lowest_value(dtype: np.dtype) -> object:
@@ -251,6 +273,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
         kernel=_pool2d_kernel("nn.max_pool2d", "max"),
+        shape_func=pool2d_shape_rule("nn.max_pool2d"),
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
         + (Sample((TensorType((1, 1, 4, 4), "int32"),), {"pool_size": [3, 3], "padding": [1]}),),
@@ -266,6 +289,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
         kernel=_pool2d_kernel("nn.avg_pool2d", "avg"),
+        shape_func=pool2d_shape_rule("nn.avg_pool2d"),
         attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
         samples=_POOL_SAMPLES
         + (
@@ -350,6 +374,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
         kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
+        shape_func=pool2d_shape_rule("nn.global_avg_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
         domain=_global_pool_domain(average=True),
@@ -364,6 +389,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
         kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
+        shape_func=pool2d_shape_rule("nn.global_max_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
         domain=_global_pool_domain(average=False),

@@ -41,6 +41,8 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, layout_axis, relaid_out, window_count
 from compiler.ops.window import window_extent
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -122,6 +124,33 @@ def _pool_rel(op: str, spatial: int) -> TypeRel:
         return TensorType(from_canonical(g.out_shape, g.window.out_pos), data.dtype)
 
     return rel
+
+
+def pool_nd_shape_rule(op: str, spatial: int, adaptive: bool = False) -> ShapeRule:
+    """Each spatial axis, found by name in the layout (any permutation or blocked form): a
+    window count, or the adaptive pool's output_size (its input size when none is given); the
+    other axes pass through. Window pools then lay out as out_layout, adaptive ones keep the
+    data layout as their relation does."""
+    letters = CANONICAL[spatial][2:]
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        data, layout = dims(inputs[0], "data"), attrs["layout"]
+        sizes = [layout_axis(data, layout, letter, op) for letter in letters]
+        if adaptive:
+            given = attrs["output_size"]
+            pooled: list[ShapeDim] = list(sizes) if not given else list(given) * (spatial // len(given))
+            return [fill(out_type, relaid_out(data, layout, dict(zip(letters, pooled)), "", op))]
+        kernel = per_axis(attrs["pool_size"], spatial, "pool_size", op)
+        strides = per_axis(attrs["strides"], spatial, "strides", op)
+        dilation = per_axis(attrs["dilation"], spatial, "dilation", op)
+        before, after = padding_nd(attrs["padding"], spatial, op)
+        pooled = [
+            window_count(sizes[k], before[k] + after[k], kernel[k], strides[k], dilation[k], attrs["ceil_mode"])
+            for k in range(spatial)
+        ]
+        return [fill(out_type, relaid_out(data, layout, dict(zip(letters, pooled)), attrs["out_layout"], op))]
+
+    return rule
 
 
 def window_views_nd(
@@ -276,6 +305,7 @@ for _spatial, _samples in ((1, _POOL1D_SAMPLES), (3, _POOL3D_SAMPLES)):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _pool(a, attrs, _n, _s, _k),
                 kernel=_pool_kernel(_name, _spatial, _kind),
+                shape_func=pool_nd_shape_rule(_name, _spatial),
                 attrs=_window_attrs(_spatial, _kind),
                 samples=_samples + _extra,
                 domain=Domain(draw=_pool_domain(_spatial, _kind), accumulates=_kind == "avg"),
@@ -405,6 +435,7 @@ for _spatial in (1, 2, 3):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _adaptive(a, attrs, _n, _s, _k),
                 kernel=_adaptive_kernel(_name, _spatial, _kind),
+                shape_func=pool_nd_shape_rule(_name, _spatial, adaptive=True),
                 attrs=(
                     AttrSpec("output_size", "ints", ()),
                     AttrSpec("layout", "str", CANONICAL[_spatial]),

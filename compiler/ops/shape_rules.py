@@ -17,11 +17,12 @@ PrimExprs or Python ints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Union
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, TensorType, TupleType, Type, flatten_tensor_types
+from compiler.ops.layout import Layout, parse_layout
 from compiler.tir import expr as te
 from compiler.tir.compute import TensorView
 
@@ -82,6 +83,58 @@ def ceil_div(a: Dim, b: Dim) -> te.PrimExpr:
 
 def normalize_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
+
+
+def window_count(
+    size: Dim, pad_total: Dim, kernel: Dim, stride: int, dilation: int = 1, ceil_mode: bool = False
+) -> te.PrimExpr:
+    """Window positions along one axis of a convolution or pool (the type relations' formula,
+    compiler/ops/window.py): floor((size + pads - span) / stride) + 1, with the division
+    rounded up in ceil mode."""
+    span = (int64(kernel) - 1) * dilation + 1
+    room = int64(size) + int64(pad_total) - span
+    if ceil_mode:
+        room = room + (stride - 1)
+    return room // stride + 1
+
+
+def layout_dims(shape: Sequence[Dim], src: Layout, dst: Layout) -> tuple[Dim, ...]:
+    """`transform_shape` on run-time dims: a split axis counts its blocks times its factor,
+    then splits again where `dst` splits it. The relation has checked the factors divide."""
+    totals: dict[str, Dim] = {}
+    for letter in src.primal:
+        outer = shape[src.index(letter)]
+        factor = src.factor(letter)
+        totals[letter] = outer if factor is None else int64(outer) * factor
+    out: list[Dim] = []
+    for letter, factor in dst.axes:
+        split = dst.factor(letter)
+        if factor is not None:
+            out.append(factor)
+        elif split is None:
+            out.append(totals[letter])
+        else:
+            out.append(int64(totals[letter]) // split)
+    return tuple(out)
+
+
+def relaid_out(
+    shape: Sequence[Dim], layout: str, replaced: Mapping[str, Dim], out_layout: str, op: str
+) -> tuple[Dim, ...]:
+    """`shape`, laid out as `layout`, with the dims of the primal axes named in `replaced`
+    (letters such as "H", "W") changed, then laid out as `out_layout` ("" keeps `layout`).
+    The axes are located by name, so any permutation or blocked form (NCHW8c) works."""
+    src = parse_layout(layout, op)
+    out = list(shape)
+    for letter, dim in replaced.items():
+        out[src.index(letter)] = dim
+    dst = parse_layout(out_layout or layout, op)
+    return tuple(out) if dst.axes == src.axes else layout_dims(out, src, dst)
+
+
+def layout_axis(shape: Sequence[Dim], layout: str, letter: str, op: str) -> Dim:
+    """The dim of primal axis `letter` in `shape`, laid out as `layout`."""
+    return shape[parse_layout(layout, op).index(letter)]
 
 
 # -- generic rules -----------------------------------------------------------------------------

@@ -146,6 +146,16 @@ def test_conv2d_nchwc_propagates_unknown_batch() -> None:
     assert NCHWC.type_rel([t("?", 1, 4, 4, 8), t(1, 1, 3, 3, 8, 8)], NCHWC.make_attrs(attrs)) == t("?", 1, 2, 2, 8)
 
 
+def test_nchwc_convolutions_accept_unknown_data_and_weight_dims() -> None:
+    attrs = {"channels": 8, "kernel_size": [3, 3], "data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o"}
+    unknown_weight = t("?", "?", "?", "?", "?", "?")
+    assert NCHWC.type_rel([t("?", "?", "?", 4, 8), unknown_weight], NCHWC.make_attrs(attrs)) == t("?", 1, "?", 2, 8)
+    depthwise = {**attrs, "groups": 8, "kernel_layout": "OIHW1i8o"}
+    # The channel count of `?` data cannot contradict groups.
+    assert DEPTHWISE.type_rel([t("?", "?", 5, 5, 8), unknown_weight], DEPTHWISE.make_attrs(depthwise)) == t(
+        "?", 1, 3, 3, 8)
+
+
 # --- contrib_depthwise_conv2d_NCHWc -------------------------------------------------------------
 
 

@@ -25,7 +25,17 @@ from compiler.ir.expr import Function
 from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.domain import RandomDraw
 from compiler.ops.registry import OpDef, Sample, TypeRelationError
-from compiler.ops.shape_rules import ShapeRuleError, broadcast_dims, fill, same_shape_rule, static_rule
+from compiler.ops.layout import parse_layout
+from compiler.ops.shape_rules import (
+    ShapeRuleError,
+    broadcast_dims,
+    fill,
+    layout_dims,
+    relaid_out,
+    same_shape_rule,
+    static_rule,
+    window_count,
+)
 from compiler.tir import expr as te
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.backend.test_shape_func import run
@@ -209,3 +219,45 @@ def test_same_shape_rule_refuses_a_tuple_argument() -> None:
     with pytest.raises(ShapeRuleError, match="tensor argument"):
         same_shape_rule([[_consts([1])]], Attrs({}), TensorType((1,), "float32"))
 
+
+
+def test_window_count_rounds_down_or_up_with_ceil_mode() -> None:
+    # 7 inputs, 1+1 padding, window 3 dilated by 2 (span 5), stride 2: room 4 -> 3 windows;
+    # 6 inputs leave room 3: floor gives 2 windows, ceil 3.
+    assert _value(window_count(te.const(7, "int64"), 2, 3, 2, 2)) == 3
+    assert _value(window_count(te.const(6, "int64"), 2, 3, 2, 2)) == 2
+    assert _value(window_count(te.const(6, "int64"), 2, 3, 2, 2, ceil_mode=True)) == 3
+
+
+def test_layout_dims_merges_and_splits_blocked_axes() -> None:
+    blocked, plain = parse_layout("NCHW8c", "test"), parse_layout("NHWC", "test")
+    got = layout_dims(_consts([2, 3, 5, 7, 8]), blocked, plain)
+    assert [_value(d) for d in got] == [2, 5, 7, 24]
+    back = layout_dims(got, plain, parse_layout("NCHW4c", "test"))
+    assert [_value(d) for d in back] == [2, 6, 5, 7, 4]
+
+
+def test_relaid_out_finds_axes_by_name_in_blocked_layouts() -> None:
+    got = relaid_out(_consts([1, 2, 9, 9, 8]), "NCHW8c", {"H": 4, "W": 3}, "", "test")
+    assert [_value(d) for d in got] == [1, 2, 4, 3, 8]
+    got = relaid_out(_consts([1, 2, 9, 9, 8]), "NCHW8c", {"H": 4, "W": 3}, "NHWC", "test")
+    assert [_value(d) for d in got] == [1, 4, 3, 16]
+
+
+def test_pool_rules_locate_spatial_axes_in_blocked_layouts() -> None:
+    """Blocked layouts are not among the pools' drawn calls."""
+
+    def pooled(name: str, shape: tuple[int, ...], **attrs: object) -> list[int]:
+        op = ops.get(name)
+        assert op.shape_func is not None
+        inputs = [tuple(te.const(d, "int64") for d in shape)]
+        (got,) = op.shape_func(inputs, op.make_attrs(attrs), TensorType((ANY,) * len(shape), "float32"))
+        return [_value(d) for d in got]
+
+    window = {"pool_size": [3, 3], "strides": [2, 2], "padding": [1], "layout": "NCHW8c"}
+    assert pooled("nn.max_pool2d", (1, 2, 9, 10, 8), **window) == [1, 2, 5, 5, 8]
+    assert pooled("nn.avg_pool2d", (1, 2, 10, 9, 8), ceil_mode=True, **window) == [1, 2, 6, 5, 8]
+    assert pooled("nn.global_max_pool2d", (2, 3, 7, 5, 4), layout="NCHW4c") == [2, 3, 1, 1, 4]
+    assert pooled("nn.max_pool3d", (1, 1, 4, 6, 8, 16), pool_size=[2], strides=[2], layout="NCDHW16c") == [
+        1, 1, 2, 3, 4, 16]
+    assert pooled("nn.adaptive_avg_pool2d", (1, 9, 5, 4, 2), output_size=[3], layout="NHWC2c") == [1, 3, 3, 4, 2]

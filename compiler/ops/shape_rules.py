@@ -84,6 +84,13 @@ def normalize_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
+def conv_output_dim(size: Dim, kernel: Dim, pad_before: Dim, pad_after: Dim, stride: Dim, dilation: Dim) -> te.PrimExpr:
+    """Window positions along one axis of a convolution or pool (floor mode; a pool's ceil mode
+    is this with `stride - 1` more padding after)."""
+    span = (int64(kernel) - 1) * int64(dilation) + 1
+    return (int64(size) + int64(pad_before) + int64(pad_after) - span) // int64(stride) + 1
+
+
 # -- generic rules -----------------------------------------------------------------------------
 
 

@@ -1121,7 +1121,8 @@ register(
 
 def _scalar_arg(types: Sequence[Type], k: int, op: str, what: str, kind: str) -> None:
     ty = tensor_arg(types, k, op)
-    if ty.shape not in ((), (1,)) or not ty.dtype.startswith(kind):
+    # A one-element vector counts too; its length may be `?` (TVM does not check these shapes).
+    if ty.shape not in ((), (1,), (ANY,)) or not ty.dtype.startswith(kind):
         raise TypeRelationError(f"{op} expects {what} as a {kind} scalar, got {ty}")
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from compiler import ops
 from compiler.backend.shape_func import lower_shape_func
+from compiler.diagnostics import UnsupportedError
 from compiler.driver import export, lower
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
@@ -244,3 +245,14 @@ def test_qnn_avg_pool2d_shape_function_counts_ceil_mode_windows() -> None:
     )
     shape_func = lower_shape_func(parse(text).main, "shape_func_qnn_avg_pool2d")
     assert run(shape_func.prim_func, [1, 3, 5, 4]) == [[1, 3, 3, 2]]
+
+
+def test_qnn_conv2d_transpose_shape_function_in_a_blocked_layout_is_a_located_error() -> None:
+    text = HEADER + (
+        "def @main(%x: Tensor[(?, 1, 3, 3, 4), int8], %w: Tensor[(4, 4, 3, 3), int8]) {\n"
+        "  qnn.conv2d_transpose(%x, %w, 0, 0, 0.5f, 0.25f, channels=4, kernel_size=[3, 3],"
+        ' data_layout="NCHW4c", out_dtype="int32")\n}\n'
+    )
+    with pytest.raises(UnsupportedError, match="layout 'NCHW4c' is not a permutation of NCHW") as err:
+        lower_shape_func(parse(text).main, "shape_func_qnn_conv2d_transpose")
+    assert (err.value.span.line, err.value.span.column) == (3, 3)

@@ -33,6 +33,7 @@ from compiler import ops as _ops
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.conv_nd import padding_nd, spatial_values
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import buffer_dims, input_buffers
 from compiler.ops.kernels.gemm import loop_nest
@@ -51,7 +52,6 @@ from compiler.ops.qnn import (
     scalars,
     view_data,
 )
-from compiler.ops.conv_nd import padding_nd, spatial_values
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.shape_rules import (
     Dim,
@@ -290,6 +290,7 @@ def _batch_matmul_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type:
 
 
 def _conv2d_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """The window count along H and W; the output channels are `channels`, else the weight's O."""
     data, weight = dims(inputs[0], "data"), dims(inputs[1], "weight")
     n, _, h, w = (data[p] for p in _positions(str(attrs["data_layout"]), "NCHW"))
     o, _, kh, kw = (weight[p] for p in _positions(str(attrs["kernel_layout"]), "OIHW"))

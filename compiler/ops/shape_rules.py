@@ -137,6 +137,11 @@ def layout_axis(shape: Sequence[Dim], layout: str, letter: str, op: str) -> Dim:
     return shape[parse_layout(layout, op).index(letter)]
 
 
+def conv_output_dim(size: Dim, kernel: Dim, pad_before: Dim, pad_after: Dim, stride: int, dilation: int) -> te.PrimExpr:
+    """`window_count` with the padding given per side (the form qnn attributes take)."""
+    return window_count(size, int64(pad_before) + int64(pad_after), kernel, stride, dilation)
+
+
 # -- generic rules -----------------------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from compiler.ops.layout import parse_layout
 from compiler.ops.shape_rules import (
     ShapeRuleError,
     broadcast_dims,
+    conv_output_dim,
     fill,
     layout_dims,
     relaid_out,
@@ -196,6 +197,13 @@ def _value(dim: object) -> int:
 def test_broadcast_dims_lets_a_one_give_way_on_either_side() -> None:
     got = broadcast_dims([_consts([4, 1, 3]), _consts([2, 1])])
     assert [_value(d) for d in got] == [4, 2, 3]
+
+
+def test_conv_output_dim_counts_the_window_positions_of_a_dilated_strided_kernel() -> None:
+    # 10 + 1 + 2 padded, a 3-tap kernel dilated by 2 spans 5: positions 0, 3, 6 fit.
+    assert _value(conv_output_dim(te.const(10, "int64"), 3, 1, 2, 3, 2)) == 3
+    # A kernel as wide as the padded input fits once.
+    assert _value(conv_output_dim(te.const(4, "int64"), 5, 1, 0, 2, 1)) == 1
 
 
 def test_fill_keeps_the_dims_the_type_relation_knew() -> None:

@@ -122,6 +122,17 @@ def check_rule(op: OpDef, k: int, call: DrawnCall, shape_func: ShapeFunction) ->
     assert got == call.expected, f"{op.name} draw {k}: shape function gave {got}, the reference {call.expected}"
 
 
+# --- declarations ---------------------------------------------------------------------------------
+
+# call_lowered's result shape is its callee's, which has a shape function of its own.
+NOT_OPERATORS = ("call_lowered",)
+
+
+@pytest.mark.parametrize("op", _op_params([op for op in ops.all_ops() if op.name not in NOT_OPERATORS]))
+def test_every_op_declares_a_shape_rule(op: OpDef) -> None:
+    assert op.shape_func is not None, f"{op.name} declares no shape rule, so a `?` dim stops at it"
+
+
 # --- the rules on drawn calls ---------------------------------------------------------------------
 
 

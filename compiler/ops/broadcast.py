@@ -53,12 +53,12 @@ BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 ScalarBinaryFn = Callable[[PrimExpr, PrimExpr], PrimExpr]
 
 
-def broadcast_index(idx: Index, shape: Sequence[object]) -> tuple[PrimExpr, ...]:
+def broadcast_index(idx: Index, shape: Sequence[object], out_shape: Sequence[object] | None = None) -> tuple[PrimExpr, ...]:
     """The element of a tensor of `shape` that numpy broadcasting pairs with output index `idx`.
 
     The tensor's dims align with the trailing output dims (missing leading dims are dropped);
     a dim of extent 1 is read at 0 whatever the output index, and a dim known only at run time
-    is tested there.
+    is tested there, unless it is the output's own dim (`out_shape`), which never broadcasts.
     """
     lead = len(idx) - len(shape)
     if lead < 0:
@@ -66,16 +66,18 @@ def broadcast_index(idx: Index, shape: Sequence[object]) -> tuple[PrimExpr, ...]
     out: list[PrimExpr] = []
     for i, d in enumerate(shape):
         if isinstance(d, PrimExpr):
-            # A `?` dim: whether it broadcasts is known only at run time.
-            out.append(select(eq(d, 1), Const(0, idx[lead + i].dtype), idx[lead + i]))
+            if out_shape is not None and out_shape[lead + i] is d:
+                out.append(idx[lead + i])
+            else:
+                out.append(select(eq(d, 1), Const(0, idx[lead + i].dtype), idx[lead + i]))
         else:
             out.append(Const(0) if d == 1 else idx[lead + i])
     return tuple(out)
 
 
-def load_broadcast(view: TensorView, idx: Index) -> PrimExpr:
-    """`view`'s element paired with output index `idx` under broadcasting."""
-    return view[broadcast_index(idx, view.shape)]
+def load_broadcast(view: TensorView, idx: Index, out_shape: Sequence[object] | None = None) -> PrimExpr:
+    """`view`'s element paired with output index `idx` under broadcasting to `out_shape`."""
+    return view[broadcast_index(idx, view.shape, out_shape)]
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -240,7 +242,7 @@ def binary(
 
     def loop_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
         assert compute is not None
-        return compute(load_broadcast(inputs[0], idx), load_broadcast(inputs[1], idx))
+        return compute(load_broadcast(inputs[0], idx, out_type.shape), load_broadcast(inputs[1], idx, out_type.shape))
 
     return register(
         OpDef(
@@ -312,7 +314,7 @@ def _where_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _where_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
-    cond, x, y = (load_broadcast(view, idx) for view in inputs)
+    cond, x, y = (load_broadcast(view, idx, out_type.shape) for view in inputs)
     return select(cond, x, y)
 
 

@@ -24,10 +24,7 @@ from tests.e2e import tvm_printed
 from tests.e2e.tvm_printed import BLAS_MODELS, MODELS, WEIGHT_FORMS, Printed
 
 # Models that do not parse yet, with the reason; their tests that parse are strict xfails.
-NOT_YET = {
-    "resnet_nchwc": "nn.max_pool2d / nn.global_avg_pool2d accept only permutations of NCHW as layout, "
-    "not the blocked NCHW8c that AlterOpLayout gives them after contrib_conv2d_NCHWc",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def cases(*rows: tuple[str, ...]) -> list[object]:

@@ -50,11 +50,10 @@ NCHW = parse_layout("NCHW", "pool")
 
 @dataclass(frozen=True)
 class Pool2DGeometry:
-    """A pool call read once: layouts; window; input and output shapes in NCHW order."""
+    """A pool call read once: layouts; window; output shape in NCHW order."""
 
     in_layout: Layout
     out_layout: Layout
-    in_shape_nchw: tuple[Dim, ...]
     pool_size: tuple[int, int]
     strides: tuple[int, int]
     dilation: tuple[int, int]
@@ -87,7 +86,7 @@ def pool2d_geometry(data: TensorType, attrs: Attrs, op: str) -> Pool2DGeometry:
     ceil = attrs["ceil_mode"]
     oh = window_extent(h, padding[0] + padding[2], pool_size[0], strides[0], dilation[0], ceil, op, "height")
     ow = window_extent(w, padding[1] + padding[3], pool_size[1], strides[1], dilation[1], ceil, op, "width")
-    return Pool2DGeometry(in_layout, out_layout, nchw, pool_size, strides, dilation, padding, (n, c, oh, ow))
+    return Pool2DGeometry(in_layout, out_layout, pool_size, strides, dilation, padding, (n, c, oh, ow))
 
 
 def _pool2d_rel(op: str) -> TypeRel:

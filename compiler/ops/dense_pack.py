@@ -26,6 +26,7 @@ from compiler.ops.kernels.matmul import matmul_loops
 from compiler.ops.layout import Layout, parse_layout, transform_array
 from compiler.ops.nn import accumulator_dtype, gemm_extent, result_dtype
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as Dim_, ShapeArg, ShapeRuleError, dims, fill
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, Stmt, Store, seq
@@ -72,6 +73,15 @@ def _rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if units is not None and not dims_equal(units, n):
         raise TypeRelationError(f"{OP}: units={units} does not match the {n} units of weight {weight}")
     return TensorType((data.shape[0], n), result_dtype(attrs, data, OP))
+
+
+def _shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim_, ...]]:
+    """(batch, weight blocks x block size): the units the packed weight holds."""
+    data, weight = dims(inputs[0], "data"), dims(inputs[1], "weight")
+    block = parse_layout(attrs["weight_layout"], OP).axes[2][1]
+    if block is None:
+        raise ShapeRuleError(f"weight_layout {attrs['weight_layout']!r} has no block size")
+    return [fill(out_type, (data[0], weight[0] * block))]
 
 
 def _reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -142,6 +152,7 @@ register(
         num_inputs=2,
         type_rel=_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=_shape_rule,
         reference=_reference,
         kernel=_kernel,
         attrs=(

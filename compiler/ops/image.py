@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, Dim, TensorType, Type
+from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.common import check_arity, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import place

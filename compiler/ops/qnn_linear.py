@@ -52,6 +52,7 @@ from compiler.ops.qnn import (
     scalars,
     view_data,
 )
+from compiler.ops.pool import pool2d_shape_rule
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.shape_rules import (
     Dim,
@@ -491,22 +492,6 @@ def _avg_pool_kernel(
     return Allocate(requantized, Allocate(pooled, seq(fill, body, loop_nest(ctx, "clip", out_dims, store))))
 
 
-def _avg_pool_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
-    """nn.avg_pool2d's window count per spatial axis; ceil mode lets the last window start
-    within stride - 1 more positions past the padding."""
-    data = dims(inputs[0], "data")
-    n, c, h, w = (data[p] for p in _positions(str(attrs["layout"]), "NCHW"))
-    kh, kw = positive_pair(attrs["pool_size"], "pool_size", AVG_POOL)
-    sh, sw = positive_pair(attrs["strides"], "strides", AVG_POOL)
-    dh, dw = positive_pair(attrs["dilation"], "dilation", AVG_POOL)
-    top, left, bottom, right = padding4(attrs["padding"], AVG_POOL)
-    ceil = bool(attrs["ceil_mode"])
-    oh = conv_output_dim(h, kh, top, bottom + (sh - 1 if ceil else 0), sh, dh)
-    ow = conv_output_dim(w, kw, left, right + (sw - 1 if ceil else 0), sw, dw)
-    out_layout = str(attrs["out_layout"] or attrs["layout"])
-    return [fill(out_type, _laid_out((n, c, oh, ow), _positions(out_layout, "NCHW")))]
-
-
 def _avg_pool_domain(d: Draw) -> Sample:
     base_domain = _base("nn.avg_pool2d").domain
     assert base_domain is not None
@@ -530,7 +515,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_avg_pool,
         kernel=_avg_pool_kernel,
-        shape_func=_avg_pool_shape_rule,
+        shape_func=pool2d_shape_rule(AVG_POOL),
         attrs=_base("nn.avg_pool2d").attrs,
         extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_avg_pool_domain),

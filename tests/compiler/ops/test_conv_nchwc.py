@@ -12,7 +12,7 @@ import pytest
 from compiler import ops
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
-from compiler.ir.types import ANY, TensorType, Type
+from compiler.ir.types import ANY, TensorType
 from compiler.ops.registry import TypeRelationError
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main

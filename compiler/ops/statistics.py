@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import TensorType, Type
+from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.broadcast import load_broadcast
-from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, same_dtype, static_dims, tensor_arg
+from compiler.ops.common import check_arity, normalize_axis, same_dtype, static_dims, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, Domain, Draw
 from compiler.ops.elemwise import BOOL, FLOAT, require_kind
 from compiler.ops.kernels.common import input_buffers
@@ -89,10 +89,8 @@ def _variance_rel(types: Sequence[Type], attrs: Attrs) -> Type:
         raise TypeRelationError(f"{op}: data {data} must have at least one dimension")
     if mean.ndim != data.ndim:
         raise TypeRelationError(f"{op}: mean {mean} must have the rank of data {data}")
-    try:
-        fits = broadcast_shapes(data, mean, op) == data.shape
-    except TypeRelationError:
-        fits = False
+    # Each mean dim is 1 or the data's; a `?` on either side may be either at run time.
+    fits = all(m is ANY or d is ANY or m == 1 or m == d for d, m in zip(data.shape, mean.shape))
     if not fits:
         raise TypeRelationError(f"{op}: mean {mean} does not broadcast to data {data}")
     axes = reduce_axes(data.ndim, attrs, op)

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from compiler import ops
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import Type
+from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.domain import Domain, RandomDraw, within_ulps
-from compiler.ops.registry import OpDef, OpPattern, Sample
+from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError
 from compiler.tir.stmt import PrimFunc
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.ops.samples import materialize, sample_rng
@@ -43,6 +43,7 @@ ALL_OPS = [op for op in ops.all_ops() if not op.extras.get("internal")]
 DOMAIN_OPS = [op for op in ALL_OPS if op.domain is not None]
 # Draws per op checked against the type relation, and compiled to C.
 TYPED_DRAWS = 40
+UNKNOWN_DIM_DRAWS = 12
 COMPILED_DRAWS = 6
 
 
@@ -119,6 +120,78 @@ def test_hypothesis_draw_keeps_to_inclusive_bounds_and_options(data: st.DataObje
 def test_drawn_calls_type_check_and_match_the_reference_type(op: OpDef) -> None:
     for k in range(TYPED_DRAWS):
         check_draw(op, k, draw(op, k))
+
+
+# Ops whose type relation needs some dims static, as TVM's does (the reason is TVM's).
+STATIC_DIMS_REQUIRED = {
+    "gather_nd": "the first dim of the indices is the number of indexed axes",
+    "scatter_nd": "the first dim of the indices is the number of indexed axes",
+    "squeeze": "without axes, which dims are 1 must be known",
+}
+
+
+def _hide(ty: Type, mode: str) -> Type:
+    if isinstance(ty, TupleType):
+        return TupleType(tuple(_hide(f, mode) for f in ty.fields))
+    if not isinstance(ty, TensorType) or ty.ndim == 0:
+        return ty
+    return TensorType((ANY, *ty.shape[1:]) if mode == "batch" else tuple(ANY for _ in ty.shape), ty.dtype)
+
+
+def _agrees(dynamic: Type, static: Type) -> bool:
+    """`dynamic` could be `static` once its `?` dims are known."""
+    if isinstance(static, TupleType):
+        return (isinstance(dynamic, TupleType) and len(dynamic.fields) == len(static.fields)
+                and all(_agrees(d, s) for d, s in zip(dynamic.fields, static.fields)))
+    return (isinstance(dynamic, TensorType) and isinstance(static, TensorType) and dynamic.dtype == static.dtype
+            and dynamic.ndim == static.ndim and all(d is ANY or d == s for d, s in zip(dynamic.shape, static.shape)))
+
+
+@pytest.mark.parametrize("op", _op_params(DOMAIN_OPS))
+def test_drawn_calls_type_check_with_unknown_dims(op: OpDef) -> None:
+    """With the dims of the first input, or of every input, hidden behind `?`, the relation
+    still accepts the call and infers a type the static call's type is an instance of."""
+    for k in range(UNKNOWN_DIM_DRAWS):
+        sample = draw(op, k)
+        rng = sample_rng(op, k)
+        parts = [materialize(entry, sample, rng) for entry in sample.inputs]
+        values, types = [v for v, _ in parts], [t for _, t in parts]
+        attrs = op.make_attrs(sample.attrs)
+        constants = constant_args(op, values, sample)
+        extra = () if constants is None else (constants,)
+        static = op.type_rel(types, attrs, *extra)  # type: ignore[call-arg]  # see OpDef.extras
+        if not types:
+            continue  # a creation op: nothing to hide
+        hidden = {
+            "batch dim of the first input": [_hide(types[0], "batch"), *types[1:]],
+            "every dim of the first input": [_hide(types[0], "all"), *types[1:]],
+            "every dim of every input": [_hide(t, "all") for t in types],
+        }
+        for what, candidate in hidden.items():
+            try:
+                dynamic = op.type_rel(candidate, attrs, *extra)  # type: ignore[call-arg]
+            except TypeRelationError as err:
+                if op.name in STATIC_DIMS_REQUIRED:
+                    continue
+                raise AssertionError(f"{describe(op, k, sample)}\nwith the {what} unknown: {err}") from err
+            assert _agrees(dynamic, static), (
+                f"{describe(op, k, sample)}\nwith the {what} unknown the relation gives {dynamic}, "
+                f"which the static type {static} is not an instance of")
+
+
+def test_unknown_dim_check_fails_for_a_relation_that_refuses_unknown_dims(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from compiler.ops import registry
+
+    def picky(types: list[Type], attrs: Attrs) -> Type:
+        if any(isinstance(t, TensorType) and t.is_dynamic for t in types):
+            raise TypeRelationError("exp: the shape must be known")
+        return types[0]
+
+    monkeypatch.setitem(registry._REGISTRY, "exp", dataclasses.replace(ops.get("exp"), type_rel=picky))
+    with pytest.raises(AssertionError, match="the shape must be known"):
+        test_drawn_calls_type_check_with_unknown_dims(ops.get("exp"))
 
 
 @pytest.mark.parametrize("op", _op_params(DOMAIN_OPS))

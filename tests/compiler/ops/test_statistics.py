@@ -95,6 +95,11 @@ def test_variance_type_is_the_reduced_data_type() -> None:
     assert infer("variance", data, mean, axis=[1]) == TensorType((ANY, 4), "float16")
 
 
+def test_variance_accepts_a_mean_whose_unknown_dims_may_match() -> None:
+    data, mean = TensorType((2, 5, ANY), "float64"), TensorType((2, ANY, 2), "float64")
+    assert infer("variance", data, mean, axis=[1]) == TensorType((2, ANY), "float64")
+
+
 def test_variance_rejects_bad_means_and_scalars() -> None:
     data = TensorType((2, 3), "float32")
     with pytest.raises(TypeRelationError, match="variance: mean .* must have the rank of data"):

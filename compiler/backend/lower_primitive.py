@@ -302,7 +302,10 @@ class PrimitiveLowering:
         return temp
 
     def _require_static_kernel(self, node: Call, inputs: Sequence[TensorView], outputs: Sequence[te.Buffer]) -> None:
-        """Hand-tiled kernels (dense, conv, pools, ...) specialize on their extents."""
+        """Hand-tiled kernels (conv, pools, ...) specialize on their extents; those declaring
+        `extras["dynamic_extents"]` (dense, matmul, batch_matmul) also take `?` dims."""
+        if ops.get(node.op.name).extras.get("dynamic_extents"):  # type: ignore[union-attr]  # anchors are op calls
+            return
         shapes = [v.shape for v in inputs] + [b.shape for b in outputs]
         if not all(_is_static(s) for s in shapes):
             raise UnsupportedError(

@@ -398,6 +398,7 @@ register(
             a[0].astype(_out(a, attrs)), a[1].astype(_out(a, attrs)), False, True, _out(a, attrs)
         ),
         kernel=_dense_kernel,
+        extras={"dynamic_extents": True},
         shape_func=_matmul_rule(True),
         attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
         samples=(
@@ -430,6 +431,7 @@ register(
         type_rel=_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_matmul_kernel,
+        extras={"dynamic_extents": True},
         shape_func=_matmul_rule(None),
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
@@ -495,6 +497,7 @@ register(
         type_rel=_batch_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_batch_matmul_kernel,
+        extras={"dynamic_extents": True},
         shape_func=_batch_matmul_rule,
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)

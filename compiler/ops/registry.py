@@ -172,6 +172,9 @@ class OpDef:
     `domain` (compiler/ops/domain.py) draws valid calls of the op for the property tests and
     the random model generator; every op declares one.
 
+    `extras["dynamic_extents"]` marks an op whose kernel accepts buffers with `?` dims (dim
+    expressions of the kernel's scalar parameters); other kernels are refused them.
+
     `extras["constant_args"]` marks an op whose result type depends on the values of constant
     arguments (arange's length): InferType then calls `type_rel(types, attrs, values)` with the
     data of each Constant argument (a tuple of them for a tuple of Constants; None for the

@@ -9,17 +9,20 @@ and repacks B, so transposed operands need no copy either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.ops.kernels.common import buffer_dims, unflatten
 from compiler.ops.kernels.dot import DotSpec, dot_gemm
 from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, vector_lanes
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
-from compiler.tir.stmt import Stmt, Store
+from compiler.tir.stmt import Allocate, For, ForKind, Stmt, Store, seq
 
 # Shorter reductions leave most lanes of the dot products idle; the packed gemm serves them.
 DOT_MIN_VECTORS = 2
+# Rows per product when the row count is only known at run time: the tiled kernel is built for
+# this many rows and run once per chunk, the last rows one at a time.
+ROW_CHUNK = 8
 
 
 Lets = tuple[tuple[te.Var, te.PrimExpr], ...]
@@ -49,14 +52,18 @@ def matmul_loops(
     transpose_b: bool,
 ) -> Stmt:
     """`out[..., m, n] = sum_k data[..., m, k] * weight[k, n]`, each operand optionally
-    transposed (dense is `transpose_b`); data may have any number of leading dims."""
-    out_dims = buffer_dims(out)
+    transposed (dense is `transpose_b`); data may have any number of leading dims. Leading
+    dims known only at run time run the tiled product in chunks of rows; an unknown reduction
+    or column extent gets plain loops."""
+    if not _static(weight) or not isinstance(out.shape[-1], int) or (transpose_a and not _static(data)):
+        return _plain_matmul(ctx, data, weight, out, epilogue, transpose_a, transpose_b)
+    out_dims = out.shape
     w_dims = buffer_dims(weight)
     k = w_dims[0] if not transpose_b else w_dims[1]
     rows_dims = out_dims[:-1]
-    m = 1
+    m: int | te.PrimExpr = 1
     for d in rows_dims:
-        m *= d
+        m = m * d
 
     def a_row(b: te.PrimExpr, row: te.PrimExpr) -> RowReader:
         lets, index = _row_lets(ctx, unflatten(row, rows_dims))
@@ -75,13 +82,80 @@ def matmul_loops(
         idx = (*unflatten(row, rows_dims), n)
         return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
-    if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype):
-        def b_row(b: te.PrimExpr, n: te.PrimExpr) -> RowReader:
-            return RowReader((), lambda ks: weight[n, ks[0]])
+    n = int(out_dims[-1])
 
-        return dot_gemm(ctx, DotSpec(1, m, out_dims[-1], k, out.dtype, a_row, b_row, store))
-    spec = GemmSpec(batch=1, m=m, n=out_dims[-1], k=(k,), dtype=out.dtype, a_row=a_row, b_load=b_load, store=store)
-    return gemm(ctx, spec)
+    def product(rows: int, first: te.PrimExpr) -> Stmt:
+        def a_at(b: te.PrimExpr, row: te.PrimExpr) -> RowReader:
+            return a_row(b, first + row)
+
+        def store_at(b: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+            return store(b, first + row, col, value)
+
+        if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype):
+            def b_row(b: te.PrimExpr, col: te.PrimExpr) -> RowReader:
+                return RowReader((), lambda ks: weight[col, ks[0]])
+
+            return dot_gemm(ctx, DotSpec(1, rows, n, k, out.dtype, a_at, b_row, store_at))
+        spec = GemmSpec(batch=1, m=rows, n=n, k=(k,), dtype=out.dtype, a_row=a_at, b_load=b_load, store=store_at)
+        return gemm(ctx, spec)
+
+    if isinstance(m, int):
+        return product(m, te.const(0))
+    chunk, row = ctx.var("chunk"), ctx.var("row")
+    whole = (m // ROW_CHUNK) * ROW_CHUNK
+    return seq(
+        For(chunk, te.const(0), m // ROW_CHUNK, product(ROW_CHUNK, chunk * ROW_CHUNK)),
+        For(row, whole, m - whole, product(1, row)),
+    )
+
+
+def _static(buffer: te.Buffer) -> bool:
+    return all(isinstance(d, int) for d in buffer.shape)
+
+
+def _plain_matmul(
+    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue,
+    transpose_a: bool, transpose_b: bool,
+) -> Stmt:
+    """The product as plain loops over every output element, for extents known only at run
+    time where the tiled kernels need them fixed (attention over a `?` sequence)."""
+    k = weight.shape[1] if transpose_b else weight.shape[0]
+    lead = len(out.shape) - 1
+
+    def a_load(idx: tuple[te.PrimExpr, ...], kk: te.PrimExpr) -> te.PrimExpr:
+        rows = idx[:lead]
+        return data[(*rows[:-1], kk, rows[-1])] if transpose_a else data[(*rows, kk)]
+
+    def b_load(idx: tuple[te.PrimExpr, ...], kk: te.PrimExpr) -> te.PrimExpr:
+        return weight[idx[-1], kk] if transpose_b else weight[kk, idx[-1]]
+
+    return plain_product(ctx, out, k, a_load, b_load, epilogue)
+
+
+def plain_product(
+    ctx: KernelContext,
+    out: te.Buffer,
+    k: int | te.PrimExpr,
+    a_load: Callable[[tuple[te.PrimExpr, ...], te.PrimExpr], te.PrimExpr],
+    b_load: Callable[[tuple[te.PrimExpr, ...], te.PrimExpr], te.PrimExpr],
+    epilogue: Epilogue,
+) -> Stmt:
+    """`out[idx] = sum_k a(idx, k) * b(idx, k)` for every output index, accumulating in the
+    output dtype, the outermost loop parallel."""
+    idx = tuple(ctx.var(f"ax{i}") for i in range(len(out.shape)))
+    kk = ctx.var("k")
+    acc = te.Buffer(ctx.fresh("acc"), (1,), out.dtype, scope="local")
+    zero = te.const(0, out.dtype)
+    update = Store(acc, (te.const(0),), acc[0] + te.cast(out.dtype, a_load(idx, kk)) * te.cast(out.dtype, b_load(idx, kk)))
+    body: Stmt = Allocate(acc, seq(
+        Store(acc, (te.const(0),), zero),
+        For(kk, te.const(0), te.as_expr(k), update),
+        Store(out, idx, te.cast(out.dtype, epilogue(acc[0], idx))),
+    ))
+    for i in reversed(range(len(idx))):
+        kind = ForKind.PARALLEL if i == 0 and ctx.parallel and len(idx) > 1 else ForKind.SERIAL
+        body = For(idx[i], te.const(0), te.as_expr(out.shape[i]), body, kind)
+    return body
 
 
 def batch_matmul_loops(
@@ -94,7 +168,10 @@ def batch_matmul_loops(
     transpose_b: bool,
 ) -> Stmt:
     """`out[b, m, n] = sum_k x[b, m, k] * y[b, k, n]` (each optionally transposed); a batch of 1
-    on either side is shared by every output batch."""
+    on either side is shared by every output batch. Extents known only at run time get plain
+    loops (the batch of 1 then tested at run time too)."""
+    if not (_static(x) and _static(y) and _static(out)):
+        return _plain_batch_matmul(ctx, x, y, out, epilogue, transpose_a, transpose_b)
     batch, m, n = buffer_dims(out)
     x_batch, y_batch = buffer_dims(x)[0], buffer_dims(y)[0]
     y_dims = buffer_dims(y)
@@ -126,3 +203,26 @@ def batch_matmul_loops(
         b_batches=y_batch, b_batch_of=lambda b: b if y_batch > 1 else te.const(0),
     )
     return gemm(ctx, spec)
+
+
+def _plain_batch_matmul(
+    ctx: KernelContext, x: te.Buffer, y: te.Buffer, out: te.Buffer, epilogue: Epilogue,
+    transpose_a: bool, transpose_b: bool,
+) -> Stmt:
+    k = y.shape[2] if transpose_b else y.shape[1]
+
+    def batch_of(buffer: te.Buffer, b: te.PrimExpr) -> te.PrimExpr:
+        dim = buffer.shape[0]
+        if isinstance(dim, int):
+            return b if dim > 1 else te.const(0)
+        return te.select(te.eq(dim, 1), te.const(0, b.dtype), b)
+
+    def a_load(idx: tuple[te.PrimExpr, ...], kk: te.PrimExpr) -> te.PrimExpr:
+        b, row, _ = idx
+        return x[batch_of(x, b), kk, row] if transpose_a else x[batch_of(x, b), row, kk]
+
+    def b_load(idx: tuple[te.PrimExpr, ...], kk: te.PrimExpr) -> te.PrimExpr:
+        b, _, col = idx
+        return y[batch_of(y, b), col, kk] if transpose_b else y[batch_of(y, b), kk, col]
+
+    return plain_product(ctx, out, k, a_load, b_load, epilogue)

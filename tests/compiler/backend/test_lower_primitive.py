@@ -412,10 +412,21 @@ def test_undeclared_shape_rule_is_refused_naming_the_op(monkeypatch: pytest.Monk
         lower("fn (%p0: Tensor[(?, 3), float32], Primitive=1) { exp(%p0) }")
 
 
+DYNAMIC_DENSE = """fn (%p0: Tensor[(?, {k}), float32], %p1: Tensor[(12, {k}), float32], Primitive=1) {{
+    nn.relu(nn.dense(%p0, %p1, units=12))
+}}"""
+DYNAMIC_BATCH_MATMUL = """fn (%p0: Tensor[(?, ?, 8), float32], %p1: Tensor[(?, ?, 8), float32], Primitive=1) {
+    nn.batch_matmul(%p0, %p1, transpose_b=True)
+}"""
+
+
 @pytest.fixture(scope="module")
 def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
     funcs = [lower(DYNAMIC_BROADCAST, "dyn_broadcast"),
-             lower("fn (%p0: Tensor[(?, ?), int32], Primitive=1) { negative(%p0) }", "dyn_all")]
+             lower("fn (%p0: Tensor[(?, ?), int32], Primitive=1) { negative(%p0) }", "dyn_all"),
+             lower(DYNAMIC_DENSE.format(k=40), "dyn_dense_dot"),
+             lower(DYNAMIC_DENSE.format(k=5), "dyn_dense_gemm"),
+             lower(DYNAMIC_BATCH_MATMUL, "dyn_batch_matmul")]
     return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive_dynamic"))
 
 
@@ -442,6 +453,27 @@ def test_dynamic_kernel_with_every_dim_unknown(dynamic_library: PrimLibrary) -> 
         x = np.arange(int(np.prod(shape)), dtype="int32").reshape(shape)
         (out,) = dynamic_library.run("dyn_all", [x])
         np.testing.assert_array_equal(out, -x)
+
+
+@pytest.mark.parametrize("name, k", [("dyn_dense_dot", 40), ("dyn_dense_gemm", 5)])
+@pytest.mark.parametrize("rows", [1, 3, 8, 13, 64])
+def test_dense_with_unknown_rows_runs_whole_chunks_and_the_rest(dynamic_library: PrimLibrary, name: str, k: int, rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, k)).astype("float32")
+    w = rng.standard_normal((12, k)).astype("float32")
+    (out,) = dynamic_library.run(name, [x, w])
+    np.testing.assert_allclose(out, np.maximum(x @ w.T, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batches, m, n", [((1, 1), 1, 1), ((2, 2), 7, 7), ((1, 3), 5, 128), ((4, 1), 128, 3)])
+def test_batch_matmul_with_unknown_extents_broadcasts_a_batch_of_one(
+    dynamic_library: PrimLibrary, batches: tuple[int, int], m: int, n: int
+) -> None:
+    rng = np.random.default_rng(m * n)
+    x = rng.standard_normal((batches[0], m, 8)).astype("float32")
+    y = rng.standard_normal((batches[1], n, 8)).astype("float32")
+    (out,) = dynamic_library.run("dyn_batch_matmul", [x, y])
+    np.testing.assert_allclose(out, x @ y.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:

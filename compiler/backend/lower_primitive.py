@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from compiler import ops
+from compiler.backend.batch_loop import batch_loop, batch_rows_only, move_to_row, stand_in
 from compiler.backend.symbolic_shapes import SymbolicShapes, has_dynamic_types, shapes_equal
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
@@ -301,6 +302,41 @@ class PrimitiveLowering:
         self.temps.append(temp)
         return temp
 
+    def _batch_rows(self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], out: te.Buffer) -> te.PrimExpr | None:
+        """The run-time batch, when it is the kernel's only unknown dim and the op's rows are
+        independent along it (compiler/backend/batch_loop.py)."""
+        rows = opdef.extras.get("batch_rows")
+        if rows is None or opdef.extras.get("dynamic_extents") or out.is_static:
+            return None
+        if not rows(node.attrs, len(out.shape)):  # type: ignore[operator]  # a predicate
+            return None
+        return batch_rows_only(inputs, (out,))
+
+    def _kernel_per_row(
+        self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], out: te.Buffer, out_type: Type,
+        epilogue: Callable[[te.PrimExpr, Index], te.PrimExpr], batch: te.PrimExpr,
+    ) -> Stmt:
+        row = self.ctx.var("row")
+        real: dict[te.Buffer, te.Buffer] = {}
+        views: list[TensorView] = []
+        for view in inputs:
+            if view.buffer is None or view.buffer.is_static:
+                views.append(view)
+                continue
+            one = stand_in(view.buffer, self.ctx.fresh(f"{view.buffer.name}_row"))
+            real[one] = view.buffer
+            views.append(replace(TensorView.of_buffer(one), data=view.data))
+        out_row = stand_in(out, self.ctx.fresh(f"{out.name}_row"))
+        real[out_row] = out
+        assert isinstance(out_type, TensorType)
+        row_type = TensorType((1, *out_type.shape[1:]), out_type.dtype)
+        stmt = opdef.kernel(  # type: ignore[misc]  # checked by the caller
+            self.ctx, views, out_row, node.attrs, row_type,
+            lambda value, idx: epilogue(value, (row + idx[0], *idx[1:])),
+        )
+        assert isinstance(stmt, Stmt)
+        return batch_loop(row, batch, move_to_row(stmt, real, row))
+
     def _require_static_kernel(self, node: Call, inputs: Sequence[TensorView], outputs: Sequence[te.Buffer]) -> None:
         """Hand-tiled kernels (conv, pools, ...) specialize on their extents; those declaring
         `extras["dynamic_extents"]` (dense, matmul, batch_matmul) also take `?` dims."""
@@ -383,8 +419,12 @@ class PrimitiveLowering:
         out_type = self._type(node)
         if opdef.kernel is not None:
             kernel_inputs = [self._materialize_input(v) for v in inputs]
-            self._require_static_kernel(node, kernel_inputs, (out,))
-            stmt = opdef.kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)
+            batch = self._batch_rows(opdef, node, kernel_inputs, out)
+            if batch is not None:
+                stmt = self._kernel_per_row(opdef, node, kernel_inputs, out, out_type, epilogue, batch)
+            else:
+                self._require_static_kernel(node, kernel_inputs, (out,))
+                stmt = opdef.kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)
         elif opdef.reduction is not None:
             reduction = opdef.reduction(inputs, node.attrs, out_type)
             stmt = self._reduction_loop(reduction, out, epilogue)

@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type, is_valid_dtype
-from compiler.ops.common import check_arity, dims_equal, normalize_axis, same_dtype, tensor_arg
+from compiler.ops.common import check_arity, dims_equal, normalize_axis, rows_unless_axis_zero, same_dtype, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.elemwise import FLOAT, require_kind
 from compiler.ops.kernels.common import input_buffers
@@ -133,6 +133,7 @@ register(
         shape_func=same_shape_rule,
         reference=_softmax,
         kernel=_fast_softmax_kernel,
+        extras={"batch_rows": rows_unless_axis_zero},
         attrs=(AttrSpec("axis", "int", -1),),
         samples=(
             Sample((TensorType((2, 6), "float32"),)),

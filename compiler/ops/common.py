@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compiler.diagnostics import UnsupportedError
+from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.registry import TypeRelationError
 from compiler.tir.expr import Const, PrimExpr
@@ -147,3 +148,21 @@ def reshape_index(
         for k, coord in zip(run_in, row_major_index(offset, [in_shape[k] for k in run_in])):
             result[k] = coord
     return tuple(result)
+
+
+def batch_first(*layout_keys: str) -> Callable[[Attrs, int], bool]:
+    """An `extras["batch_rows"]` predicate: each result row along axis 0 depends only on the
+    same row of the inputs when every named layout attr puts the batch (N) first ("" means
+    the data layout)."""
+
+    def rows(attrs: Attrs, rank: int) -> bool:
+        return all(not str(attrs[key]) or str(attrs[key]).startswith("N") for key in layout_keys)
+
+    return rows
+
+
+def rows_unless_axis_zero(attrs: Attrs, rank: int) -> bool:
+    """An `extras["batch_rows"]` predicate for ops working along `axis` (softmax): rows are
+    independent when that axis is not the first."""
+    axis = int(attrs["axis"])  # type: ignore[call-overload]  # an int attr
+    return rank > 1 and (axis + rank if axis < 0 else axis) != 0

@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
-from compiler.ops.common import check_arity, dims_equal, tensor_arg
+from compiler.ops.common import batch_first, check_arity, dims_equal, tensor_arg
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_loops
@@ -212,6 +212,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_conv2d,
         kernel=_conv2d_kernel,
+        extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=_conv2d_shape,
         attrs=(
             AttrSpec("strides", "ints", (1, 1)),

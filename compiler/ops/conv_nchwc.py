@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
-from compiler.ops.common import check_arity, dims_equal, tensor_arg
+from compiler.ops.common import batch_first, check_arity, dims_equal, tensor_arg
 from compiler.ops.conv_nd import (
     conv_attrs,
     conv_geometry,
@@ -113,6 +113,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
         kernel=conv_kernel(NCHWC, 2),
+        extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(
@@ -150,6 +151,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(DEPTHWISE, 2),
         kernel=conv_kernel(DEPTHWISE, 2),
+        extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=conv_shape_rule(DEPTHWISE, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(

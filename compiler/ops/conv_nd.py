@@ -28,7 +28,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
-from compiler.ops.common import check_arity, dims_equal, tensor_arg
+from compiler.ops.common import batch_first, check_arity, dims_equal, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.conv_direct import ConvSpec, conv_direct_loops
@@ -448,6 +448,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy("nn.conv1d", 1),
         kernel=conv_kernel("nn.conv1d", 1),
+        extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=conv_shape_rule("nn.conv1d", 1),
         attrs=conv_attrs(1, "NCW", "OIW"),
         samples=(
@@ -483,6 +484,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy("nn.conv3d", 3),
         kernel=conv_kernel("nn.conv3d", 3),
+        extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=conv_shape_rule("nn.conv3d", 3),
         attrs=conv_attrs(3, "NCDHW", "OIDHW"),
         samples=(

@@ -34,6 +34,7 @@ from compiler.ops.conv_nd import (
     padding_nd,
 )
 from compiler.ops.domain import Domain, Draw
+from compiler.ops.common import batch_first
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, register
 
 F32 = "float32"
@@ -116,6 +117,7 @@ def _register(
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             reference=conv_numpy(name, rank, transposed=True),
             kernel=conv_kernel(name, rank, transposed=True),
+            extras={"batch_rows": batch_first("data_layout", "out_layout")},
             shape_func=conv_shape_rule(name, rank, transposed=True),
             attrs=transpose_attrs(rank, data_layouts[0], kernel_layouts[0]),
             samples=samples,

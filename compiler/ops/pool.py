@@ -23,7 +23,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
-from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, int_range, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool import PoolWindow, global_pool2d_loops, pool2d_loops
@@ -315,6 +315,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
         kernel=_pool2d_kernel("nn.max_pool2d", "max"),
+        extras={"batch_rows": batch_first("layout", "out_layout")},
         shape_func=pool2d_shape_rule("nn.max_pool2d"),
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
@@ -331,6 +332,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
         kernel=_pool2d_kernel("nn.avg_pool2d", "avg"),
+        extras={"batch_rows": batch_first("layout", "out_layout")},
         shape_func=pool2d_shape_rule("nn.avg_pool2d"),
         attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
         samples=_POOL_SAMPLES
@@ -418,6 +420,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
         kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
+        extras={"batch_rows": batch_first("layout", "out_layout")},
         shape_func=pool2d_shape_rule("nn.global_avg_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
@@ -433,6 +436,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
         kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
+        extras={"batch_rows": batch_first("layout", "out_layout")},
         shape_func=pool2d_shape_rule("nn.global_max_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,

@@ -26,7 +26,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import Dim, TensorType, Type
-from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool_nd import WindowND, adaptive_pool_loops, pool_nd_loops
@@ -330,6 +330,7 @@ for _spatial, _samples in ((1, _POOL1D_SAMPLES), (3, _POOL3D_SAMPLES)):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _pool(a, attrs, _n, _s, _k),
                 kernel=_pool_kernel(_name, _spatial, _kind),
+                extras={"batch_rows": batch_first("layout", "out_layout")},
                 shape_func=pool_nd_shape_rule(_name, _spatial),
                 attrs=_window_attrs(_spatial, _kind),
                 samples=_samples + _extra,
@@ -456,6 +457,7 @@ for _spatial in (1, 2, 3):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _adaptive(a, attrs, _n, _s, _k),
                 kernel=_adaptive_kernel(_name, _spatial, _kind),
+                extras={"batch_rows": batch_first("layout", "out_layout")},
                 shape_func=pool_nd_shape_rule(_name, _spatial, adaptive=True),
                 attrs=(
                     AttrSpec("output_size", "ints", ()),

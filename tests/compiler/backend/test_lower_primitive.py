@@ -397,8 +397,10 @@ def test_dynamic_elementwise_chain_is_still_one_loop_nest() -> None:
 
 
 def test_kernel_reached_by_a_dynamic_dim_is_refused_naming_the_op() -> None:
-    with pytest.raises(UnsupportedError, match="nn.softmax: its kernel needs static shapes"):
-        lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.softmax(%p0) }")
+    with pytest.raises(UnsupportedError, match="nn.contrib_dense_pack: its kernel needs static shapes"):
+        lower("""fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
+            nn.contrib_dense_pack(%p0, %p1, units=8, weight_layout="NC4n")
+        }""")
 
 
 def test_undeclared_shape_rule_is_refused_naming_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -420,13 +422,34 @@ DYNAMIC_BATCH_MATMUL = """fn (%p0: Tensor[(?, ?, 8), float32], %p1: Tensor[(?, ?
 }"""
 
 
+DYNAMIC_CONV = """fn (%p0: Tensor[(?, 3, 8, 8), float32], %p1: Tensor[(4, 3, 3, 3), float32],
+                    %p2: Tensor[(4, 1, 1), float32], Primitive=1) {
+    nn.relu(add(nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]), %p2))
+}"""
+DYNAMIC_POOL_SOFTMAX = """fn (%p0: Tensor[(?, 3, 8, 8), float32], Primitive=1) {{ {pool} }}"""
+
+
+def conv2d_same_3x3(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """NCHW / OIHW convolution with a 3x3 kernel, stride 1, padding 1."""
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, w_ = x.shape[2:]
+    out = np.zeros((x.shape[0], w.shape[0], h, w_), np.float64)
+    for dy in range(3):
+        for dx in range(3):
+            out += np.einsum("nchw,oc->nohw", padded[:, :, dy:dy + h, dx:dx + w_], w[:, :, dy, dx])
+    return out
+
+
 @pytest.fixture(scope="module")
 def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
     funcs = [lower(DYNAMIC_BROADCAST, "dyn_broadcast"),
              lower("fn (%p0: Tensor[(?, ?), int32], Primitive=1) { negative(%p0) }", "dyn_all"),
              lower(DYNAMIC_DENSE.format(k=40), "dyn_dense_dot"),
              lower(DYNAMIC_DENSE.format(k=5), "dyn_dense_gemm"),
-             lower(DYNAMIC_BATCH_MATMUL, "dyn_batch_matmul")]
+             lower(DYNAMIC_BATCH_MATMUL, "dyn_batch_matmul"),
+             lower(DYNAMIC_CONV, "dyn_conv"),
+             lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2])"), "dyn_pool"),
+             lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.softmax(%p0)"), "dyn_softmax")]
     return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive_dynamic"))
 
 
@@ -474,6 +497,40 @@ def test_batch_matmul_with_unknown_extents_broadcasts_a_batch_of_one(
     y = rng.standard_normal((batches[1], n, 8)).astype("float32")
     (out,) = dynamic_library.run("dyn_batch_matmul", [x, y])
     np.testing.assert_allclose(out, x @ y.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv_with_unknown_batch_runs_the_static_kernel_per_row(dynamic_library: PrimLibrary, batch: int) -> None:
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 3, 8, 8)).astype("float32")
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    bias = rng.standard_normal((4, 1, 1)).astype("float32")
+    (out,) = dynamic_library.run("dyn_conv", [x, w, bias])
+    np.testing.assert_allclose(out, np.maximum(conv2d_same_3x3(x, w) + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_pool_and_softmax_with_unknown_batch(dynamic_library: PrimLibrary, batch: int) -> None:
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 8, 8)).astype("float32")
+    (pooled,) = dynamic_library.run("dyn_pool", [x])
+    np.testing.assert_array_equal(pooled, x.reshape(batch, 3, 4, 2, 4, 2).max(axis=(3, 5)))
+    (soft,) = dynamic_library.run("dyn_softmax", [x])
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(soft, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_per_row_kernel_loops_over_the_batch_around_the_static_kernel() -> None:
+    func = lower(DYNAMIC_CONV)
+    (loop,) = top_level_loops(func)
+    assert loop.extent is func.scalar_params[0]
+    assert all(b.is_static for b in temporaries(func))
+
+
+def test_kernel_whose_unknown_dim_is_not_its_batch_is_refused() -> None:
+    with pytest.raises(UnsupportedError, match="nn.softmax: its kernel needs static shapes"):
+        lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.softmax(%p0, axis=0) }")
+    with pytest.raises(UnsupportedError, match="nn.max_pool2d: its kernel needs static shapes"):
+        lower("fn (%p0: Tensor[(1, 3, ?, 8), float32], Primitive=1) { nn.max_pool2d(%p0, pool_size=[2, 2]) }")
 
 
 def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:

@@ -195,8 +195,7 @@ def type_text(ty: Type) -> str:
     if isinstance(ty, TypeVar):
         return ty.name
     if isinstance(ty, TypeCall):
-        if not ty.args:
-            return ty.name
+        # Brackets even without arguments (`tensor_float32_t[]`), as TVM prints a type call.
         return f"{ty.name}[{', '.join(type_text(a) for a in ty.args)}]"
     if isinstance(ty, RefType):
         return f"ref({type_text(ty.value)})"

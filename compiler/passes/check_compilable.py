@@ -2,8 +2,9 @@
 
 Before: a typed module.
 After: the same module, unchanged, if @main and the globals it reaches use only what the back
-end compiles. Otherwise an UnsupportedError at the first offending expression in the source
-names the construct and points to `relaycc interpret`, which runs every construct:
+end compiles. Otherwise an UnsupportedError at the first offending expression of @main in the
+source (when @main has none, the first one in the globals it reaches) names the construct and
+points to `relaycc interpret`, which runs every construct:
 * match expressions and ADT constructors (`type List[A] {...}` values),
 * references (`ref`, `ref_read`, `ref_write`),
 * closures: a function literal bound by a let or passed around as a value, and calls of a
@@ -108,9 +109,10 @@ class CheckCompilable(Pass):
             raise UnsupportedError(
                 f"the AOT executor cannot compile a @main result of type {ty.ret_type}{_HINT}", main.span
             )
-        offences: list[tuple[Expr, str]] = []
-        for func in _reachable_functions(mod):
-            offences += _offences(func)
+        # @main's own constructs first: in a printed module the prelude (List, tensor arrays, ...)
+        # comes before @main, and an error inside a library helper says little about the model.
+        main_first, *helpers = _reachable_functions(mod)
+        offences = _offences(main_first) or [o for func in helpers for o in _offences(func)]
         if offences:
             node, what = min(offences, key=lambda o: _position(o[0].span))
             raise UnsupportedError(f"the AOT executor cannot compile {what}{_HINT}", node.span)

@@ -1,0 +1,253 @@
+"""A TensorFlow-style tensor-array model with TVM's prelude, as TVM prints it, end to end.
+
+tests/models/tensor_array.relay holds what `relay.prelude.Prelude` puts in front of a model
+imported from TensorFlow: List/Option/Tree with @hd, @tl, @nth, @update, @map, @foldl, @foldr,
+@concat, @rev, @length, @tmap, @size, ...; the dynamic-rank ADT `tensor_float32_t` (constructors
+`tensor_nil_float32`, `tensor0_float32` ... `tensor6_float32`) with its take / expand_dims /
+concatenate / tensor_array_{read,write,unstack_tensorN,scatter,split,concat,stack} functions; and
+the fixed-shape ADTs `static_tensor_float32_<shape>_t` (`any` for a `?` dim) with their
+`tensor_constructor_*` / `tensor_array_*` / `tensor_get_data_*` functions. Its @main is a while
+loop (a recursive let-bound closure) writing into a tensor array, then reads, stacks, gathers,
+splits and concatenates, unstacks and scatters.
+
+The file is in TVM's printed form: type definitions first, type calls with brackets even without
+arguments (`List[static_tensor_float32_2_3_t[]]`), every match clause body in braces, `%N`
+numbered across the whole module, `/* ty= */` after calls. Our printer writes it back byte for
+byte, so its `ty=` comments are what InferType computes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler import cli
+from compiler.diagnostics import InputError
+from compiler.ir.structural import structural_equal
+from compiler.ir.types import ANY, FuncType, TensorType, TypeCall
+from compiler.parser import astext, parse, parse_file
+from compiler.runtime.interpreter import run_main
+
+FIXTURE = Path(__file__).resolve().parents[2] / "models" / "tensor_array.relay"
+TEXT = FIXTURE.read_text(encoding="utf-8")
+
+
+def without_main(text: str) -> str:
+    """The fixture's prelude: every definition but @main (defs are separated by a blank line)."""
+    start = text.index("def @main(")
+    end = text.index("\n\ndef @", start)
+    return text[:start] + text[end + 2:]
+
+
+PRELUDE = without_main(TEXT)
+
+
+@pytest.fixture(scope="module")
+def module():
+    return parse_file(str(FIXTURE))
+
+
+def inputs(indices=(2, 0, 1), lengths=(1, 1)) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {
+        "x": rng.standard_normal((3, 2, 3)).astype("float32"),
+        "w": rng.standard_normal((2, 3)).astype("float32"),
+        "lengths": np.array(lengths, "int32"),
+        "indices": np.array(indices, "int32"),
+    }
+
+
+def static(shape: str) -> TypeCall:
+    return TypeCall(f"static_tensor_float32_{shape}_t", ())
+
+
+# -- text: parse, print, parse ----------------------------------------------------------------
+
+
+def test_fixture_prints_back_byte_for_byte_with_its_ty_comments(module):
+    assert astext(module, show_types=True) == TEXT
+
+
+def test_fixture_round_trips_to_a_structurally_equal_module(module):
+    assert structural_equal(parse(astext(module), "printed.relay"), module)
+
+
+def test_type_call_without_arguments_is_printed_with_brackets_as_tvm_does(module):
+    assert "def @tensor_array_read_float32_2_3(%tensor_array: List[static_tensor_float32_2_3_t[]], %x: int32)" \
+        " -> static_tensor_float32_2_3_t[] {" in TEXT
+    assert "tensor_float32_t[]" in astext(module)
+
+
+def test_tensor_adt_keeps_its_nil_and_rank_constructors_with_dynamic_dims(module):
+    data = module.type_definition("tensor_float32_t")
+    assert [c.name for c in data.constructors] == ["tensor_nil_float32"] + [f"tensor{r}_float32" for r in range(7)]
+    assert data.constructors[0].inputs == ()
+    assert [c.inputs for c in data.constructors[1:]] == [(TensorType((ANY,) * r, "float32"),) for r in range(7)]
+    static_field = module.type_definition("static_tensor_float32_any_2_3_t").constructors[1].inputs
+    assert static_field == (TensorType((ANY, 2, 3), "float32"),)
+
+
+def test_static_tensor_array_functions_have_tvm_signatures(module):
+    assert module["tensor_array_stack_float32_2_3"].checked_type == FuncType(
+        (TypeCall("List", (static("2_3"),)),), static("any_2_3")
+    )
+    split = module["tensor_array_split_float32_2_3"].checked_type
+    assert split.arg_types[0] == TypeCall("List", (static("any_3"),)) and split.arg_types[1] == static("2_3")
+    assert split.ret_type == TypeCall("List", (static("any_3"),))
+    assert module["tensor_get_data_float32_any_2_3"].checked_type.ret_type == TensorType((ANY, 2, 3), "float32")
+
+
+def test_main_results_keep_the_dynamic_dims_of_the_stacked_arrays(module):
+    assert module.main.checked_type.ret_type.fields == (
+        TensorType((ANY, 2, 3), "float32"),
+        TensorType((2, 3), "float32"),
+        TensorType((ANY, 3), "float32"),
+        TensorType((ANY, ANY, ANY), "float32"),
+        TensorType((ANY, 2, 3), "float32"),
+        TensorType((), "int32"),
+    )
+
+
+# -- running it ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("indices, lengths", [((2, 0, 1), (1, 1)), ((0, 1, 2), (2, 0)), ((1, 2, 0), (0, 2))])
+def test_main_runs_in_the_interpreter_and_matches_numpy(module, indices, lengths):
+    args = inputs(indices, lengths)
+    x, w, idx = args["x"], args["w"], args["indices"]
+    stacked, read, concat, scattered, gathered, length = run_main(module, args)
+    written = x * w  # the while loop writes x[i] * w at index i
+    np.testing.assert_allclose(stacked, written, rtol=1e-6)
+    np.testing.assert_allclose(read, written[1], rtol=1e-6)
+    np.testing.assert_array_equal(concat, w)  # split by lengths, then concatenated again
+    expected = np.empty_like(x)
+    expected[idx] = x  # scatter: slot indices[i] gets the i-th unstacked element
+    np.testing.assert_array_equal(scattered, expected)
+    np.testing.assert_allclose(gathered, written[idx], rtol=1e-6)
+    assert int(length) == 2  # unstacking a (2, 3) tensor gives two rows
+
+
+def test_cli_interpret_runs_the_fixture(tmp_path):
+    args = inputs()
+    with open(tmp_path / "in.npz", "wb") as stream:
+        np.savez(stream, **args)
+    status = cli.main(["interpret", str(FIXTURE), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")])
+    assert status == 0
+    out = np.load(tmp_path / "out.npz")
+    np.testing.assert_allclose(out["out0"], args["x"] * args["w"], rtol=1e-6)
+    assert out["out3"].shape == (3, 2, 3) and int(out["out5"]) == 2
+
+
+def run_prelude(main: str, **named: np.ndarray):
+    return run_main(parse(PRELUDE + "\n" + main, "prelude.relay"), named)
+
+
+def test_prelude_list_functions_run_as_tvm_defines_them():
+    x = np.array([1, 2, 3], "int32")
+    out = run_prelude("""def @main(%x: Tensor[(3), int32]) {
+  %0 = take(%x, 0);
+  %1 = take(%x, 1);
+  %2 = take(%x, 2);
+  let %l = Cons(%0, Cons(%1, Cons(%2, Nil)));
+  let %inc = fn (%v: int32) -> int32 { add(%v, 10) };
+  let %sub = fn (%a: int32, %b: int32) -> int32 { subtract(%a, %b) };
+  let %r = @rev(%l);
+  (@sum(@map(%inc, %l)), @foldl(%sub, 100, %l), @foldr(%sub, 100, %l), @nth(%r, 0), @length(@concat(%l, %r)),
+   @hd(@tl(@update(%l, 1, 7))), @sum(@concat(%l, %r)), @foldr1(%sub, %l))
+}""", x=x)
+    assert [int(v) for v in out] == [36, 94, -98, 3, 6, 7, 12, 2]
+
+
+def test_prelude_tree_zip_filter_and_iterate():
+    out = run_prelude("""def @main(%x: int32) {
+  let %leaf = Rose(%x, Nil);
+  let %t = Rose(%x, Cons(%leaf, Cons(Rose(%x, Cons(%leaf, Nil)), Nil)));
+  let %double = fn (%v: int32) -> int32 { multiply(%v, 2) };
+  let %big = fn (%v: int32) -> bool { greater(%v, 4) };
+  let %l = Cons(%x, Cons(add(%x, 3), Nil));
+  let %z = @zip(%l, @map(%double, %l));
+  let %p = @hd(@tl(%z));
+  let %bumped = @tmap(%double, %t);
+  let %root = match (%bumped) { Rose(%v, _) => %v };
+  (@size(%t), %root, %p.0, %p.1, @length(@filter(%big, %l)), @iterate(%double, 3)(%x))
+}""", x=np.array(2, "int32"))
+    assert [int(v) for v in out] == [4, 4, 5, 10, 1, 16]
+
+
+def test_prelude_unfold_and_accumulating_maps():
+    out = run_prelude("""def @main(%n: int32) {
+  let %count = fn (%s: int32) -> Option[(int32, int32)] {
+    if (greater(%s, 0)) { Some((subtract(%s, 1), %s)) } else { None }
+  };
+  let %step = fn (%acc: int32, %v: int32) -> (int32, int32) { (add(%acc, %v), multiply(%acc, %v)) };
+  let %down = @unfoldr(%count, %n);
+  let %up = @unfoldl(%count, %n);
+  let %l = @map_accuml(%step, 1, %down);
+  let %r = @map_accumr(%step, 1, %down);
+  (@hd(%down), @hd(%up), %l.0, @hd(%l.1), %r.0, @hd(%r.1))
+}""", n=np.array(3, "int32"))
+    # unfoldr(3) = [3, 2, 1]; unfoldl reverses it. accuml over [3, 2, 1] from 1 gives outputs 3, 8, 6,
+    # each consed in front (so 6 comes first); accumr runs from the right: 1 -> (2, 1), 2 -> (4, 4),
+    # 3 -> (7, 12), and 12 is consed last.
+    assert [int(v) for v in out] == [3, 1, 7, 6, 7, 12]
+
+
+# -- bad input: located errors, never a traceback -----------------------------------------------
+
+
+def test_reading_past_the_end_of_a_tensor_array_is_a_located_error_in_tl():
+    mod = parse(PRELUDE + """
+def @main(%w: Tensor[(2, 3), float32]) {
+  %0 = @tensor_array_float32_2_3(2);
+  @tensor_get_data_float32_2_3(@tensor_array_read_float32_2_3(%0, 5))
+}""", "read.relay")
+    with pytest.raises(InputError, match="no clause of the match handles the value Nil") as info:
+        run_main(mod, {"w": np.zeros((2, 3), "float32")})
+    # @nth walks with @tl, which has no clause for Nil.
+    tl = next(n for n, line in enumerate(PRELUDE.splitlines(), 1) if line.startswith("def @tl["))
+    assert (info.value.line, info.value.column) == (tl + 1, 3)
+
+
+def test_reading_an_unwritten_slot_names_the_nil_tensor_constructor():
+    mod = parse(PRELUDE + """
+def @main(%w: Tensor[(2, 3), float32]) {
+  %0 = @tensor_array_float32_2_3(2);
+  @tensor_get_data_float32_2_3(@tensor_array_read_float32_2_3(%0, 1))
+}""", "unwritten.relay")
+    with pytest.raises(InputError, match="handles the value tensor_nil_float32_2_3"):
+        run_main(mod, {"w": np.zeros((2, 3), "float32")})
+
+
+def test_writing_a_tensor_of_the_wrong_shape_is_a_located_type_error():
+    from compiler.diagnostics import TypeCheckError
+
+    with pytest.raises(TypeCheckError) as info:
+        parse(PRELUDE + """
+def @main(%v: Tensor[(3, 2), float32]) {
+  %0 = @tensor_array_float32_2_3(2);
+  @tensor_array_write_float32_2_3(%0, 0, tensor_constructor_float32_2_3(%v))
+}""", "wrong.relay")
+    assert (info.value.line, info.value.column) == (PRELUDE.count("\n") + 2, 11)  # the %v it is given
+    assert "Tensor[(2, 3), float32]" in info.value.message and "Tensor[(3, 2), float32]" in info.value.message
+
+
+# -- the command line: interpreter only, and compile says why -----------------------------------
+
+
+def test_inspect_says_the_fixture_runs_in_the_interpreter_only(capsys):
+    assert cli.main(["inspect", str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "compiles to AOT C: no, interpreter only:" in out
+    assert "@tensor_array_stack_float32_2_3" in out
+
+
+def test_compile_fails_with_one_located_error_at_the_while_loop_of_main(tmp_path, capsys):
+    assert cli.main(["compile", str(FIXTURE), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    main_line = TEXT[: TEXT.index("let %while_loop = fn")].count("\n") + 1
+    assert err == (
+        f"{FIXTURE}:{main_line}:21: error: the AOT executor cannot compile closures (a function bound by `let`);"
+        " run it with relaycc interpret"
+    )

@@ -5,9 +5,9 @@ imported from TensorFlow: List/Option/Tree with @hd, @tl, @nth, @update, @map, @
 @concat, @rev, @length, @tmap, @size, ...; the dynamic-rank ADT `tensor_float32_t` (constructors
 `tensor_nil_float32`, `tensor0_float32` ... `tensor6_float32`) with its take / expand_dims /
 concatenate / tensor_array_{read,write,unstack_tensorN,scatter,split,concat,stack} functions; and
-the fixed-shape ADTs `static_tensor_float32_<shape>_t` (`any` for a `?` dim) with their
+the fixed-shape ADTs `static_tensor_float32_<shape>_t` (`any` for a `?` dim, `scalar` for rank 0) with their
 `tensor_constructor_*` / `tensor_array_*` / `tensor_get_data_*` functions. Its @main is a while
-loop (a recursive let-bound closure) writing into a tensor array, then reads, stacks, gathers,
+loop (a recursive let-bound closure) writing into two tensor arrays, then reads, stacks, gathers,
 splits and concatenates, unstacks and scatters.
 
 The file is in TVM's printed form: type definitions first, type calls with brackets even without
@@ -107,6 +107,7 @@ def test_main_results_keep_the_dynamic_dims_of_the_stacked_arrays(module):
         TensorType((ANY, ANY, ANY), "float32"),
         TensorType((ANY, 2, 3), "float32"),
         TensorType((), "int32"),
+        TensorType((ANY,), "float32"),
     )
 
 
@@ -117,7 +118,7 @@ def test_main_results_keep_the_dynamic_dims_of_the_stacked_arrays(module):
 def test_main_runs_in_the_interpreter_and_matches_numpy(module, indices, lengths):
     args = inputs(indices, lengths)
     x, w, idx = args["x"], args["w"], args["indices"]
-    stacked, read, concat, scattered, gathered, length = run_main(module, args)
+    stacked, read, concat, scattered, gathered, length, sums = run_main(module, args)
     written = x * w  # the while loop writes x[i] * w at index i
     np.testing.assert_allclose(stacked, written, rtol=1e-6)
     np.testing.assert_allclose(read, written[1], rtol=1e-6)
@@ -127,14 +128,15 @@ def test_main_runs_in_the_interpreter_and_matches_numpy(module, indices, lengths
     np.testing.assert_array_equal(scattered, expected)
     np.testing.assert_allclose(gathered, written[idx], rtol=1e-6)
     assert int(length) == 2  # unstacking a (2, 3) tensor gives two rows
+    np.testing.assert_allclose(sums, written.sum(axis=(1, 2)), rtol=1e-5)  # the scalar tensor array
 
 
 def test_cli_interpret_runs_the_fixture(tmp_path):
     args = inputs()
     with open(tmp_path / "in.npz", "wb") as stream:
         np.savez(stream, **args)
-    status = cli.main(["interpret", str(FIXTURE), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")])
-    assert status == 0
+    command = ["interpret", str(FIXTURE), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")]
+    assert cli.main(command) == 0
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_allclose(out["out0"], args["x"] * args["w"], rtol=1e-6)
     assert out["out3"].shape == (3, 2, 3) and int(out["out5"]) == 2

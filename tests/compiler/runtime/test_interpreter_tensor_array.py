@@ -196,6 +196,77 @@ def test_prelude_unfold_and_accumulating_maps():
     assert [int(v) for v in out] == [3, 1, 7, 6, 7, 12]
 
 
+# What TVM 0.9+ adds when it prints a module after InferType with spans: `/* ty=... span=... */`
+# after params, literals and calls, type annotations on match pattern variables, and a nullary
+# constructor bound to its own `%N`.
+ANNOTATED = """#[version = "0.0.5"]
+type List[A] {
+  Cons(A, List[A]),
+  Nil,
+}
+
+type static_tensor_float32_4_3_t {
+  tensor_nil_float32_4_3,
+  tensor_constructor_float32_4_3(Tensor[(4, 3), float32]),
+}
+
+def @hd[A](%xs5: List[A] /* ty=List[A] span=from_string:376:11 */) -> A {
+  match? (%xs5) {
+    Cons(%x6: A /* ty=A span=from_string:377:5 */, _) => {
+      %x6
+    },
+  }
+}
+
+def @main(%image: Tensor[(1, 4, 3), uint8] /* ty=Tensor[(1, 4, 3), uint8] span=from_string:1462:16 */) {
+  %0 = cast(%image, dtype="float32") /* ty=Tensor[(1, 4, 3), float32] span=from_string:413:51 */;
+  %1 = @tensor_array_float32_4_3(1 /* ty=int32 span=from_string:412:42 */) /* ty=List[static_tensor_float32_4_3_t[]] span=from_string:414:49 */;
+  %2 = take(%0, 0 /* ty=int32 */, axis=0) /* ty=Tensor[(4, 3), float32] */;
+  %3 = tensor_constructor_float32_4_3(%2) /* ty=static_tensor_float32_4_3_t[] span=from_string:422:70 */;
+  %4 = @tensor_array_write_float32_4_3(%1, 0 /* ty=int32 span=from_string:422:53 */, %3) /* ty=List[static_tensor_float32_4_3_t[]] */;
+  %5 = @hd(%4) /* ty=static_tensor_float32_4_3_t[] */;
+  @tensor_get_data_float32_4_3(%5) /* ty=Tensor[(4, 3), float32] span=from_string:425:21 */
+}
+
+def @tensor_array_float32_4_3(%x28: int32 /* ty=int32 span=from_string:10231:22 */) -> List[static_tensor_float32_4_3_t[]] {
+  %16 = equal(%x28, 0 /* ty=int32 span=from_string:10227:24 */) /* ty=bool span=from_string:10228:7 */;
+  if (%16) {
+    Nil /* ty=List[static_tensor_float32_4_3_t[]] span=from_string:10229:5 */
+  } else {
+    %17 = subtract(%x28, 1 /* ty=int32 span=from_string:10231:29 */) /* ty=int32 span=from_string:10233:45 */;
+    %18 = tensor_nil_float32_4_3 /* ty=static_tensor_float32_4_3_t[] span=from_string:10234:10 */;
+    %19 = @tensor_array_float32_4_3(%17) /* ty=List[static_tensor_float32_4_3_t[]] span=from_string:10234:17 */;
+    Cons(%18, %19) /* ty=List[static_tensor_float32_4_3_t[]] span=from_string:10231:5 */
+  }
+}
+
+def @tensor_array_write_float32_4_3(%tensor_array216: List[static_tensor_float32_4_3_t[]] /* ty=List[static_tensor_float32_4_3_t[]] */, %x86: int32 /* ty=int32 */, %v16: static_tensor_float32_4_3_t[] /* ty=static_tensor_float32_4_3_t[] */) -> List[static_tensor_float32_4_3_t[]] {
+  match? (%tensor_array216) {
+    Cons(_, %rest6: List[static_tensor_float32_4_3_t[]] /* ty=List[static_tensor_float32_4_3_t[]] */) => {
+      Cons(%v16, %rest6)
+    },
+  }
+}
+
+def @tensor_get_data_float32_4_3(%tensor87: static_tensor_float32_4_3_t[] /* ty=static_tensor_float32_4_3_t[] span=from_string:10743:11 */) -> Tensor[(4, 3), float32] {
+  match? (%tensor87) {
+    tensor_constructor_float32_4_3(%t109: Tensor[(4, 3), float32] /* ty=Tensor[(4, 3), float32] span=from_string:10744:5 */) => {
+      %t109
+    },
+  }
+}
+"""
+
+
+def test_tvm_annotations_on_params_literals_and_pattern_variables_are_read():
+    mod = parse(ANNOTATED, "annotated.relay")
+    image = np.arange(12, dtype="uint8").reshape(1, 4, 3)
+    (out,) = run_main(mod, {"image": image})
+    np.testing.assert_array_equal(out, image[0].astype("float32"))
+    assert structural_equal(parse(astext(mod), "printed.relay"), mod)
+    assert "    Cons(%x6: A, _) => {" in astext(mod)
+
+
 # -- bad input: located errors, never a traceback -----------------------------------------------
 
 

@@ -196,6 +196,31 @@ def test_prelude_unfold_and_accumulating_maps():
     assert [int(v) for v in out] == [3, 1, 7, 6, 7, 12]
 
 
+def test_dynamic_rank_tensor_array_splits_concatenates_takes_and_stacks_every_rank():
+    v = np.arange(10, dtype="float32").reshape(5, 2)
+    s = np.array([4, 3, 2, 1], "float32")
+    h = np.array([7, 8], "float32").reshape(1, 1, 1, 1, 2, 1)
+    out = run_prelude("""def @main(%v: Tensor[(5, 2), float32], %lengths: Tensor[(3), int32], %s: Tensor[(4), float32],
+          %h: Tensor[(1, 1, 1, 1, 2, 1), float32]) {
+  let %parts = @tensor_array_split_float32(@tensor_array_float32(3), tensor2_float32(%v), %lengths);
+  let %back = match? (@tensor_array_concat_float32(%parts)) { tensor2_float32(%t) => %t };
+  let %second = match? (@tensor_array_read_float32(%parts, 1)) { tensor2_float32(%t) => %t };
+  let %elems = @tensor_array_unstack_tensor1_float32(%s);
+  let %stacked = match? (@tensor_array_stack_float32(%elems)) { tensor1_float32(%t) => %t };
+  let %rows = @tensor_array_unstack_tensor6_float32(%h);
+  let %restacked = match? (@tensor_array_stack_float32(%rows)) { tensor6_float32(%t) => %t };
+  let %taken = match? (@tensor_take_float32(tensor1_float32(%s), 1, 3)) { tensor1_float32(%t) => %t };
+  (%back, %second, %stacked, %restacked, %taken, @length(%rows))
+}""", v=v, lengths=np.array([2, 0, 3], "int32"), s=s, h=h)
+    back, second, stacked, restacked, taken, length = out
+    np.testing.assert_array_equal(back, v)
+    assert second.shape == (0, 2)  # a zero length gives an empty piece
+    np.testing.assert_array_equal(stacked, s)
+    np.testing.assert_array_equal(restacked, h)
+    np.testing.assert_array_equal(taken, s[1:3])
+    assert int(length) == 1
+
+
 # What TVM 0.9+ adds when it prints a module after InferType with spans: `/* ty=... span=... */`
 # after params, literals and calls, type annotations on match pattern variables, and a nullary
 # constructor bound to its own `%N`.

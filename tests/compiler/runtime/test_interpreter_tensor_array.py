@@ -349,3 +349,20 @@ def test_compile_fails_with_one_located_error_at_the_while_loop_of_main(tmp_path
         f"{FIXTURE}:{main_line}:21: error: the AOT executor cannot compile closures (a function bound by `let`);"
         " run it with relaycc interpret"
     )
+
+
+def test_compile_of_a_main_that_only_calls_prelude_functions_names_the_helper(tmp_path, capsys):
+    model = tmp_path / "read.relay"
+    model.write_text(PRELUDE + """
+def @main(%w: Tensor[(2, 3), float32]) {
+  %0 = @tensor_array_float32_2_3(2);
+  @tensor_get_data_float32_2_3(@tensor_array_read_float32_2_3(%0, 0))
+}
+""", encoding="utf-8")
+    assert cli.main(["compile", str(model), "-o", str(tmp_path / "out")]) == 1
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    hd = next(n for n, line in enumerate(PRELUDE.splitlines(), 1) if line.startswith("def @hd["))
+    assert err == (
+        f"{model}:{hd + 1}:3: error: the AOT executor cannot compile match expressions (in @hd, reached from @main);"
+        " run it with relaycc interpret"
+    )

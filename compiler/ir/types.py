@@ -144,7 +144,8 @@ class FuncType(Type):
 
 @dataclass(frozen=True)
 class TypeCall(Type):
-    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat` without any."""
+    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat[]` without any
+    (printed with the brackets, as TVM does; the parser reads `Nat` too)."""
 
     name: str
     args: tuple[Type, ...] = ()

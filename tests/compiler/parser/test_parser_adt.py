@@ -164,9 +164,3 @@ def @main(%t: tensor_float32_t, %l: List[tensor_float32_t[]]) -> List[tensor_flo
     mod = round_trip(text)
     assert mod.main.params[0].type_annotation == TypeCall("tensor_float32_t", ())
     assert "def @main(%t: tensor_float32_t[], %l: List[tensor_float32_t[]]) -> List[tensor_float32_t[]] {" in astext(mod)
-
-
-def test_printer_separates_type_definitions_by_a_blank_line_as_tvm_does():
-    text = astext(parse(PRELUDE + "def @main(%x: float32) { %x }"))
-    assert "  Nil,\n}\n\ntype Option[A] {\n  Some(A),\n  None,\n}\n\ntype Tree[A] {" in text
-    assert "  Rose(A, List[Tree[A]]),\n}\n\ndef @main(" in text

@@ -144,7 +144,8 @@ class FuncType(Type):
 
 @dataclass(frozen=True)
 class TypeCall(Type):
-    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat` without any."""
+    """An algebraic data type applied to its arguments: `List[float32]`, or `Nat[]` without any
+    (printed with the brackets, as TVM does; the parser reads `Nat` too)."""
 
     name: str
     args: tuple[Type, ...] = ()
@@ -195,8 +196,7 @@ def type_text(ty: Type) -> str:
     if isinstance(ty, TypeVar):
         return ty.name
     if isinstance(ty, TypeCall):
-        if not ty.args:
-            return ty.name
+        # Brackets even without arguments (`tensor_float32_t[]`), as TVM prints a type call.
         return f"{ty.name}[{', '.join(type_text(a) for a in ty.args)}]"
     if isinstance(ty, RefType):
         return f"ref({type_text(ty.value)})"

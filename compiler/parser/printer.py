@@ -348,8 +348,9 @@ class _Printer:
 
     def module(self, mod: IRModule) -> str:
         parts = [VERSION_HEADER + "\n"]
-        for name in sorted(mod.type_definitions):
-            parts.append(_type_definition(mod.type_definitions[name]))
+        for i, name in enumerate(sorted(mod.type_definitions)):
+            # A blank line between definitions, types included, as TVM prints a module.
+            parts.append(("\n" if i else "") + _type_definition(mod.type_definitions[name]))
         for i, (gv, definition) in enumerate(mod.items()):
             if i or mod.type_definitions:
                 parts.append("\n")

@@ -2,8 +2,9 @@
 
 Before: a typed module.
 After: the same module, unchanged, if @main and the globals it reaches use only what the back
-end compiles. Otherwise an UnsupportedError at the first offending expression in the source
-names the construct and points to `relaycc interpret`, which runs every construct:
+end compiles. Otherwise an UnsupportedError at the first offending expression of @main in the
+source (when @main has none, the first one in the globals it reaches, and the message names that
+global) names the construct and points to `relaycc interpret`, which runs every construct:
 * match expressions and ADT constructors (`type List[A] {...}` values),
 * references (`ref`, `ref_read`, `ref_write`),
 * closures: a function literal bound by a let or passed around as a value, and calls of a
@@ -108,18 +109,23 @@ class CheckCompilable(Pass):
             raise UnsupportedError(
                 f"the AOT executor cannot compile a @main result of type {ty.ret_type}{_HINT}", main.span
             )
-        offences: list[tuple[Expr, str]] = []
-        for func in _reachable_functions(mod):
-            offences += _offences(func)
+        # @main's own constructs first: in a printed module the prelude (List, tensor arrays, ...)
+        # comes before @main, and an error inside a library helper says little about the model.
+        reachable = _reachable_functions(mod)
+        in_main = [(o, "") for name, f in reachable if name == "main" for o in _offences(f)]
+        in_helpers = [
+            (o, f" (in @{name}, reached from @main)") for name, f in reachable if name != "main" for o in _offences(f)
+        ]
+        offences = in_main or in_helpers
         if offences:
-            node, what = min(offences, key=lambda o: _position(o[0].span))
-            raise UnsupportedError(f"the AOT executor cannot compile {what}{_HINT}", node.span)
+            (node, what), where = min(offences, key=lambda o: _position(o[0][0].span))
+            raise UnsupportedError(f"the AOT executor cannot compile {what}{where}{_HINT}", node.span)
         return mod
 
 
-def _reachable_functions(mod: IRModule) -> list[Function]:
+def _reachable_functions(mod: IRModule) -> list[tuple[str, Function]]:
     """@main and the Relay globals it calls, directly or not (not Primitive/Compiler ones)."""
-    order: list[Function] = []
+    order: list[tuple[str, Function]] = []
     seen: set[str] = set()
     stack = ["main"]
     while stack:
@@ -132,6 +138,6 @@ def _reachable_functions(mod: IRModule) -> list[Function]:
             continue
         if "Compiler" in func.attrs:
             continue
-        order.append(func)
+        order.append((name, func))
         stack += [n.name_hint for n in post_order(func) if isinstance(n, GlobalVar)]
     return order

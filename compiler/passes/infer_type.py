@@ -264,6 +264,13 @@ class _Inferencer:
         if not self.solver.unify(expected, actual):
             raise TypeCheckError(message(self.solver.resolve(expected), self.solver.resolve(actual)), span)
 
+    def join_or_fail(self, a: Type, b: Type, message: Callable[[Type, Type], str], span: Span | None) -> Type:
+        """The type of a value that is `a` or `b` (if branches, match clauses): `?` where they differ."""
+        joined = self.solver.join(a, b)
+        if joined is None:
+            raise TypeCheckError(message(self.solver.resolve(a), self.solver.resolve(b)), span)
+        return a if isinstance(a, IncompleteType) else joined  # a hole's class holds the join
+
     def type_of(self, node: Expr) -> Type | None:
         if isinstance(node, Var):
             return self.var_type(node)
@@ -287,10 +294,9 @@ class _Inferencer:
                 BOOL, cond, lambda _, c: f"if condition must be a bool scalar, found {c}", node.cond.span or node.span
             )
             t, f = self.value_type(node.true_branch), self.value_type(node.false_branch)
-            self.unify_or_fail(
+            return self.join_or_fail(
                 t, f, lambda a, b: f"if branches disagree: then-branch is {a}, else-branch is {b}", node.span
             )
-            return t
         if isinstance(node, Match):
             return self.match_type(node)
         if isinstance(node, RefCreate):
@@ -467,7 +473,7 @@ class _Inferencer:
             return IncompleteType()
         result = self.value_type(node.clauses[0].rhs)
         for i, clause in enumerate(node.clauses[1:], start=1):
-            self.unify_or_fail(
+            result = self.join_or_fail(
                 result,
                 self.value_type(clause.rhs),
                 lambda a, b, i=i: f"match clauses disagree: clause 0 has type {a}, clause {i} has type {b}",

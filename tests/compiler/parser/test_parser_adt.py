@@ -153,3 +153,14 @@ def test_polymorphic_function_type_in_an_annotation_binds_its_own_type_variables
     assert ty == FuncType((TypeVar("B"),), TypeVar("B"), (TypeVar("B"),))
     assert "%f: fn [B](B) -> B" in astext(mod)
     assert structural_equal(parse(astext(mod), infer_types=False), mod)
+
+
+def test_type_without_parameters_is_written_with_empty_brackets_and_read_either_way():
+    text = PRELUDE + """type tensor_float32_t {
+  tensor_nil_float32,
+  tensor1_float32(Tensor[(?), float32]),
+}
+def @main(%t: tensor_float32_t, %l: List[tensor_float32_t[]]) -> List[tensor_float32_t[]] { Cons(%t, %l) }"""
+    mod = round_trip(text)
+    assert mod.main.params[0].type_annotation == TypeCall("tensor_float32_t", ())
+    assert "def @main(%t: tensor_float32_t[], %l: List[tensor_float32_t[]]) -> List[tensor_float32_t[]] {" in astext(mod)

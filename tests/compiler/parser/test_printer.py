@@ -688,3 +688,11 @@ def test_round_trip_of_a_let_that_is_an_operand():
     x, a = Var("x", F8), Var("a")
     body = call("add", Let(a, call("negative", x), call("exp", a)), x)
     assert_round_trips(module(main=Function([x], body)))
+
+
+def test_type_definitions_are_separated_by_a_blank_line_as_tvm_prints_a_module():
+    text = astext(parse("""#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+type Option[A] { Some(A), None }
+def @main(%x: float32) { %x }"""))
+    assert "  Nil,\n}\n\ntype Option[A] {\n  Some(A),\n  None,\n}\n\ndef @main(" in text

@@ -34,7 +34,9 @@ def test_match_in_a_helper_reached_from_main_is_reported():
 }
 def @main(%x: float32) -> float32 { @head(@wrap(%x)) }
 def @wrap(%x: float32) -> List[float32] { Cons(%x, Nil) }""")
-    assert "cannot compile match expressions" in error.message
+    assert error.message == (
+        "the AOT executor cannot compile match expressions (in @head, reached from @main); run it with relaycc interpret"
+    )
     assert (error.line, error.column) == (4, 3)
 
 
@@ -54,3 +56,21 @@ def test_main_inputs_of_an_adt_type_are_refused_at_the_parameter():
     error = refusal(LIST + "def @main(%l: List[float32]) -> float32 { 0f }")
     assert error.message == "the AOT executor cannot compile @main inputs of type List[float32]; run it with relaycc interpret"
     assert (error.line, error.column) == (3, 11)
+
+
+def test_construct_in_main_is_reported_before_an_earlier_one_in_a_helper():
+    # TVM prints the prelude before @main; the error belongs to the model, not to the library.
+    error = refusal(LIST + """def @head(%l: List[float32]) -> float32 {
+  match? (%l) { Cons(%h, _) => %h }
+}
+def @main(%x: float32) -> float32 {
+  let %l = Cons(%x, Nil);
+  @head(%l)
+}""")
+    assert "cannot compile algebraic data type constructors (`Cons`)" in error.message
+    assert (error.line, error.column) == (7, 12)
+
+
+def test_a_primitive_main_is_left_to_the_back_end():
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32], Primitive=1) { add(%x, %x) }')
+    assert CheckCompilable()(mod) is mod

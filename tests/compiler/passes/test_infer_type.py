@@ -215,3 +215,18 @@ def @main(%x: Tensor[(2), float32], %n: int32) {
     f2 = TensorType((2,), F32)
     assert mod.main.body.var.checked_type == FuncType((TensorType((), "int32"), f2), f2)
     assert mod.main.checked_type.ret_type == f2
+
+
+def test_values_that_may_be_static_or_dynamic_get_the_dynamic_type_as_in_tvm():
+    mod = parse("""#[version = "0.0.5"]
+type List[A] { Cons(A, List[A]), Nil }
+def @main(%x: Tensor[(1, 3), float32], %y: Tensor[(?, 3), float32], %c: bool) {
+  let %same = fn (%v) { %v };
+  %0 = if (%c) { %x } else { %y };
+  %1 = match (Cons(%x, Nil)) { Cons(%h, _) => %h, Nil => %y };
+  (Cons(%x, Cons(%y, Nil)), %0, %1, %same(%x), %same(%y))
+}""")
+    dynamic = TensorType((ANY, 3), "float32")
+    assert mod.main.checked_type.ret_type == TupleType(
+        (TypeCall("List", (dynamic,)), dynamic, dynamic, dynamic, dynamic)
+    )

@@ -534,6 +534,20 @@ def test_lower_te_does_not_rewrite_inside_functions_owned_by_an_external_compile
 
 
 def test_primitive_with_dynamic_shape_is_refused_at_the_op_that_makes_it() -> None:
+    text = """def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(2, 8, 4), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
+    nn.relu(nn.contrib_dense_pack(%p0, %p1, units=8, weight_layout="NC4n"))
+  };
+  %0(%x, %w)
+}
+"""
+    with pytest.raises(UnsupportedError, match=r"nn.contrib_dense_pack: its kernel needs static shapes") as info:
+        lower(text)
+    assert (info.value.line, info.value.column) == (4, 13)
+    assert info.value.source_line is not None and "contrib_dense_pack" in info.value.source_line
+
+
+def test_primitive_with_dynamic_rows_lowers_with_its_shape_function() -> None:
     text = """def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(4, 8), float32]) {
   %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
     nn.relu(nn.dense(%p0, %p1, units=4))
@@ -541,7 +555,9 @@ def test_primitive_with_dynamic_shape_is_refused_at_the_op_that_makes_it() -> No
   %0(%x, %w)
 }
 """
-    with pytest.raises(UnsupportedError, match=r"nn.dense") as info:
-        lower(text)
-    assert (info.value.line, info.value.column) == (4, 13)
-    assert info.value.source_line is not None and "nn.dense" in info.value.source_line
+    mod = lower(text)
+    call = mod["main"].body
+    meta = metadata(call)
+    assert list(meta["prim_shape_fn_states"]) == [2, 2]  # both shapes are read, the weight's for its units
+    kernel = mod[call.args[0].name_hint]
+    assert isinstance(kernel, PrimFunc) and [v.name for v in kernel.scalar_params] == ["p0_dim0"]

@@ -126,10 +126,14 @@ class Builder:
             self.int_high[name] = high
         return value
 
-    def weight(self, name: str, shape: Sequence[int], kind: str = "normal", scale: float | None = None) -> Value:
-        """A trained weight: He-scaled normal, or `positive` (variances), `gamma` (near 1)."""
+    def weight(self, name: str, shape: Sequence[int], kind: str = "normal", scale: float | None = None,
+               array: np.ndarray | None = None) -> Value:
+        """A trained weight: He-scaled normal, or `positive` (variances), `gamma` (near 1), or
+        the given `array` (any dtype: quantized weights, anchors)."""
         shape = tuple(shape)
-        if kind == "positive":
+        if array is not None:
+            assert array.shape == shape, (name, array.shape, shape)
+        elif kind == "positive":
             array = self.rng.uniform(0.5, 1.5, shape)
         elif kind == "gamma":
             array = self.rng.uniform(0.8, 1.2, shape)
@@ -137,10 +141,10 @@ class Builder:
             fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
             sigma = scale if scale is not None else (math.sqrt(2.0 / fan_in) if len(shape) > 1 else 0.1)
             array = self.rng.standard_normal(shape) * sigma
-        array = array.astype("float32")
+        array = array if array.dtype != np.float64 else array.astype("float32")
         self.weights[name] = array
         if self.form == "params":
-            value = Value(f"%{name}", shape)
+            value = Value(f"%{name}", shape, str(array.dtype))
             self.params.append(value)
             return value
         return self.constant(array)

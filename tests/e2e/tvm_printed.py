@@ -46,6 +46,7 @@ _ATEN = {
     "nn.batch_matmul": "matmul", "strided_slice": "slice", "where": "where", "erf": "gelu",
     "power": "pow", "mean": "mean", "nn.pad": "constant_pad_nd", "nn.dropout": "dropout",
     "expand_dims": "unsqueeze", "cast": "to", "arange": "arange", "less_equal": "le", "zeros": "zeros",
+    "nn.log_softmax": "log_softmax",
 }
 
 
@@ -112,6 +113,8 @@ class Builder:
         self.lines: list[str] = []
         self.counter = 0
         self.aten_counts: Counter[str] = Counter()
+        # The span of every binding while one aten node expands to many (aten::lstm_0).
+        self.span_source: str | None = None
         # Non-default normalization epsilons (printed, as TVM does, only when not 1e-5).
         self.bn_epsilon = 1e-5
         self.ln_epsilon = 1e-5
@@ -169,7 +172,9 @@ class Builder:
         self.counter += 1
         value = Value(ref, value_shape, dtype, fields)
         comment = f"ty={value.ty}"
-        if self.spans and span_op is not None and span_op in _ATEN:
+        if self.spans and self.span_source is not None:
+            comment += f" span={self.span_source}:0:0"
+        elif self.spans and span_op is not None and span_op in _ATEN:
             aten = _ATEN[span_op]
             comment += f" span=aten::{aten}_{self.aten_counts[aten]}:0:0"
             self.aten_counts[aten] += 1
@@ -186,7 +191,8 @@ class Builder:
         return self._bind(f"{op}({text})", (), "float32", op, tuple(fields))
 
     def tuple(self, items: Sequence[Value]) -> Value:
-        return self._bind("(" + ", ".join(i.ref for i in items) + ")", (), "float32", None, tuple(items))
+        text = "(" + ", ".join(i.ref for i in items) + ("," if len(items) == 1 else "") + ")"
+        return self._bind(text, (), "float32", None, tuple(items))
 
     def get(self, tup: Value, index: int) -> Value:
         assert tup.fields is not None

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.ir.device import VirtualDevice
 from compiler.parser.metadata import encode_metadata
 
 WEIGHT_FORMS = ("params", "constants")
@@ -113,6 +114,11 @@ class Builder:
         self.lines: list[str] = []
         self.counter = 0
         self.aten_counts: Counter[str] = Counter()
+        # Device placement as PlanDevices prints it: meta[VirtualDevice] entries, the index of
+        # each placed parameter's (by its ref) and of @main's own virtual device.
+        self.virtual_devices: list[VirtualDevice] = []
+        self.param_devices: dict[str, int] = {}
+        self.function_device: int | None = None
         # The span of every binding while one aten node expands to many (aten::lstm_0).
         self.span_source: str | None = None
         # Non-default normalization epsilons (printed, as TVM does, only when not 1e-5).
@@ -208,11 +214,18 @@ class Builder:
             body = self.lines[:-1] + ["  " + last[len(f"  {result.ref} = "):-1]]
         else:
             body = self.lines + [f"  {result.ref}"]
-        params = ", ".join(f"{p.ref}: {p.ty} /* ty={p.ty} */" for p in self.params)
-        text = ['#[version = "0.0.5"]', f"def @main({params}) -> {result.ty} {{", *body, "}", ""]
+        def param(p: Value) -> str:
+            device = self.param_devices.get(p.ref)
+            placed = f" {{virtual_device=meta[VirtualDevice][{device}]}}" if device is not None else ""
+            return f"{p.ref}{placed}: {p.ty} /* ty={p.ty} */"
+
+        params = [param(p) for p in self.params]
+        if self.function_device is not None:
+            params.append(f"virtual_device=meta[VirtualDevice][{self.function_device}]")
+        text = ['#[version = "0.0.5"]', f"def @main({', '.join(params)}) -> {result.ty} {{", *body, "}", ""]
         source = "\n".join(text)
-        if self.constants:
-            source += "\n#[metadata]\n" + encode_metadata(self.constants) + "\n"
+        if self.constants or self.virtual_devices:
+            source += "\n#[metadata]\n" + encode_metadata(self.constants, self.virtual_devices) + "\n"
         return Printed(self.name, source, self.inputs, self.weights, self.form, self.int_high)
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.ir.structural import structural_equal
+from compiler.parser import parse
 from tests.e2e.printed_checks import (assert_outputs_match, assert_round_trips_with_printed_types,
                                       compile_and_run, interpret)
 from tests.e2e.tvm_printed import WEIGHT_FORMS
@@ -83,3 +85,10 @@ def test_compiled_ssd_tflite_matches_numpy(tmp_path: Path) -> None:
     np.testing.assert_allclose(got["out0"][0], boxes, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["out1"][0], cls)
     np.testing.assert_allclose(got["out2"][0], scores, rtol=1e-5)
+
+
+@pytest.mark.parametrize("form", WEIGHT_FORMS)
+def test_attributes_printed_as_metadata_mean_what_the_inline_ones_do(form: str) -> None:
+    inline, meta = MODELS["ssd_tflite"](form), MODELS["ssd_tflite_tvm08"](form)
+    assert "meta[relay.attrs.NonMaximumSuppressionAttrs][0]" in meta.text
+    assert structural_equal(parse(inline.text), parse(meta.text))

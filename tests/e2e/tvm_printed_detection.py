@@ -14,11 +14,17 @@
   (l, t, r, b) form, `vision.multibox_transform_loc` with `clip=False` and the variances
   1 / (x, y, w, h)_scale, NMS with `max_output_size` and `top_k`, `vision.get_valid_counts(...,
   0f)`, a `strided_slice` of the top rows, `split` into the six fields, and the
-  (boxes, classes, scores, count) outputs. Both are static-shaped, so both compile.
+  (boxes, classes, scores, count) outputs.
+* `ssd_tflite_tvm08`: the same tail as TVM 0.8 printed it, with the NMS and get_valid_counts
+  attributes as `meta[relay.attrs.*][0]` entries of the metadata section.
+
+All are static-shaped, so all compile.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -140,5 +146,39 @@ def ssd_tflite(weights: str = "constants") -> Printed:
     return b.finish(b.tuple([out_boxes, cls_ids, best, b.get(counted, 0)]))
 
 
-MODELS: dict[str, Callable[[str], Printed]] = {"ssd_mxnet": ssd_mxnet, "ssd_tflite": ssd_tflite}
+def _attrs_into_metadata(text: str, nodes: dict[str, dict[str, str]]) -> str:
+    """Add one `relay.attrs.*` node per key to the text's metadata section (made if missing)."""
+    body, _, section = text.partition("#[metadata]\n")
+    graph = json.loads(section) if section else {
+        "root": 1, "nodes": [{"type_key": ""}, {"type_key": "Map", "keys": [], "data": []}],
+        "b64ndarrays": [], "attrs": {"tvm_version": "0.8.0"}}
+    root = graph["nodes"][graph["root"]]
+    for key, fields in nodes.items():
+        root["keys"].append(key)
+        root["data"].append(len(graph["nodes"]))
+        graph["nodes"].append({"type_key": "Array", "data": [len(graph["nodes"]) + 1]})
+        graph["nodes"].append({"type_key": key, "attrs": fields})
+    return body.rstrip("\n") + "\n\n#[metadata]\n" + json.dumps(graph, indent=2) + "\n"
+
+
+def ssd_tflite_tvm08(weights: str = "constants") -> Printed:
+    """ssd_tflite as TVM 0.8 printed it: the attributes of vision.non_max_suppression and
+    vision.get_valid_counts as `meta[relay.attrs.*][0]` (the printer's fallback when a call's
+    attrs are not of its op's registered attrs type)."""
+    printed = ssd_tflite(weights)
+    text = printed.text.replace("top_k=48, return_indices=False)", "meta[relay.attrs.NonMaximumSuppressionAttrs][0])")
+    text = re.sub(r"(vision\.get_valid_counts\(%\d+, 0f /\* ty=float32 \*/)\)",
+                  r"\1, meta[relay.attrs.GetValidCountsAttrs][0])", text)
+    text = _attrs_into_metadata(text, {
+        "relay.attrs.NonMaximumSuppressionAttrs": {
+            "coord_start": "2", "force_suppress": "0", "id_index": "0", "invalid_to_bottom": "0",
+            "return_indices": "0", "score_index": "1", "top_k": "48"},
+        "relay.attrs.GetValidCountsAttrs": {"id_index": "0", "score_index": "1"},
+    })
+    assert text.count("meta[relay.attrs.") == 2
+    return Printed("ssd_tflite_tvm08", text, printed.inputs, printed.weights, printed.weights_form)
+
+
+MODELS: dict[str, Callable[[str], Printed]] = {
+    "ssd_mxnet": ssd_mxnet, "ssd_tflite": ssd_tflite, "ssd_tflite_tvm08": ssd_tflite_tvm08}
 BLAS_MODELS = ("ssd_mxnet",)

@@ -92,3 +92,27 @@ def test_attributes_printed_as_metadata_mean_what_the_inline_ones_do(form: str) 
     inline, meta = MODELS["ssd_tflite"](form), MODELS["ssd_tflite_tvm08"](form)
     assert "meta[relay.attrs.NonMaximumSuppressionAttrs][0]" in meta.text
     assert structural_equal(parse(inline.text), parse(meta.text))
+
+
+def test_compiled_nms_v5_selects_what_greedy_nms_selects(tmp_path: Path) -> None:
+    printed = MODELS["nms_v5_tflite"]("constants")
+    inputs = printed.make_inputs(seed=5)
+    interpret(printed, tmp_path, inputs)
+    got = compile_and_run(tmp_path, "c")
+    boxes, scores = inputs["boxes"].astype(np.float64), inputs["scores"]
+
+    def iou(a: np.ndarray, b: np.ndarray) -> float:
+        (al, ar), (at, ab) = sorted(a[[0, 2]]), sorted(a[[1, 3]])
+        (bl, br), (bt, bb) = sorted(b[[0, 2]]), sorted(b[[1, 3]])
+        inter = max(0.0, min(ar, br) - max(al, bl)) * max(0.0, min(ab, bb) - max(at, bt))
+        union = (ar - al) * (ab - at) + (br - bl) * (bb - bt) - inter
+        return inter / union if union > 0 else 0.0
+
+    kept: list[int] = []
+    for j in sorted(np.flatnonzero(scores > 0.2), key=lambda j: -scores[j]):
+        if len(kept) < 6 and all(iou(boxes[k], boxes[j]) < 0.4 for k in kept):
+            kept.append(j)
+    count = int(got["out2"][0])
+    assert count == len(kept) > 0
+    assert got["out0"][:count].tolist() == kept and (got["out0"][count:] == -1).all()
+    np.testing.assert_array_equal(got["out1"][:count], scores[kept])

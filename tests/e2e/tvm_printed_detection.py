@@ -18,6 +18,9 @@
 * `ssd_tflite_tvm08`: the same tail as TVM 0.8 printed it, with the NMS and get_valid_counts
   attributes as `meta[relay.attrs.*][0]` entries of the metadata section.
 
+* `nms_v5_tflite`: TFLite's NON_MAX_SUPPRESSION_V5 (get_valid_counts, NMS returning indices,
+  squeeze, strided_slice, take).
+
 All are static-shaped, so all compile.
 """
 
@@ -179,6 +182,34 @@ def ssd_tflite_tvm08(weights: str = "constants") -> Printed:
     return Printed("ssd_tflite_tvm08", text, printed.inputs, printed.weights, printed.weights_form)
 
 
+def nms_v5_tflite(weights: str = "constants") -> Printed:
+    """TFLite's NON_MAX_SUPPRESSION_V5 as convert_nms_v5 prints it: scores and boxes
+    concatenated to (1, N, 5), `vision.get_valid_counts` with id_index=-1 and score_index=0,
+    NMS returning indices (coord_start=1), then the selected indices, their scores and the
+    count. (`weights` is unused: the model has none.)"""
+    b = Builder("nms_v5_tflite", weights, seed=23, spans=False)
+    num, max_out = 24, 6
+    boxes = b.input("boxes", (num, 4))
+    scores = b.input("scores", (num,))
+    column = b.call("expand_dims", [scores], (num, 1), "axis=-1")
+    data = b.call("concatenate", [b.tuple([column, boxes])], (num, 5), "axis=-1")
+    data = b.call("expand_dims", [data], (1, num, 5), "axis=0")
+    counted = b.call_tuple("vision.get_valid_counts", [data, b.scalar(0.2)],
+                           [Value("", (1,), "int32"), Value("", (1, num, 5)), Value("", (1, num), "int32")],
+                           "id_index=-1, score_index=0")
+    args = [b.get(counted, 1), b.get(counted, 0), b.get(counted, 2), b.scalar(max_out, "int32"), b.scalar(0.4)]
+    kept = b.call_tuple("vision.non_max_suppression", args,
+                        [Value("", (1, num), "int32"), Value("", (1, 1), "int32")],
+                        "force_suppress=True, coord_start=1, score_index=0, id_index=-1")
+    selected = b.call("squeeze", [b.get(kept, 0)], (num,), "axis=[0]", dtype="int32")
+    selected = b.call("strided_slice", [selected], (max_out,),
+                      f"begin=[0], end=[{max_out}], strides=[1], axes=None", dtype="int32")
+    count = b.call("squeeze", [b.get(kept, 1)], (1,), "axis=[1]", dtype="int32")
+    chosen = b.call("take", [scores, selected], (max_out,), "axis=0")
+    return b.finish(b.tuple([selected, chosen, count]))
+
+
 MODELS: dict[str, Callable[[str], Printed]] = {
-    "ssd_mxnet": ssd_mxnet, "ssd_tflite": ssd_tflite, "ssd_tflite_tvm08": ssd_tflite_tvm08}
+    "ssd_mxnet": ssd_mxnet, "ssd_tflite": ssd_tflite, "ssd_tflite_tvm08": ssd_tflite_tvm08,
+    "nms_v5_tflite": nms_v5_tflite}
 BLAS_MODELS = ("ssd_mxnet",)

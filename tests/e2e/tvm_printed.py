@@ -89,7 +89,7 @@ class Printed:
         rng = np.random.default_rng(seed)
         out: dict[str, np.ndarray] = {}
         for name, (shape, dtype) in self.inputs.items():
-            if dtype.startswith("int"):
+            if dtype.startswith(("int", "uint")):
                 out[name] = rng.integers(0, self.int_high[name], size=shape).astype(dtype)
             else:
                 out[name] = rng.standard_normal(shape).astype(dtype)

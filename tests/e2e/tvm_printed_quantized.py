@@ -9,6 +9,9 @@ tests/e2e/tvm_printed.py, no spans).
   [0, 6]; an inverted-residual block closed by `qnn.add`; the average pool as `cast` to int32,
   `nn.avg_pool2d` and `cast` back; `reshape`; `qnn.dense` (per-tensor) with `units`; and the
   int8 logits `qnn.dequantize`d.
+* `qmobilenet_v1_tflite_uint8`: an older uint8 TFLite model: uint8 input, per-tensor kernel
+  scales and non-zero kernel zero points, requantize without an axis, the quantized softmax as
+  dequantize, `nn.softmax`, `qnn.quantize` to 1/256.
 * `qresnet_pytorch`: a PyTorch (fbgemm) quantized ResNet basic block: `qnn.quantize(...,
   out_dtype="uint8", axis=1)`; uint8 x int8 `qnn.conv2d` with per-tensor scales as `0.01f`
   literals and zero points as `114` literals; the float bias quantized in the graph
@@ -61,12 +64,22 @@ def _out_scale(in_scale: float, w_scale: float, fan_in: int) -> float:
 
 
 def _tflite_conv(b: Builder, x: QValue, out_ch: int, k: int, stride: int = 1, depthwise: bool = False,
-                 relu6: bool = True) -> QValue:
+                 relu6: bool = True, dtype: str = "int8") -> QValue:
+    """CONV_2D / DEPTHWISE_CONV_2D: int8 with per-channel kernel scales (zero point 0), or
+    uint8 with one kernel scale and zero point (the older quantized models)."""
     n, h, w, c = x.value.shape
     out_ch = c if depthwise else out_ch
     shape = (k, k, c, 1) if depthwise else (k, k, c, out_ch)
-    weight = b.weight(f"_param_{len(b.weights) + 1}", shape, array=b.rng.integers(-127, 128, shape).astype("int8"))
-    w_scales = np.array([_f(s) for s in b.rng.uniform(0.004, 0.012, out_ch)], "float32")
+    if dtype == "int8":
+        kernel = b.rng.integers(-127, 128, shape).astype("int8")
+        w_zp, w_scales = 0, np.array([_f(s) for s in b.rng.uniform(0.004, 0.012, out_ch)], "float32")
+        lowest, highest = -128, 127
+    else:
+        w_zp = int(b.rng.integers(110, 140))
+        kernel = np.clip(b.rng.normal(w_zp, 45, shape), 0, 255).astype("uint8")
+        w_scales = np.full(out_ch, _f(b.rng.uniform(0.004, 0.012)), "float32")
+        lowest, highest = 0, 255
+    weight = b.weight(f"_param_{len(b.weights) + 1}", shape, array=kernel)
     oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
     total = max((oh - 1) * stride + k - h, 0)
     pad = [total // 2, total // 2, total - total // 2, total - total // 2]
@@ -76,21 +89,28 @@ def _tflite_conv(b: Builder, x: QValue, out_ch: int, k: int, stride: int = 1, de
         attrs.append(f"groups={c}")
     attrs += [f"channels={out_ch}", f"kernel_size={_pair([k, k])}", 'data_layout="NHWC"',
               f'kernel_layout="{"HWOI" if depthwise else "HWIO"}"', 'out_dtype="int32"']
-    args = [x.value, weight, b.scalar(x.zero_point, "int32"), b.scalar(0, "int32"), b.scalar(x.scale),
-            _scales(b, w_scales)]
+    per_channel = dtype == "int8"
+    kernel_scale = _scales(b, w_scales) if per_channel else b.scalar(float(w_scales[0]))
+    args = [x.value, weight, b.scalar(x.zero_point, "int32"), b.scalar(w_zp, "int32"), b.scalar(x.scale),
+            kernel_scale]
     acc = b.call("qnn.conv2d", args, (n, oh, ow, out_ch), ", ".join(attrs), dtype="int32")
     bias = b.weight(f"_param_{len(b.weights) + 1}", (out_ch,),
                     array=b.rng.integers(-3000, 3000, out_ch).astype("int32"))
     acc = b.call("nn.bias_add", [acc, bias], acc.shape, "axis=3", dtype="int32")
     fan_in = k * k * (1 if depthwise else c)
     out_scale = _out_scale(x.scale, float(w_scales.mean()), fan_in)
-    zp = -128 if relu6 else int(b.rng.integers(-10, 10))
-    products = (np.float32(x.scale) * w_scales).astype("float32")
-    y = b.call("qnn.requantize", [acc, _scales(b, products), b.scalar(0, "int32"), b.scalar(out_scale),
-                                  b.scalar(zp, "int32")], acc.shape, 'axis=3, out_dtype="int8"', dtype="int8")
     if relu6:
-        top = min(127, zp + round(6.0 / out_scale))
-        y = b.call("clip", [y], y.shape, f"a_min={zp}f, a_max={top}f", dtype="int8")
+        zp = lowest
+    else:
+        zp = int(b.rng.integers(-10, 10)) if dtype == "int8" else int(b.rng.integers(120, 136))
+    products = (np.float32(x.scale) * w_scales).astype("float32")
+    input_scale = _scales(b, products) if per_channel else b.scalar(_f(float(products[0])))
+    y = b.call("qnn.requantize", [acc, input_scale, b.scalar(0, "int32"), b.scalar(out_scale),
+                                  b.scalar(zp, "int32")], acc.shape,
+               f'{"axis=3, " if per_channel else ""}out_dtype="{dtype}"', dtype=dtype)
+    if relu6:
+        top = min(highest, zp + round(6.0 / out_scale))
+        y = b.call("clip", [y], y.shape, f"a_min={zp}f, a_max={top}f", dtype=dtype)
     return QValue(y, out_scale, zp)
 
 
@@ -196,8 +216,33 @@ def qresnet_pytorch(weights: str = "constants") -> Printed:
     return b.finish(b.tuple([logits.value, real]))
 
 
+def qmobilenet_v1_tflite_uint8(weights: str = "constants") -> Printed:
+    """An older uint8 TFLite MobileNet v1 (per-tensor scales, non-zero kernel zero points, uint8
+    input), ending as the frontend converts a quantized SOFTMAX: dequantize, nn.softmax,
+    quantize to scale 1/256."""
+    b = Builder("qmobilenet_v1_tflite_uint8", weights, seed=33, spans=False)
+    image = b.input("input", (1, 16, 16, 3), "uint8", high=256)
+    x = QValue(image, 0.0078125, 128)
+    x = _tflite_conv(b, x, 8, 3, stride=2, dtype="uint8")
+    x = _tflite_conv(b, x, 0, 3, depthwise=True, dtype="uint8")
+    x = _tflite_conv(b, x, 16, 1, dtype="uint8")
+    n, h, w, c = x.value.shape
+    pooled = b.call("cast", [x.value], x.value.shape, 'dtype="int32"', dtype="int32")
+    pooled = b.call("nn.avg_pool2d", [pooled], (n, 1, 1, c),
+                    f'pool_size=[{h}, {w}], padding=[0, 0, 0, 0], layout="NHWC"', dtype="int32")
+    pooled = b.call("cast", [pooled], pooled.shape, 'dtype="uint8"', dtype="uint8")
+    logits = _tflite_conv(b, QValue(pooled, x.scale, x.zero_point), 10, 1, relu6=False, dtype="uint8")
+    flat = b.call("reshape", [logits.value], (1, 10), "newshape=[1, 10]", dtype="uint8")
+    real = b.call("qnn.dequantize", [flat, b.scalar(logits.scale), b.scalar(logits.zero_point, "int32")], (1, 10))
+    probs = b.call("nn.softmax", [real], (1, 10), "axis=1")
+    q = b.call("qnn.quantize", [probs, b.scalar(0.00390625), b.scalar(0, "int32")], (1, 10),
+               'out_dtype="uint8"', dtype="uint8")
+    return b.finish(b.tuple([q, real]))
+
+
 MODELS: dict[str, Callable[[str], Printed]] = {
     "qmobilenet_v2_tflite": qmobilenet_v2_tflite,
+    "qmobilenet_v1_tflite_uint8": qmobilenet_v1_tflite_uint8,
     "qresnet_pytorch": qresnet_pytorch,
 }
 BLAS_MODELS = ("qmobilenet_v2_tflite",)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from compiler.ir.device import VirtualDevice
 from tests.e2e.tvm_printed import Builder, Printed, Value, _pair, linear, max_pool, relu
 
@@ -52,8 +54,8 @@ class PlacedBuilder(Builder):
         return value
 
     def weight(self, name: str, shape: Sequence[int], kind: str = "normal", scale: float | None = None,
-               array: object = None) -> Value:
-        value = super().weight(name, shape, kind, scale)
+               array: np.ndarray | None = None) -> Value:
+        value = super().weight(name, shape, kind, scale, array)
         if self.form == "params":
             self._place_param()
             return value

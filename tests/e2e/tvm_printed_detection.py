@@ -15,8 +15,8 @@
   1 / (x, y, w, h)_scale, NMS with `max_output_size` and `top_k`, `vision.get_valid_counts(...,
   0f)`, a `strided_slice` of the top rows, `split` into the six fields, and the
   (boxes, classes, scores, count) outputs.
-* `ssd_tflite_tvm08`: the same tail as TVM 0.8 printed it, with the NMS and get_valid_counts
-  attributes as `meta[relay.attrs.*][0]` entries of the metadata section.
+* `ssd_tflite_tvm08`: the same tail as TVM 0.8 printed it: `threshold=-inff`, and the NMS and
+  get_valid_counts attributes as `meta[relay.attrs.*][0]` entries of the metadata section.
 
 * `nms_v5_tflite`: TFLite's NON_MAX_SUPPRESSION_V5 (get_valid_counts, NMS returning indices,
   squeeze, strided_slice, take).
@@ -170,6 +170,7 @@ def ssd_tflite_tvm08(weights: str = "constants") -> Printed:
     attrs are not of its op's registered attrs type)."""
     printed = ssd_tflite(weights)
     text = printed.text.replace("top_k=48, return_indices=False)", "meta[relay.attrs.NonMaximumSuppressionAttrs][0])")
+    text = text.replace("threshold=0.3f", "threshold=-inff")  # TVM 0.8 passed -inf: every anchor decoded
     text = re.sub(r"(vision\.get_valid_counts\(%\d+, 0f /\* ty=float32 \*/)\)",
                   r"\1, meta[relay.attrs.GetValidCountsAttrs][0])", text)
     text = _attrs_into_metadata(text, {

@@ -36,6 +36,20 @@ def test_virtual_devices_are_where_plan_devices_put_them() -> None:
     assert devices["features.0.weight"] == DEVICES[1] and DEVICES[1].memory_scope == "global"
 
 
+def test_memory_scopes_are_where_texture_planning_put_them() -> None:
+    main = parse(MODELS["cnn_texture_scopes"]("params").text).main
+    scopes = {p.name_hint: p.virtual_device.memory_scope for p in main.params}  # type: ignore[union-attr]
+    assert scopes == {"data": "global", "features.0.weight": "global.texture-weight",
+                      "features.0.bias": "global.texture-weight", "features.2.weight": "global.texture-weight",
+                      "features.2.bias": "global.texture-weight", "classifier.weight": "global",
+                      "classifier.bias": "global"}
+    copy = main.body  # softmax(... device_copy ...): find the copy into the texture scope
+    while not (getattr(copy, "op", None) is not None and getattr(copy.op, "name", "") == "device_copy"
+               and copy.attrs["dst_virtual_device"].memory_scope == "global.texture"):
+        copy = copy.args[0]
+    assert copy.attrs["src_virtual_device"].memory_scope == "global"
+
+
 @pytest.mark.parametrize(("name", "form", "target"), BUILDS)
 def test_compiled_placed_model_matches_the_interpreter(name: str, form: str, target: str, tmp_path: Path) -> None:
     printed = MODELS[name](form)

@@ -13,7 +13,10 @@ tests/e2e/tvm_printed.py, no spans).
   `on_device(x, device_type=2, is_fixed=True)` and `device_copy(x, src_dev_type=1,
   dst_dev_type=2)`.
 
-On our single CPU both compile to the same program as the model without placement.
+* `cnn_texture_scopes`: memory scopes on one OpenCL device (`global`, `global.texture`,
+  `global.texture-weight`) as TVM's memory-scope planning for Adreno prints them.
+
+On our single CPU all compile to the same program as the model without placement.
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ class PlacedBuilder(Builder):
     """A Builder whose weights and inputs live on a current device, written as PlanDevices does
     in TVM 0.9+ (`style="virtual_device"`) or 0.8 (`style="device_type"`)."""
 
-    def __init__(self, name: str, weights: str, seed: int, style: str):
+    def __init__(self, name: str, weights: str, seed: int, style: str,
+                 devices: Sequence[VirtualDevice] = DEVICES):
         super().__init__(name, weights, seed, spans=False)
         self.style = style
         self.device = CPU
         self.param_types: list[int] = []
         if style == "virtual_device":
-            self.virtual_devices = list(DEVICES)
+            self.virtual_devices = list(devices)
 
     def _place_param(self) -> None:
         if self.style == "virtual_device":
@@ -124,8 +128,44 @@ def cnn_plan_devices_tvm08(weights: str = "constants") -> Printed:
     return _cnn("device_type", weights)
 
 
+# OpenCL (device type 4) buffers and the Adreno texture scopes AnnotateMemoryScope assigns.
+BUFFER, TEXTURE, TEXTURE_WEIGHT = 0, 1, 2
+SCOPES = tuple(VirtualDevice(4, 0, "opencl", scope) for scope in ("global", "global.texture", "global.texture-weight"))
+
+
+def _in_scope(b: PlacedBuilder, scope: int, name: str, shape: tuple[int, ...]) -> Value:
+    """A weight placed in `scope`; the builder's current scope is kept."""
+    current, b.device = b.device, scope
+    value = b.weight(name, shape)
+    b.device = current
+    return value
+
+
+def cnn_texture_scopes(weights: str = "constants") -> Printed:
+    """Memory scopes on one device, as TVM plans them for Adreno GPUs: convolution activations
+    in `global.texture`, their weights in `global.texture-weight`, `device_copy` between the
+    scopes of the same device, the head in plain `global` buffers."""
+    b = PlacedBuilder("cnn_texture_scopes", weights, seed=52, style="virtual_device", devices=SCOPES)
+    b.device = BUFFER
+    image = b.input("data", (1, 3, 16, 16))
+    x = b.copy_to(image, TEXTURE)
+    for name, out_ch, stride in (("features.0", 8, 1), ("features.2", 16, 2)):
+        n, c = x.shape[:2]
+        h = (x.shape[2] + 2 - 3) // stride + 1
+        attrs = ([f"strides={_pair([stride, stride])}"] if stride != 1 else []) + [
+            "padding=[1, 1, 1, 1]", f"channels={out_ch}", "kernel_size=[3, 3]"]
+        x = b.call("nn.conv2d", [x, _in_scope(b, TEXTURE_WEIGHT, f"{name}.weight", (out_ch, c, 3, 3))],
+                   (n, out_ch, h, h), ", ".join(attrs))
+        x = relu(b, b.call("nn.bias_add", [x, _in_scope(b, TEXTURE_WEIGHT, f"{name}.bias", (out_ch,))], x.shape))
+    x = b.copy_to(b.pin(x), BUFFER)
+    n, c = x.shape[:2]
+    x = b.call("nn.batch_flatten", [b.call("nn.global_avg_pool2d", [x], (n, c, 1, 1))], (n, c))
+    return b.finish(b.call("nn.softmax", [linear(b, x, "classifier", 10)], (n, 10), "axis=1"))
+
+
 MODELS: dict[str, Callable[[str], Printed]] = {
     "cnn_plan_devices": cnn_plan_devices,
     "cnn_plan_devices_tvm08": cnn_plan_devices_tvm08,
+    "cnn_texture_scopes": cnn_texture_scopes,
 }
 BLAS_MODELS = ("cnn_plan_devices",)

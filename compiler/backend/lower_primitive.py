@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from compiler import ops
+from compiler.backend.symbolic_shapes import SymbolicShapes, has_dynamic_types, shapes_equal
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from compiler.ir.types import TensorType, TupleType, Type, flatten_tensor_types
@@ -48,8 +49,22 @@ def c_identifier(name: str) -> str:
 
 def static_shape(ty: TensorType, what: str) -> tuple[int, ...]:
     if ty.is_dynamic:
-        raise UnsupportedError(f"{what} has dynamic shape {ty}; static shapes are required here")
+        raise UnsupportedError(
+            f"{what} has dynamic shape {ty}: compiling `?` dimensions to C is not supported yet "
+            "(`relaycc lower` and `relaycc interpret` take them)")
     return tuple(int(d) for d in ty.shape)  # type: ignore[arg-type]  # static: checked above
+
+
+def buffer_shape(ty: TensorType, what: str) -> tuple[int | te.PrimExpr, ...]:
+    """The dims of a buffer holding a value of (symbolic) type `ty`: ints, or expressions of
+    the kernel's dim variables."""
+    if ty.is_dynamic:
+        return static_shape(ty, what)  # raises: a `?` the symbolic types did not resolve
+    return tuple(d if isinstance(d, te.PrimExpr) else int(d) for d in ty.shape)  # type: ignore[arg-type]  # ints or exprs
+
+
+def _is_static(shape: Sequence[object]) -> bool:
+    return all(isinstance(d, int) for d in shape)
 
 
 @dataclass(frozen=True)
@@ -79,20 +94,24 @@ class PrimitiveLowering:
         self.materialized: dict[Expr, TensorView] = {}
         # id -> (node, node with every _Deferred expanded); nodes kept alive for their ids.
         self._resolved: dict[int, tuple[te.PrimExpr, te.PrimExpr]] = {}
+        self.shapes: SymbolicShapes | None = None
 
     # -- entry --------------------------------------------------------------------------
 
     def lower(self) -> PrimFunc:
         func = self.func
+        if has_dynamic_types(func):
+            # `?` dims: the kernel takes them as scalars and computes every other dim from them.
+            self.shapes = SymbolicShapes.of(func, [c_identifier(p.name_hint) for p in func.params], self.ctx.fresh)
         param_views: dict[Expr, View] = {}
         for p in func.params:
-            param_views[p] = self._param_view(c_identifier(p.name_hint), p.checked_type)
+            param_views[p] = self._param_view(c_identifier(p.name_hint), self._type(p))
 
-        ret_types = flatten_tensor_types(func.body.checked_type)
+        ret_types = flatten_tensor_types(self._type(func.body))
         outputs = self._output_nodes(func.body)
         for i, ty in enumerate(ret_types):
             base = "T_" + _op_suffix(outputs[i].node) if len(ret_types) == 1 else f"output{i}"
-            self.outputs.append(te.Buffer(self.ctx.fresh(base), static_shape(ty, "result"), ty.dtype))
+            self.outputs.append(te.Buffer(self.ctx.fresh(base), buffer_shape(ty, "result"), ty.dtype))
 
         nodes = [n for n in post_order(func.body, descend=lambda n: not isinstance(n, Function))]
         plan = self._plan(nodes, outputs)
@@ -127,10 +146,9 @@ class PrimitiveLowering:
                 self.materialized[node] = TensorView.of_buffer(self.outputs[direct])
                 written.add(direct)
             else:
-                ty = node.checked_type
+                ty = self._type(node)
                 assert isinstance(ty, TensorType)
-                temp = te.Buffer(self.ctx.fresh(f"T_{_op_suffix(node)}"), static_shape(ty, "intermediate"), ty.dtype)
-                self.temps.append(temp)
+                temp = self._temp(f"T_{_op_suffix(node)}", buffer_shape(ty, "intermediate"), ty.dtype, node)
                 self._emit_anchor(node, temp, param_views, None)
                 self.materialized[node] = TensorView.of_buffer(temp)
 
@@ -153,6 +171,7 @@ class PrimitiveLowering:
             tuple(self.params + self.outputs),
             body,
             num_inputs=len(self.params),
+            scalar_params=tuple(self.shapes.scalars) if self.shapes else (),
             attrs=func.attrs.without("Primitive").with_attr("global_symbol", self.name),
             func_type=func.checked_type,
         )
@@ -164,7 +183,7 @@ class PrimitiveLowering:
             return tuple(self._param_view(f"{name}_{i}", f) for i, f in enumerate(ty.fields))
         if not isinstance(ty, TensorType):
             raise UnsupportedError(f"primitive parameter %{name} of type {ty} is not a tensor or tuple")
-        buf = te.Buffer(self.ctx.fresh(name), static_shape(ty, f"%{name}"), ty.dtype)
+        buf = te.Buffer(self.ctx.fresh(name), buffer_shape(ty, f"%{name}"), ty.dtype)
         self.params.append(buf)
         return TensorView.of_buffer(buf)
 
@@ -215,7 +234,7 @@ class PrimitiveLowering:
         For a reduction anchor only the shapes must agree: the chain may change the dtype (mean
         then cast), since the reduction accumulates in its own dtype and the epilogue converts.
         """
-        out_ty = out.checked_type
+        out_ty = self._type(out)
         chain: set[Expr] = set()
         anchor: Call | None = None
         stack = [out]
@@ -231,11 +250,11 @@ class PrimitiveLowering:
             if opdef.compute is None:
                 if anchor is not None and anchor is not node:
                     return None  # two anchors in one chain: keep them apart
-                if not _same_shape(node.checked_type, out_ty):
+                if not shapes_equal(self._type(node), out_ty):
                     return None
                 # Kernels compute in their output buffer's dtype, so only a reduction (which
                 # accumulates in its own dtype) may have a dtype-changing epilogue.
-                if opdef.kernel is not None and node.checked_type != out_ty:
+                if opdef.kernel is not None and _dtype(node) != _dtype(out):
                     return None
                 anchor = node  # type: ignore[assignment]  # opdef is not None: a Call
                 continue
@@ -250,7 +269,7 @@ class PrimitiveLowering:
         for user in users.get(anchor, []):
             if user not in chain:
                 return None
-            if not _reads_at_output_index(user, anchor, out_ty):
+            if not self._reads_at_output_index(user, anchor, out_ty):
                 return None
         # Values inside the chain exist only in registers; nothing outside may need them.
         for node in chain:
@@ -259,6 +278,36 @@ class PrimitiveLowering:
         if anchor is not out and anchor in out_nodes:
             return None
         return anchor
+
+    def _reads_at_output_index(self, user: Expr, anchor: Expr, out_ty: Type) -> bool:
+        """True when `user` (an elementwise/broadcast op) reads `anchor` at its own output index."""
+        return (isinstance(user, Call) and shapes_equal(self._type(user), out_ty)
+                and shapes_equal(self._type(anchor), out_ty))
+
+    # -- types and buffers -----------------------------------------------------------------
+
+    def _type(self, node: Expr) -> Type:
+        """`node`'s type, with the kernel's dim expressions where the function has `?` dims."""
+        return self.shapes.type_of(node) if self.shapes is not None else node.checked_type
+
+    def _temp(self, base: str, shape: tuple[int | te.PrimExpr, ...], dtype: str, node: Expr | None) -> te.Buffer:
+        if not _is_static(shape):
+            # Temporaries live in the kernel's workspace, whose size the caller must know
+            # before the call.
+            raise UnsupportedError(
+                f"{_op_suffix(node) if node is not None else 'a kernel input'}: an intermediate of dynamic shape "
+                "inside a fused function is not supported yet", getattr(node, "span", None))
+        temp = te.Buffer(self.ctx.fresh(base), shape, dtype)
+        self.temps.append(temp)
+        return temp
+
+    def _require_static_kernel(self, node: Call, inputs: Sequence[TensorView], outputs: Sequence[te.Buffer]) -> None:
+        """Hand-tiled kernels (dense, conv, pools, ...) specialize on their extents."""
+        shapes = [v.shape for v in inputs] + [b.shape for b in outputs]
+        if not all(_is_static(s) for s in shapes):
+            raise UnsupportedError(
+                f"{node.op.name}: its kernel needs static shapes, and `?` dims reach it",  # type: ignore[union-attr]
+                node.span)
 
     # -- views --------------------------------------------------------------------------
 
@@ -284,7 +333,7 @@ class PrimitiveLowering:
                 opdef = ops.get(node.op.name)
                 if opdef.compute is None:
                     continue  # an anchor not materialized yet: nothing may read it before
-                views[node] = _compute_view(opdef, node, [views[a] for a in node.args])
+                views[node] = _compute_view(opdef, node, self._type(node), [views[a] for a in node.args])
             elif isinstance(node, Op):
                 continue
             elif isinstance(node, Var):
@@ -328,9 +377,10 @@ class PrimitiveLowering:
         views = self._views(param_views, {})
         inputs = [views[a] for a in node.args]
         epilogue = self._epilogue(node, out_node, param_views)
-        out_type = node.checked_type
+        out_type = self._type(node)
         if opdef.kernel is not None:
             kernel_inputs = [self._materialize_input(v) for v in inputs]
+            self._require_static_kernel(node, kernel_inputs, (out,))
             stmt = opdef.kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)
         elif opdef.reduction is not None:
             reduction = opdef.reduction(inputs, node.attrs, out_type)
@@ -344,7 +394,7 @@ class PrimitiveLowering:
         self, node: Call, outputs: Sequence[_Output], written: set[int], param_views: dict[Expr, View]
     ) -> tuple[TensorView, ...]:
         """Emit a kernel whose result is a tuple of tensors; its `out` is a tuple of buffers."""
-        ty = node.checked_type
+        ty = self._type(node)
         assert isinstance(ty, TupleType)
         buffers: list[te.Buffer] = []
         for k, field_ty in enumerate(ty.fields):
@@ -358,15 +408,13 @@ class PrimitiveLowering:
                 written.add(index)
                 buffers.append(self.outputs[index])
                 continue
-            name = self.ctx.fresh(f"T_{_op_suffix(node)}")
-            temp = te.Buffer(name, static_shape(field_ty, "intermediate"), field_ty.dtype)
-            self.temps.append(temp)
-            buffers.append(temp)
+            buffers.append(self._temp(f"T_{_op_suffix(node)}", buffer_shape(field_ty, "intermediate"), field_ty.dtype, node))
         opdef = ops.get(node.op.name)  # type: ignore[union-attr]  # anchors are op calls
         if opdef.kernel is None:
             raise UnsupportedError(f"operator {opdef.name} has a tuple result but no kernel")
         views = self._views(param_views, {})
         inputs = [self._materialize_input(views[a]) for a in node.args]
+        self._require_static_kernel(node, inputs, buffers)
         stmt = opdef.kernel(self.ctx, inputs, tuple(buffers), node.attrs, ty, lambda value, idx: value)
         assert isinstance(stmt, Stmt)
         self.stmts.append(stmt)
@@ -377,7 +425,7 @@ class PrimitiveLowering:
     ) -> Callable[[te.PrimExpr, Index], te.PrimExpr]:
         if out_node is None or out_node is anchor:
             return lambda value, idx: value
-        anchor_ty = anchor.checked_type
+        anchor_ty = self._type(anchor)
         assert isinstance(anchor_ty, TensorType)
 
         def epilogue(value: te.PrimExpr, idx: Index) -> te.PrimExpr:
@@ -399,9 +447,7 @@ class PrimitiveLowering:
             return view
         if view.data is not None and view.ndim > 0:
             return view  # a constant argument read by value (`extras["constant_args"]`), never loaded
-        shape = tuple(int(d) for d in view.shape)  # type: ignore[arg-type]  # static shapes here
-        temp = te.Buffer(self.ctx.fresh("T_input"), shape, view.dtype)
-        self.temps.append(temp)
+        temp = self._temp("T_input", tuple(view.shape), view.dtype, None)
         self.stmts.append(self._store_loop(temp, view.load))
         return replace(TensorView.of_buffer(temp), data=view.data)
 
@@ -475,13 +521,9 @@ def _value_children(node: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def _same_shape(a: Type, b: Type) -> bool:
-    return isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape == b.shape
-
-
-def _reads_at_output_index(user: Expr, anchor: Expr, out_ty: Type) -> bool:
-    """True when `user` (an elementwise/broadcast op) reads `anchor` at its own output index."""
-    return isinstance(user, Call) and _same_shape(user.checked_type, out_ty) and _same_shape(anchor.checked_type, out_ty)
+def _dtype(node: Expr) -> str | None:
+    ty = node.checked_type
+    return ty.dtype if isinstance(ty, TensorType) else None
 
 
 def _tensor_paths(ty: Type) -> list[tuple[int, ...]]:
@@ -555,8 +597,7 @@ def _deferred_loader(dtype: str, compute: Callable[[Index], te.PrimExpr]) -> Cal
     return load
 
 
-def _compute_view(opdef: OpDef, node: Call, inputs: list[View]) -> View:
-    out_type = node.checked_type
+def _compute_view(opdef: OpDef, node: Call, out_type: Type, inputs: list[View]) -> View:
     compute = opdef.compute
     assert compute is not None
     if isinstance(out_type, TupleType):

@@ -9,24 +9,21 @@ recorded in the call's metadata as TVM does: 1 data, 2 shape, 3 both, 0 neither.
 parameter order, a parameter's data before its shape; a tuple parameter passes one shape buffer
 per field.
 
-The body is assembled from per-operator shape rules, evaluated symbolically over the function
-body: an op's rule maps its inputs' dims (int64 PrimExprs, loads from the shape buffers or
-expressions of them) to its result dims. A rule comes from the op's own declaration
-(`OpDef.shape_func`) when it has one, else from the two generic rules here: numpy broadcasting
-of all inputs (elementwise and broadcasting ops), and "same shape as the first input". Any
-other op is an UnsupportedError naming it.
-
-Rule contract: `rule(inputs, attrs, out_type) -> [dims of each result tensor]`, where each input
-is a tuple of int64 PrimExprs (a tensor's dims), a list of those (a tuple-typed argument), or,
-for data-dependent ops, a TensorView of the argument's data (only function parameters with a
-static shape can be passed by data). Dims a rule returns may be PrimExprs or Python ints.
+The body is assembled from the shape rules operators declare beside their type relations
+(`OpDef.shape_func`, contract in compiler/ops/shape_rules.py), evaluated symbolically over the
+function body: an op's rule maps its inputs' dims (int64 PrimExprs, loads from the shape buffers
+or expressions of them) to its result dims. Only function parameters of static shape and
+Constants (whose values are folded into the shape function) can be passed by data to a
+data-dependent rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
+
+import numpy as np
 
 from compiler import ops
 from compiler.backend.lower_primitive import static_shape
@@ -36,6 +33,7 @@ from compiler.ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple,
 from compiler.ir.types import FuncType, TensorType, TupleType, Type, flatten_tensor_types
 from compiler.ir.visitor import post_order
 from compiler.passes.label_ops import MAX_NAME_LENGTH, std_string_hash
+from compiler.ops.shape_rules import Dims, ShapeArg, ShapeRule, ShapeRuleError, ShapeValue
 from compiler.tir import expr as te
 from compiler.tir.compute import TensorView
 from compiler.tir.stmt import PrimFunc, Stmt, Store, seq
@@ -43,70 +41,10 @@ from compiler.tir.stmt import PrimFunc, Stmt, Store, seq
 DATA_DEPENDENT = 1
 SHAPE_DEPENDENT = 2
 
-Dims = tuple[te.PrimExpr, ...]
-ShapeValue = Union[Dims, list["ShapeValue"]]
-ShapeArg = Union[Dims, list["ShapeValue"], TensorView]
-ShapeRule = Callable[[Sequence[ShapeArg], Attrs, Type], Sequence[Sequence[Union[te.PrimExpr, int]]]]
-
-
-def broadcast_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
-    """numpy broadcasting of every input's dims: along each (right-aligned) axis, a dim of 1
-    gives way to the other operand's dim."""
-    shapes = [_dims_arg(x, "broadcast") for x in inputs]
-    rank = max((len(s) for s in shapes), default=0)
-    out: list[te.PrimExpr] = []
-    for axis in range(rank):
-        dims = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
-        dim = dims[0]
-        for other in dims[1:]:
-            dim = te.select(te.eq(dim, 1), other, dim)
-        out.append(dim)
-    return [tuple(out)]
-
-
-def same_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[Dims]:
-    """The result has the first input's shape."""
-    return [_dims_arg(inputs[0], "same-shape")]
-
-
-def _dims_arg(value: ShapeArg, rule: str) -> Dims:
-    if not isinstance(value, tuple):
-        raise UnsupportedError(f"the {rule} shape rule expects tensor arguments")
-    return value
-
-
-# Ops whose result shape the generic rules describe. Names are checked against the registry
-# below, so a misspelt or renamed op fails at import instead of silently losing its rule.
-BROADCAST_SHAPE_OPS = (
-    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod", "power",
-    "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
-    "greater_equal", "logical_and", "logical_or", "logical_xor", "where",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "trunc_divide", "trunc_mod",
-)
-SAME_SHAPE_OPS = (
-    "abs", "cast", "ceil", "clip", "copy", "erf", "exp", "floor", "log", "logical_not",
-    "negative", "nn.leaky_relu", "nn.relu", "round", "rsqrt", "sigmoid", "sqrt", "tanh",
-    "ones_like", "zeros_like", "nn.bias_add", "nn.softmax", "nn.log_softmax", "nn.layer_norm",
-    "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "log2", "log10",
-    "sign", "trunc", "isnan", "isinf", "isfinite", "fast_exp", "fast_tanh", "fast_erf", "bitwise_not",
-    "nn.prelu", "nn.fast_softmax", "reinterpret", "cast_like",
-)
-
-_GENERIC_RULES: dict[str, ShapeRule] = {
-    **{name: broadcast_rule for name in BROADCAST_SHAPE_OPS},
-    **{name: same_shape_rule for name in SAME_SHAPE_OPS},
-}
-_unknown = [name for name in _GENERIC_RULES if ops.lookup(name) is None]
-if _unknown:
-    raise ImportError(f"shape rules name unregistered operators: {', '.join(_unknown)}")
-
 
 def shape_rule(op_name: str) -> ShapeRule | None:
-    """The shape rule of an operator: its own declaration first, then the generic tables."""
-    opdef = ops.get(op_name)
-    if opdef.shape_func is not None:
-        return opdef.shape_func  # type: ignore[return-value]  # OpDef stores rules untyped
-    return _GENERIC_RULES.get(op_name)
+    """The shape rule an operator declares beside its type relation (compiler/ops/shape_rules.py)."""
+    return ops.get(op_name).shape_func  # type: ignore[return-value]  # OpDef stores rules untyped
 
 
 def shape_func_label(func: Function) -> str:
@@ -147,7 +85,15 @@ class _ParamRef:
     var: Var
 
 
-Value = Union[ShapeValue, _ParamRef, list["Value"]]
+@dataclass(frozen=True, eq=False)
+class _ConstRef:
+    """A Constant: a data-dependent rule reads its values (arange's constant start, stop and
+    step), any other rule its shape."""
+
+    constant: Constant
+
+
+Value = Union[ShapeValue, _ParamRef, _ConstRef, list["Value"]]
 
 
 class _ShapeFuncBuilder:
@@ -220,7 +166,7 @@ class _ShapeFuncBuilder:
                 else:
                     raise UnsupportedError(f"shape function {self.name}: free variable %{node.name_hint}")
             elif isinstance(node, Constant):
-                values[node] = tuple(te.const(int(d), "int64") for d in node.data.shape)
+                values[node] = _ConstRef(node)
             elif isinstance(node, Tuple):
                 values[node] = [values[f] for f in node.fields]
             elif isinstance(node, TupleGetItem):
@@ -253,7 +199,11 @@ class _ShapeFuncBuilder:
         inputs: list[ShapeArg] = []
         for arg, value in zip(call.args, args):
             inputs.append(self.data_of(value, name) if opdef.shape_data_dependent else self.shape_of(value))
-        out_dims = [tuple(te.cast("int64", te.as_expr(d)) for d in dims) for dims in rule(inputs, call.attrs, call.checked_type)]
+        try:
+            rule_dims = rule(inputs, call.attrs, call.checked_type)
+        except ShapeRuleError as err:
+            raise UnsupportedError(f"shape function {self.name}: {name}: {err}", call.span) from err
+        out_dims = [tuple(te.cast("int64", te.as_expr(d)) for d in dims) for dims in rule_dims]
         expected = len(flatten_tensor_types(call.checked_type))
         if len(out_dims) != expected:
             raise UnsupportedError(f"the shape rule of {name} gave {len(out_dims)} shapes for {expected} results")
@@ -266,11 +216,15 @@ class _ShapeFuncBuilder:
     def shape_of(self, value: Value) -> ShapeValue:
         if isinstance(value, _ParamRef):
             return self.param_shape(value.var)
+        if isinstance(value, _ConstRef):
+            return tuple(te.const(int(d), "int64") for d in value.constant.data.shape)
         if isinstance(value, list):
             return [self.shape_of(v) for v in value]
         return value
 
     def data_of(self, value: Value, op_name: str) -> TensorView:
+        if isinstance(value, _ConstRef):
+            return _constant_view(value.constant.data, op_name)
         if not isinstance(value, _ParamRef):
             raise UnsupportedError(
                 f"operator {op_name} needs the values of its inputs to know its result shape; "
@@ -316,6 +270,19 @@ class _ShapeFuncBuilder:
             name = f"{base}_{n}"
         self.buffer_names.add(name)
         return name
+
+
+def _constant_view(data: np.ndarray, op_name: str) -> TensorView:
+    """A Constant's data as a rule reads it: each element a constant, so the shape function
+    folds it (the rule must index it with constants)."""
+
+    def load(idx: Sequence[te.PrimExpr]) -> te.PrimExpr:
+        at = [int(i.value) for i in idx if isinstance(i, te.Const)]
+        if len(at) != len(idx):
+            raise UnsupportedError(f"the shape rule of {op_name} reads a Constant at a computed index")
+        return te.const(data[tuple(at)].item(), str(data.dtype))
+
+    return TensorView(tuple(int(d) for d in data.shape), str(data.dtype), load, data=data)
 
 
 def _static_dims(buffer: te.Buffer) -> tuple[int, ...]:

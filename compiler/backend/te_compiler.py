@@ -41,7 +41,7 @@ from typing import ClassVar, Generic, TypeVar
 from compiler.backend import targets
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.backend.shape_func import ShapeFunction, lower_shape_func, shape_func_label
-from compiler.diagnostics import CompileError, UnsupportedError
+from compiler.diagnostics import CompileError, Span, UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Expr, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
@@ -206,7 +206,12 @@ class _ModuleLowering:
         if compiler is not None:
             lowered = self._lower_external(func, str(compiler), global_var)
         else:
-            lowered = self._lower_primitive(func)
+            try:
+                lowered = self._lower_primitive(func)
+            except UnsupportedError as err:
+                if err.span is not None:
+                    raise
+                raise UnsupportedError(err.message, _blame_span(func) or call.span) from err
             if global_var is not None:
                 self.replaced.add(global_var)
         return self._call_lowered(call, lowered.global_var, func, func.attrs, lowered.prim_fn_vars, lowered.compiler)
@@ -406,3 +411,13 @@ def _as_list(value: object) -> list[object]:
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]
+
+
+def _blame_span(func: Function) -> Span | None:
+    """Where a primitive function that cannot be lowered points in the source: its first call
+    with a dynamic result (the usual reason), else its first call with a location."""
+    calls = [n for n in post_order(func.body, descend=lambda n: not isinstance(n, Function)) if isinstance(n, Call)]
+    for call in calls:
+        if call.span is not None and is_dynamic(call.checked_type):
+            return call.span
+    return next((c.span for c in calls if c.span is not None), None)

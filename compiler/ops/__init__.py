@@ -27,3 +27,4 @@ from compiler.ops import pool_nd, norm_ext, space, loss  # noqa: E402,F401  isor
 from compiler.ops import image  # noqa: E402,F401  isort:skip
 from compiler.ops import vision  # noqa: E402,F401  isort:skip
 from compiler.ops import qnn, qnn_linear  # noqa: E402,F401  isort:skip
+from compiler.ops import dense_pack  # noqa: E402,F401  isort:skip

@@ -26,6 +26,7 @@ from compiler.ops.elemwise import FLOAT, require_kind
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.softmax import softmax_loops
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
 from compiler.tir.expr import Buffer, Const, PrimExpr, cast, intrin, ne, select
 from compiler.tir.stmt import Stmt
@@ -75,6 +76,7 @@ register(
         num_inputs=2,
         type_rel=_prelu_rel,
         pattern=OpPattern.BROADCAST,
+        shape_func=same_shape_rule,
         reference=_prelu,
         compute=_prelu_compute,
         attrs=(AttrSpec("axis", "int", 1),),
@@ -128,6 +130,7 @@ register(
         num_inputs=1,
         type_rel=_fast_softmax_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=same_shape_rule,
         reference=_softmax,
         kernel=_fast_softmax_kernel,
         attrs=(AttrSpec("axis", "int", -1),),
@@ -193,6 +196,7 @@ register(
         num_inputs=1,
         type_rel=_reinterpret_rel,
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_reinterpret,
         compute=_reinterpret_compute,
         attrs=(AttrSpec("dtype", "dtype"),),
@@ -247,6 +251,7 @@ register(
         num_inputs=2,
         type_rel=_cast_like_rel,
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_cast_like,
         compute=_cast_like_compute,
         samples=(

@@ -17,6 +17,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, tensor_shape
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, lookup, register
+from compiler.ops.shape_rules import same_shape_rule
 
 
 def _identity_type(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -48,6 +49,7 @@ def _annotation(name: str) -> OpDef:
             _identity,
             attrs=(AttrSpec("compiler", "str"),),
             domain=Domain(_identity_domain),
+            shape_func=same_shape_rule,
             extras={"internal": True},
         )
     )

@@ -33,6 +33,7 @@ from compiler.ops.domain import (
 )
 from compiler.ops.elemwise import ANY_DTYPE, BOOL, NUMERIC, dtype_kind, require_kind
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import broadcast_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
 from compiler.tir.expr import (
@@ -40,6 +41,7 @@ from compiler.tir.expr import (
     PrimExpr,
     binary as binary_expr,
     cast,
+    eq,
     intrin,
     maximum,
     minimum,
@@ -51,21 +53,31 @@ BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 ScalarBinaryFn = Callable[[PrimExpr, PrimExpr], PrimExpr]
 
 
-def broadcast_index(idx: Index, shape: Sequence[object]) -> tuple[PrimExpr, ...]:
+def broadcast_index(idx: Index, shape: Sequence[object], out_shape: Sequence[object] | None = None) -> tuple[PrimExpr, ...]:
     """The element of a tensor of `shape` that numpy broadcasting pairs with output index `idx`.
 
     The tensor's dims align with the trailing output dims (missing leading dims are dropped);
-    a dim of extent 1 is read at 0 whatever the output index.
+    a dim of extent 1 is read at 0 whatever the output index, and a dim known only at run time
+    is tested there, unless it is the output's own dim (`out_shape`), which never broadcasts.
     """
     lead = len(idx) - len(shape)
     if lead < 0:
         raise ValueError(f"a rank-{len(shape)} operand cannot broadcast to rank {len(idx)}")
-    return tuple(Const(0) if d == 1 else idx[lead + i] for i, d in enumerate(shape))
+    out: list[PrimExpr] = []
+    for i, d in enumerate(shape):
+        if isinstance(d, PrimExpr):
+            if out_shape is not None and out_shape[lead + i] is d:
+                out.append(idx[lead + i])
+            else:
+                out.append(select(eq(d, 1), Const(0, idx[lead + i].dtype), idx[lead + i]))
+        else:
+            out.append(Const(0) if d == 1 else idx[lead + i])
+    return tuple(out)
 
 
-def load_broadcast(view: TensorView, idx: Index) -> PrimExpr:
-    """`view`'s element paired with output index `idx` under broadcasting."""
-    return view[broadcast_index(idx, view.shape)]
+def load_broadcast(view: TensorView, idx: Index, out_shape: Sequence[object] | None = None) -> PrimExpr:
+    """`view`'s element paired with output index `idx` under broadcasting to `out_shape`."""
+    return view[broadcast_index(idx, view.shape, out_shape)]
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -230,7 +242,7 @@ def binary(
 
     def loop_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
         assert compute is not None
-        return compute(load_broadcast(inputs[0], idx), load_broadcast(inputs[1], idx))
+        return compute(load_broadcast(inputs[0], idx, out_type.shape), load_broadcast(inputs[1], idx, out_type.shape))
 
     return register(
         OpDef(
@@ -238,6 +250,7 @@ def binary(
             num_inputs=2,
             type_rel=_broadcast_type_rel(name, kinds, result_dtype),
             pattern=OpPattern.BROADCAST,
+            shape_func=broadcast_rule,
             reference=reference,
             samples=_samples_for(kinds) if samples is None else samples,
             compute=None if compute is None else loop_compute,
@@ -301,7 +314,7 @@ def _where_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _where_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
-    cond, x, y = (load_broadcast(view, idx) for view in inputs)
+    cond, x, y = (load_broadcast(view, idx, out_type.shape) for view in inputs)
     return select(cond, x, y)
 
 
@@ -321,6 +334,7 @@ register(
         num_inputs=3,
         type_rel=_where_type_rel,
         pattern=OpPattern.BROADCAST,
+        shape_func=broadcast_rule,
         reference=_where_reference,
         compute=_where_compute,
         samples=(

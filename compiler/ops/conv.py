@@ -23,6 +23,8 @@ from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
 from compiler.ops.pool import padding_attr, window_input_size, window_pair
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, dims, fill, window_count
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -65,15 +67,14 @@ def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2
         raise TypeRelationError(f"{OP}: groups must be positive, got {groups}")
     n, c, h, w = to_canonical(data.shape, data_pos)
     o, i, kh, kw = to_canonical(weight.shape, kernel_pos)
-    if kh is ANY or kw is ANY:
-        raise TypeRelationError(f"{OP}: the kernel size of weight {weight} must be known")
-    assert isinstance(kh, int) and isinstance(kw, int)
     if attrs["kernel_size"] is not None:
+        # As in TVM, a given kernel_size also stands for a weight whose kernel dims are `?`.
         kernel_size = positive_pair(attrs["kernel_size"], "kernel_size", OP)
-        if kernel_size != (kh, kw):
+        if not (dims_equal(kh, kernel_size[0]) and dims_equal(kw, kernel_size[1])):
             raise TypeRelationError(
                 f"{OP}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}"
             )
+        kh, kw = kernel_size
     if attrs["channels"] is not None:
         if not dims_equal(attrs["channels"], o):
             raise TypeRelationError(f"{OP}: channels={attrs['channels']} does not match weight {weight}")
@@ -85,8 +86,13 @@ def conv2d_geometry(data: TensorType, weight: TensorType, attrs: Attrs) -> Conv2
             f"{OP}: data {data} has {c} channels, so with groups={groups} the weight needs "
             f"{c}/{groups} input channels, but weight {weight} has {i}"
         )
-    oh = window_extent(h, padding[0] + padding[2], kh, strides[0], dilation[0], False, OP, "height")
-    ow = window_extent(w, padding[1] + padding[3], kw, strides[1], dilation[1], False, OP, "width")
+    # A `?` kernel dim (no kernel_size given) leaves that output dim unknown.
+    oh: Dim = ANY
+    ow: Dim = ANY
+    if kh is not ANY:
+        oh = window_extent(h, padding[0] + padding[2], kh, strides[0], dilation[0], False, OP, "height")
+    if kw is not ANY:
+        ow = window_extent(w, padding[1] + padding[3], kw, strides[1], dilation[1], False, OP, "width")
     return Conv2DGeometry(data_pos, kernel_pos, out_pos, strides, dilation, padding, groups, (n, o, oh, ow))
 
 
@@ -99,6 +105,22 @@ def _conv2d_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(
         from_canonical(geometry.out_shape_nchw, geometry.out_pos), result_dtype(attrs, data, OP)
     )
+
+
+def _conv2d_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """The relation's arithmetic on run-time dims: batch from the data, output channels from
+    the weight, each spatial dim the window count of the data's."""
+    data_pos = plain_positions(attrs["data_layout"], "NCHW", OP, "data_layout")
+    kernel_pos = plain_positions(attrs["kernel_layout"], "OIHW", OP, "kernel_layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", OP, "out_layout")
+    n, _, h, w = to_canonical(dims(inputs[0], "data"), data_pos)
+    o, _, kh, kw = to_canonical(dims(inputs[1], "weight"), kernel_pos)
+    sh, sw = positive_pair(attrs["strides"], "strides", OP)
+    dh, dw = positive_pair(attrs["dilation"], "dilation", OP)
+    top, left, bottom, right = padding4(attrs["padding"], OP)
+    oh = window_count(h, top + bottom, kh, sh, dh)
+    ow = window_count(w, left + right, kw, sw, dw)
+    return [fill(out_type, from_canonical((n, o, oh, ow), out_pos))]
 
 
 def _conv2d(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -190,6 +212,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_conv2d,
         kernel=_conv2d_kernel,
+        shape_func=_conv2d_shape,
         attrs=(
             AttrSpec("strides", "ints", (1, 1)),
             AttrSpec("padding", "ints", (0, 0)),

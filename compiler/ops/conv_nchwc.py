@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
-from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.common import check_arity, dims_equal, tensor_arg
 from compiler.ops.conv_nd import (
     conv_attrs,
     conv_geometry,
     conv_kernel,
     conv_numpy,
+    conv_shape_rule,
     conv_type,
     draw_dtypes,
     draw_padding,
@@ -51,7 +52,7 @@ def _depthwise_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_arity(types, 2, DEPTHWISE)
     data, weight = tensor_arg(types, 0, DEPTHWISE), tensor_arg(types, 1, DEPTHWISE)
     g = conv_geometry(DEPTHWISE, data, weight, attrs, 2)
-    if g.data[1] != g.groups or g.kernel[1] != 1:
+    if not dims_equal(g.data[1], g.groups) or not dims_equal(g.kernel[1], 1):
         raise TypeRelationError(
             f"{DEPTHWISE}: a depthwise convolution needs groups equal to the {g.data[1]} input channels of "
             f"data {data} and one input channel per filter, got groups={g.groups} and weight {weight}"
@@ -112,6 +113,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
         kernel=conv_kernel(NCHWC, 2),
+        shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(
             Sample(
@@ -148,6 +150,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(DEPTHWISE, 2),
         kernel=conv_kernel(DEPTHWISE, 2),
+        shape_func=conv_shape_rule(DEPTHWISE, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(
             Sample(

@@ -44,6 +44,8 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, int64, layout_dims, window_count
 from compiler.ops.window import window_extent
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -160,10 +162,12 @@ def conv_geometry(
     if groups <= 0:
         raise TypeRelationError(f"{op}: groups must be positive, got {groups}")
     ksize = k[2:]
-    if any(s is ANY for s in ksize):
-        raise TypeRelationError(f"{op}: the kernel size of weight {weight} must be known")
-    if attrs["kernel_size"] is not None and tuple(attrs["kernel_size"]) != tuple(ksize):
-        raise TypeRelationError(f"{op}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}")
+    if attrs["kernel_size"] is not None:
+        # As in TVM, a given kernel_size also stands for a weight whose kernel dims are `?`.
+        given = tuple(attrs["kernel_size"])
+        if len(given) != rank or not all(dims_equal(s, g) for s, g in zip(ksize, given)):
+            raise TypeRelationError(f"{op}: kernel_size={list(attrs['kernel_size'])} does not match weight {weight}")
+        ksize = given
     c = d[1]
     if transposed:
         # Weight (C, O/groups, *K): every input channel has its own slice of filters.
@@ -189,6 +193,9 @@ def conv_geometry(
     out_spatial: list[Dim] = []
     for j, axis in enumerate(spatial):
         size, kj = d[2 + j], ksize[j]
+        if kj is ANY:  # no kernel_size given: the output dim is unknown too
+            out_spatial.append(ANY)
+            continue
         assert isinstance(kj, int)
         if transposed:
             if size is ANY:
@@ -268,6 +275,41 @@ def conv_relation(op: str, rank: int, transposed: bool = False) -> TypeRel:
         return conv_type(conv_geometry(op, data, weight, attrs, rank, transposed), attrs, data, op)
 
     return rel
+
+
+def conv_shape_rule(op: str, rank: int, transposed: bool = False) -> ShapeRule:
+    """The relation's output shape on run-time dims (conv_geometry's arithmetic): batch from the
+    data, channels from the attrs or the weight, each spatial dim a window count or, transposed,
+    the scattered extent."""
+    spatial = SPATIAL[rank]
+    data_canon = parse_layout("NC" + spatial, op)
+    kernel_canon = parse_layout(("IO" if transposed else "OI") + spatial, op)
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        data_layout = parse_layout(attrs["data_layout"], op)
+        out_layout = parse_layout(attrs["out_layout"] or attrs["data_layout"], op)
+        d = layout_dims(dims(inputs[0], "data"), data_layout, data_canon)
+        k = layout_dims(dims(inputs[1], "weight"), parse_layout(attrs["kernel_layout"], op), kernel_canon)
+        strides = spatial_values(attrs["strides"], rank, "strides", op, 1)
+        dilation = spatial_values(attrs["dilation"], rank, "dilation", op, 1)
+        before, after = padding_nd(attrs["padding"], rank, op)
+        o: ShapeDim
+        if attrs["channels"] is not None:
+            o = attrs["channels"]
+        else:
+            o = int64(k[1]) * attrs["groups"] if transposed else k[0]
+        extra = spatial_values(attrs["output_padding"], rank, "output_padding", op, 0) if transposed else ()
+        sizes: list[ShapeDim] = []
+        for j in range(rank):
+            size, kj = d[2 + j], k[2 + j]
+            if transposed:
+                span = (int64(kj) - 1) * dilation[j] + 1
+                sizes.append((int64(size) - 1) * strides[j] + span - before[j] - after[j] + extra[j])
+            else:
+                sizes.append(window_count(size, before[j] + after[j], kj, strides[j], dilation[j]))
+        return [fill(out_type, layout_dims((d[0], o, *sizes), data_canon, out_layout))]
+
+    return rule
 
 
 def conv_numpy(op: str, rank: int, transposed: bool = False) -> Reference:
@@ -406,6 +448,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy("nn.conv1d", 1),
         kernel=conv_kernel("nn.conv1d", 1),
+        shape_func=conv_shape_rule("nn.conv1d", 1),
         attrs=conv_attrs(1, "NCW", "OIW"),
         samples=(
             Sample((TensorType((1, 3, 10), F32), TensorType((4, 3, 3), F32)), {"padding": [1], "channels": 4, "kernel_size": [3]}),
@@ -440,6 +483,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy("nn.conv3d", 3),
         kernel=conv_kernel("nn.conv3d", 3),
+        shape_func=conv_shape_rule("nn.conv3d", 3),
         attrs=conv_attrs(3, "NCDHW", "OIDHW"),
         samples=(
             Sample(

@@ -24,6 +24,7 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import same_shape_rule, static_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast
 
@@ -76,6 +77,7 @@ register(
         reference=lambda a, attrs: np.zeros(attrs["shape"], dtype=attrs["dtype"]),
         compute=filled(0),
         attrs=_INIT_ATTRS,
+        shape_func=static_rule,  # the shape is an attribute
         samples=(Sample((), {"shape": [2, 3], "dtype": F32}), Sample((), {"shape": [4], "dtype": "int64"})),
         domain=Domain(_constant_domain),
     )
@@ -90,6 +92,7 @@ register(
         reference=lambda a, attrs: np.ones(attrs["shape"], dtype=attrs["dtype"]),
         compute=filled(1),
         attrs=_INIT_ATTRS,
+        shape_func=static_rule,  # the shape is an attribute
         samples=(Sample((), {"shape": [3, 1, 2], "dtype": F32}), Sample((), {"shape": [], "dtype": "int32"})),
         domain=Domain(_constant_domain),
     )
@@ -129,6 +132,7 @@ register(
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.full(attrs["shape"], a[0], dtype=attrs["dtype"] or a[0].dtype),
         compute=_full_compute,
+        shape_func=static_rule,  # the shape is an attribute
         # An empty dtype means the fill value's dtype.
         attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
         samples=(
@@ -158,6 +162,7 @@ register(
         num_inputs=1,
         type_rel=_like_rel("zeros_like"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=lambda a, attrs: np.zeros_like(a[0]),
         compute=filled(0),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int32"),))),
@@ -171,6 +176,7 @@ register(
         num_inputs=1,
         type_rel=_like_rel("ones_like"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=lambda a, attrs: np.ones_like(a[0]),
         compute=filled(1),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), "int8"),))),

@@ -20,6 +20,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.device import VirtualDevice
 from compiler.ir.types import Type
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, TypeRelationError, lookup, register
+from compiler.ops.shape_rules import same_shape_rule
 
 UNCONSTRAINED = VirtualDevice()
 
@@ -39,7 +40,8 @@ def _device_op(name: str, attrs: tuple[AttrSpec, ...]) -> OpDef:
     if existing is not None:
         return existing
     return register(
-        OpDef(name, 1, _identity_type, OpPattern.OPAQUE, _identity, attrs=attrs, extras={"internal": True})
+        OpDef(name, 1, _identity_type, OpPattern.OPAQUE, _identity, attrs=attrs, shape_func=same_shape_rule,
+              extras={"internal": True})
     )
 
 

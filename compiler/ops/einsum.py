@@ -23,6 +23,8 @@ from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
 from compiler.ops.common import dims_equal
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as RuleDim
+from compiler.ops.shape_rules import ShapeArg, broadcast_dims, fields, fill
 from compiler.ops.transform import tuple_views
 from compiler.tir.compute import Index, Reduction
 from compiler.tir.expr import Const, PrimExpr, cast
@@ -146,6 +148,22 @@ def _einsum_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(sizes[label] for label in plan.output), fields[0].dtype)
 
 
+def _einsum_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """Each output label's size: a letter's from the first operand naming it (the relation
+    checked they agree), an ellipsis dim broadcast over the operands that have it."""
+    operands = fields(inputs[0], "operands")
+    plan = plan_einsum(attrs["equation"], [len(shape) for shape in operands])
+    along: dict[object, list[RuleDim]] = {}
+    for labels, shape in zip(plan.operands, operands):
+        for label, dim in zip(labels, shape):
+            along.setdefault(label, []).append(dim)
+    out: list[RuleDim] = []
+    for label in plan.output:
+        sizes = along[label]
+        out.append(broadcast_dims([(d,) for d in sizes])[0] if isinstance(label, tuple) else sizes[0])
+    return [fill(out_type, out)]
+
+
 def _einsum(a: Sequence[object], attrs: Attrs) -> np.ndarray:
     arrays = list(a[0])  # type: ignore[call-overload]  # a tuple argument
     dtype = arrays[0].dtype
@@ -216,6 +234,7 @@ register(
         type_rel=_einsum_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_einsum,  # type: ignore[arg-type]  # a tuple argument
+        shape_func=_einsum_shape_rule,
         attrs=(AttrSpec("equation", "str", REQUIRED),),
         reduction=_einsum_reduction,
         domain=Domain(draw=_einsum_domain, ulps=64.0, accumulates=True),

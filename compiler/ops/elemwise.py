@@ -30,6 +30,7 @@ from compiler.ops.domain import (
     tensor_shape,
 )
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.dtypes import is_float
 from compiler.tir.expr import Const, PrimExpr, cast, intrin, maximum, minimum, ne, select, unary as unary_expr
@@ -127,6 +128,7 @@ def unary(
             num_inputs=1,
             type_rel=_same_as_input(name, kinds),
             pattern=OpPattern.ELEMWISE,
+            shape_func=same_shape_rule,
             reference=lambda arrays, attrs: _in_input_dtype(fn, arrays[0]),
             samples=_default_samples(kinds, low, high),
             compute=None if compute is None else elementwise_compute(compute),
@@ -244,6 +246,7 @@ register(
         num_inputs=1,
         type_rel=_clip_type_rel,
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_clip_reference,
         compute=_clip_compute,
         attrs=(AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),
@@ -307,6 +310,7 @@ register(
         num_inputs=1,
         type_rel=_cast_type_rel,
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_cast_reference,
         compute=_cast_compute,
         attrs=(AttrSpec("dtype", "dtype"),),

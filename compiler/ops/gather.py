@@ -37,6 +37,8 @@ from compiler.ops.common import check_arity, dims_equal, normalize_axis, static_
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as RuleDim
+from compiler.ops.shape_rules import ShapeArg, dims, fill, same_shape_rule, tensor_type
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
 from compiler.tir.expr import PrimExpr, cast, eq, select
@@ -94,6 +96,11 @@ def _gather_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_
     return data[tuple(chosen if k == axis else i for k, i in enumerate(idx))]
 
 
+def _gather_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """The result has the indices' shape."""
+    return [dims(inputs[1], "indices")]
+
+
 def _gather_domain(d: Draw) -> Sample:
     shape = d.shape(1, 4, 1, 4)
     axis = d.axis(len(shape))
@@ -112,6 +119,7 @@ register(
         type_rel=_gather_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_gather,
+        shape_func=_gather_shape_rule,
         attrs=(AttrSpec("axis", "int", REQUIRED),),
         compute=_gather_compute,
         domain=Domain(_gather_domain),
@@ -184,6 +192,15 @@ def _gather_nd_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, o
     return data[tuple(idx[:b]) + chosen + tuple(idx[k:])]
 
 
+def _gather_nd_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """indices.shape[1:] + data.shape[M + B:]. M (indices' first dim) is static, as the
+    relation requires, so it follows from the ranks: the result keeps data.ndim - M - B dims."""
+    data, indices = dims(inputs[0], "data"), dims(inputs[1], "indices")
+    rank = len(tensor_type(out_type).shape)
+    kept = rank - (len(indices) - 1)
+    return [fill(out_type, (*indices[1:], *data[len(data) - kept :]))]
+
+
 def _gather_nd_domain(d: Draw) -> Sample:
     shape = d.shape(1, 4, 1, 4)
     b = d.integer(0, len(shape) - 1)
@@ -202,6 +219,7 @@ register(
         type_rel=_gather_nd_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_gather_nd,
+        shape_func=_gather_nd_shape_rule,
         attrs=(AttrSpec("batch_dims", "int", 0), AttrSpec("index_rank", "int", None, optional=True)),
         compute=_gather_nd_compute,
         domain=Domain(_gather_nd_domain),
@@ -413,6 +431,7 @@ register(
         type_rel=_scatter_elements_rel,
         pattern=OpPattern.OPAQUE,
         reference=_scatter_elements,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("axis", "int", 0), AttrSpec("reduction", "str", "update")),
         kernel=_scatter_elements_kernel,
         domain=Domain(_scatter_elements_domain, accumulates=True),
@@ -567,6 +586,7 @@ register(
         type_rel=_scatter_nd_rel,
         pattern=OpPattern.OPAQUE,
         reference=_scatter_nd,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("mode", "str", "update"),),
         kernel=_scatter_nd_kernel,
         domain=Domain(_scatter_nd_domain, accumulates=True),
@@ -640,6 +660,13 @@ def _one_hot(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.moveaxis(out, -1, at)
 
 
+def _one_hot_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """The indices' dims with `depth` inserted at the new axis."""
+    indices = dims(inputs[0], "indices")
+    at = _one_hot_axis(len(indices), attrs["axis"])
+    return [(*indices[:at], int(attrs["depth"]), *indices[at:])]
+
+
 def _one_hot_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     indices, on, off = inputs
     dtype = attrs["dtype"]
@@ -670,6 +697,7 @@ register(
         type_rel=_one_hot_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_one_hot,
+        shape_func=_one_hot_shape_rule,
         attrs=(
             AttrSpec("depth", "int", 1),
             AttrSpec("axis", "int", -1),

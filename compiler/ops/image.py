@@ -33,13 +33,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, Dim, TensorType, Type
+from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.common import check_arity, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import place
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import result_dtype
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill
 from compiler.tir import expr as te
 from compiler.tir.compute import Index, TensorView
 
@@ -390,6 +392,17 @@ def _resize_rel(op: str, k: int) -> Callable[[Sequence[Type], Attrs], Type]:
     return rel
 
 
+def _resize_shape(op: str, k: int) -> ShapeRule:
+    """Batch and channels from the data, the spatial dims from `size`."""
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        positions = _resize_layout(op, k, attrs)
+        canonical = to_canonical(dims(inputs[0], "data"), positions)
+        return [fill(out_type, from_canonical((*canonical[:2], *attrs["size"]), positions))]
+
+    return rule
+
+
 def _resize_reference(op: str, k: int) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
     def reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         data = a[0]
@@ -524,6 +537,7 @@ for _k, _layout in ((1, "NCW"), (2, "NCHW"), (3, "NCDHW")):
             pattern=OpPattern.INJECTIVE,
             reference=_resize_reference(_name, _k),
             compute=_resize_compute(_name, _k),
+            shape_func=_resize_shape(_name, _k),
             attrs=_resize_attrs(_layout),
             samples=_resize_samples(_k),
             domain=Domain(_resize_domain(_k), ulps=32.0),
@@ -590,6 +604,14 @@ def _crop_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(from_canonical((num, c) + crop, positions), result_dtype(attrs, data, op))
 
 
+def _crop_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """One crop per box, the data's channels, `crop_size` pixels."""
+    positions = plain_positions(attrs["layout"], "NCHW", "image.crop_and_resize", "layout")
+    channels = to_canonical(dims(inputs[0], "data"), positions)[1]
+    num_boxes = dims(inputs[1], "boxes")[0]
+    return [fill(out_type, from_canonical((num_boxes, channels, *attrs["crop_size"]), positions))]
+
+
 def _crop_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, boxes, indices = a
     out_ty = _crop_rel([TensorType(x.shape, str(x.dtype)) for x in a], attrs)
@@ -651,6 +673,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_crop_reference,
         compute=_crop_compute,
+        shape_func=_crop_shape,
         attrs=(
             AttrSpec("crop_size", "ints", REQUIRED),
             AttrSpec("layout", "str", "NCHW"),
@@ -786,6 +809,12 @@ def _grid_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((batch, data.shape[1]) + tuple(grid.shape[2:]), data.dtype)
 
 
+def _grid_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """The data's batch and channels, sampled at the grid's points."""
+    data, grid = dims(inputs[0], "data"), dims(inputs[1], "grid")
+    return [fill(out_type, (data[0], data[1], *grid[2:]))]
+
+
 def _grid_reference(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, grid = a
     out_ty = _grid_rel([TensorType(x.shape, str(x.dtype)) for x in a], attrs)
@@ -834,6 +863,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_grid_reference,
         compute=_grid_compute,
+        shape_func=_grid_shape,
         attrs=(
             AttrSpec("method", "str", "bilinear"),
             AttrSpec("layout", "str", "NCHW"),
@@ -870,6 +900,11 @@ def _affine_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if target is None or len(target) != 2 or any(t <= 1 for t in target):
         raise TypeRelationError(f"{op}: target_shape must be 2 sizes greater than 1, got {target!r}")
     return TensorType((data.shape[0], 2) + tuple(target), data.dtype)
+
+
+def _affine_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """One (x, y) grid of `target_shape` per matrix."""
+    return [fill(out_type, (dims(inputs[0], "data")[0], 2, *attrs["target_shape"]))]
 
 
 def _affine_value(ops: Ops, theta: Callable[[int], object], i: object, j: object, target: Sequence[int], dtype: str) -> object:
@@ -910,6 +945,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_affine_reference,
         compute=_affine_compute,
+        shape_func=_affine_shape,
         attrs=(AttrSpec("target_shape", "ints", REQUIRED),),
         samples=(
             Sample((TensorType((2, 2, 3), F32),), {"target_shape": [4, 5]}),

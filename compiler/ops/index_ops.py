@@ -35,6 +35,18 @@ from compiler.ops.common import (
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers, unflatten
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as RuleDim
+from compiler.ops.shape_rules import (
+    ShapeArg,
+    broadcast_dims,
+    ceil_div,
+    dims,
+    fields,
+    fill,
+    int64,
+    same_shape_rule,
+    static_rule,
+)
 from compiler.ops.transform import tuple_views
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
@@ -111,6 +123,15 @@ def _meshgrid_compute(
     return view[idx[_grid_source(out_index, len(fields), attrs["indexing"])]]
 
 
+def _meshgrid_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """Every grid has one dim per input, its length (1 for a scalar), the first two swapped
+    for "xy" indexing."""
+    parts = fields(inputs[0], "tensors")
+    lengths = [part[0] if part else 1 for part in parts]
+    shape = tuple(lengths[_grid_source(i, len(parts), attrs["indexing"])] for i in range(len(parts)))
+    return [shape for _ in parts]
+
+
 def _meshgrid_domain(d: Draw) -> Sample:
     dtype = d.dtype(VALUE_DTYPES)
     count = d.integer(1, 4)
@@ -126,6 +147,7 @@ register(
         type_rel=_meshgrid_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_meshgrid,  # type: ignore[arg-type]  # a tuple argument
+        shape_func=_meshgrid_shape_rule,
         attrs=(AttrSpec("indexing", "str", "ij"),),
         compute=_meshgrid_compute,
         domain=Domain(draw=_meshgrid_domain),
@@ -186,6 +208,7 @@ register(
         type_rel=_trilu_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_trilu,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("upper", "bool", True),),
         compute=_trilu_compute,
         domain=Domain(draw=_trilu_domain),
@@ -245,6 +268,12 @@ def _unravel_index_compute(
     return value
 
 
+def _unravel_index_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """One row of coordinates per entry of `shape`, one column per index."""
+    indices, shape = dims(inputs[0], "indices"), dims(inputs[1], "shape")
+    return [fill(out_type, (shape[0], *indices))]
+
+
 def _unravel_index_domain(d: Draw) -> Sample:
     dims = d.shape(1, 3, 1, 4)
     size = int(np.prod(dims))
@@ -261,6 +290,7 @@ register(
         type_rel=_unravel_index_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_unravel_index,
+        shape_func=_unravel_index_shape_rule,
         compute=_unravel_index_compute,
         domain=Domain(draw=_unravel_index_domain),
         samples=(
@@ -354,6 +384,11 @@ def _searchsorted_kernel(
     return For(i, zero, te.const(count), body, kind)
 
 
+def _searchsorted_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """One position per value."""
+    return [dims(inputs[1], "values")]
+
+
 def _sorted_rows(d: Draw, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """Rows sorted ascending, with repeated values (half the time not sorted at all)."""
     rng = np.random.default_rng(d.integer(0, 1 << 30))
@@ -381,6 +416,7 @@ register(
         type_rel=_searchsorted_rel,
         pattern=OpPattern.OPAQUE,
         reference=_searchsorted,
+        shape_func=_searchsorted_shape_rule,
         attrs=(AttrSpec("right", "bool", False), AttrSpec("dtype", "dtype", "int32")),
         kernel=_searchsorted_kernel,
         domain=Domain(draw=_searchsorted_domain),
@@ -495,6 +531,7 @@ register(
         type_rel=_sparse_to_dense_rel,
         pattern=OpPattern.OPAQUE,
         reference=_sparse_to_dense,
+        shape_func=static_rule,
         attrs=(AttrSpec("output_shape", "ints", REQUIRED),),
         compute=_sparse_to_dense_compute,
         domain=Domain(draw=_sparse_to_dense_domain),
@@ -618,6 +655,7 @@ register(
         type_rel=_matrix_set_diag_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_matrix_set_diag,
+        shape_func=same_shape_rule,
         attrs=(
             AttrSpec("k1", "int", REQUIRED),
             AttrSpec("k2", "int", REQUIRED),
@@ -674,6 +712,12 @@ def _adv_index_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_t
     return data[(*chosen, *idx[lead:])]
 
 
+def _adv_index_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """The index tensors' broadcast shape, then the data dims they do not index."""
+    data, *indices = fields(inputs[0], "tensors")
+    return [fill(out_type, (*broadcast_dims(indices), *data[len(indices) :]))]
+
+
 def _adv_index_domain(d: Draw) -> Sample:
     shape = d.shape(1, 4, 1, 5)
     count = d.integer(1, len(shape))
@@ -694,6 +738,7 @@ register(
         type_rel=_adv_index_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_adv_index,  # type: ignore[arg-type]  # a tuple argument
+        shape_func=_adv_index_shape_rule,
         compute=_adv_index_compute,
         domain=Domain(draw=_adv_index_domain),
         samples=(
@@ -766,6 +811,14 @@ def _sliding_window_compute(
     return data[(*idx[:axis], *(s * st + o for s, st, o in zip(starts, strides, offsets)))]
 
 
+def _sliding_window_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """The dims before `axis`, then the window count along each slid dim, then the window."""
+    data = dims(inputs[0], "data")
+    axis, window, strides = attrs["axis"], attrs["window_shape"], attrs["strides"]
+    counts = [ceil_div(int64(e) - (w - 1), s) for e, w, s in zip(data[axis:], window, strides)]
+    return [fill(out_type, (*data[:axis], *counts, *window))]
+
+
 def _sliding_window_domain(d: Draw) -> Sample:
     shape = d.shape(1, 4, 1, 6)
     axis = d.integer(0, len(shape) - 1)
@@ -782,6 +835,7 @@ register(
         type_rel=_sliding_window_rel,
         pattern=OpPattern.OPAQUE,
         reference=_sliding_window,
+        shape_func=_sliding_window_shape_rule,
         attrs=(
             AttrSpec("axis", "int", REQUIRED),
             AttrSpec("window_shape", "ints", REQUIRED),

@@ -166,3 +166,21 @@ def transform_array(array: np.ndarray, src: Layout, dst: Layout) -> np.ndarray:
             split_names.extend((letter, letter.lower()))
     split = primal.reshape(split_shape)
     return np.transpose(split, [split_names.index(name) for name, _ in dst.axes])
+
+
+def pool_layout(text: str, letters: str, op: str, attr: str) -> Layout:
+    """A pool's layout: its primal axes are `letters` (N, C, then the pooled axes) in any order,
+    and, as TVM allows, any axis but the pooled ones may be split into blocks (NCHW8c): the
+    blocks ride along while the window moves over the pooled axes."""
+    layout = parse_layout(text, op)
+    if sorted(layout.primal) != sorted(letters):
+        raise TypeRelationError(
+            f"{op}: unsupported {attr} {text!r}; expected a permutation of {letters}, "
+            f"whose {letters[:2]} may be split into blocks ({letters}8c)"
+        )
+    for letter in letters[2:]:
+        if layout.factor(letter) is not None:
+            raise TypeRelationError(
+                f"{op}: {attr} {text!r} splits the pooled axis {letter}, which cannot be split"
+            )
+    return layout

@@ -27,6 +27,8 @@ from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers, unflatten
 from compiler.ops.nn import float_arg
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, dims, static_rule
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, For, LetStmt, Stmt, Store, seq
@@ -60,6 +62,11 @@ def _cross_entropy_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if targets.dtype != predictions.dtype:
         raise TypeRelationError(f"{op} needs predictions and targets of one dtype, got {predictions} and {targets}")
     return TensorType((), predictions.dtype)
+
+
+def _nll_loss_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """Unreduced, one loss per target; reduced, a scalar."""
+    return [dims(inputs[1], "targets") if attrs["reduction"] == "none" else ()]
 
 
 def _cross_entropy(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -99,6 +106,7 @@ register(
         pattern=OpPattern.OPAQUE,
         reference=_cross_entropy,
         kernel=_cross_entropy_kernel,
+        shape_func=static_rule,  # a scalar
         samples=(
             Sample((TensorType((4, 5), F32), TensorType((4, 5), F32)), low=0.05, high=1.0),
             Sample((TensorType((1, 3), "float64"), TensorType((1, 3), "float64")), low=0.1, high=1.0),
@@ -230,6 +238,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_nll_loss,
         kernel=_nll_loss_kernel,
+        shape_func=_nll_loss_shape,
         attrs=(AttrSpec("reduction", "str", "mean"), AttrSpec("ignore_index", "int", REQUIRED)),
         samples=(
             Sample(

@@ -29,6 +29,7 @@ from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.elemwise import FLOAT, NUMERIC, elementwise_compute, require_kind, unary
 from compiler.ops.registry import OpDef, OpPattern, Sample, register
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.dtypes import is_float
 from compiler.tir.expr import Const, PrimExpr, intrin, logical_or, select, unary as unary_expr
 
@@ -171,6 +172,7 @@ def _predicate(name: str, fn: Callable[[np.ndarray], np.ndarray], scalar: Scalar
             num_inputs=1,
             type_rel=_predicate_rel(name),
             pattern=OpPattern.ELEMWISE,
+            shape_func=same_shape_rule,
             reference=lambda arrays, attrs: np.asarray(fn(arrays[0])),
             compute=elementwise_compute(scalar),
             samples=(

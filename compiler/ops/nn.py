@@ -43,6 +43,9 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops import shape_rules as sr
+from compiler.ops.shape_rules import same_shape_rule
+from compiler.tir import expr as te
 from compiler.ops.transform import reshape_compute
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, cast, logical_and, maximum, minimum, select
@@ -124,6 +127,7 @@ register(
         num_inputs=1,
         type_rel=_same_type_rel("nn.relu"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         # np.asarray: np.maximum of a 0-d array is a numpy scalar.
         reference=lambda a, attrs: np.asarray(np.maximum(a[0], np.zeros((), a[0].dtype))),
         compute=elementwise_compute(lambda x: maximum(x, 0)),
@@ -155,6 +159,7 @@ register(
         num_inputs=1,
         type_rel=_same_type_rel("nn.leaky_relu"),
         pattern=OpPattern.ELEMWISE,
+        shape_func=same_shape_rule,
         reference=_leaky_relu,
         compute=_leaky_relu_compute,
         attrs=(AttrSpec("alpha", "float", 0.25),),
@@ -211,6 +216,7 @@ register(
         num_inputs=2,
         type_rel=_bias_add_rel,
         pattern=OpPattern.BROADCAST,
+        shape_func=same_shape_rule,
         reference=_bias_add,
         compute=_bias_add_compute,
         attrs=(AttrSpec("axis", "int", 1),),
@@ -249,6 +255,31 @@ def _matmul_shape(
         n = units
     out[-1] = n
     return tuple(out)
+
+
+def _matmul_rule(transposed: bool | None) -> sr.ShapeRule:
+    """_matmul_shape over run-time dims: data's leading dims, M (transposed by transpose_a)
+    and N from the weight (or `units`). `transposed` fixes transpose_a/transpose_b (dense:
+    (False, True)); None reads them from the attrs (matmul)."""
+
+    def rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+        data, weight = sr.dims(inputs[0]), sr.dims(inputs[1])
+        transpose_a, transpose_b = (False, True) if transposed is not None else (attrs["transpose_a"], attrs["transpose_b"])
+        out = list(data)
+        if transpose_a:
+            out[-2] = data[-1]
+        out[-1] = weight[0] if transpose_b else weight[1]
+        return [sr.fill(out_type, out)]
+
+    return rule
+
+
+def _batch_matmul_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    x, y = sr.dims(inputs[0]), sr.dims(inputs[1])
+    batch = te.select(te.eq(x[0], 1), y[0], x[0])  # a batch of 1 broadcasts
+    m = x[2] if attrs["transpose_a"] else x[1]
+    n = y[1] if attrs["transpose_b"] else y[2]
+    return [sr.fill(out_type, (batch, m, n))]
 
 
 def _dense_rel(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -367,6 +398,7 @@ register(
             a[0].astype(_out(a, attrs)), a[1].astype(_out(a, attrs)), False, True, _out(a, attrs)
         ),
         kernel=_dense_kernel,
+        shape_func=_matmul_rule(True),
         attrs=(AttrSpec("units", "int", REQUIRED, optional=True), AttrSpec("out_dtype", "dtype", "")),
         samples=(
             Sample((TensorType((4, 8), F32), TensorType((3, 8), F32)), {"units": None}),
@@ -398,6 +430,7 @@ register(
         type_rel=_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_matmul_kernel,
+        shape_func=_matmul_rule(None),
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -462,6 +495,7 @@ register(
         type_rel=_batch_matmul_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         kernel=_batch_matmul_kernel,
+        shape_func=_batch_matmul_rule,
         reference=lambda a, attrs: _matmul(
             a[0], a[1], attrs["transpose_a"], attrs["transpose_b"], _out(a, attrs)
         ),
@@ -527,6 +561,7 @@ register(
         num_inputs=1,
         type_rel=_softmax_rel("nn.softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=same_shape_rule,
         kernel=_softmax_kernel("nn.softmax", log=False),
         reference=lambda a, attrs: np.exp(_log_softmax(a, attrs).astype("float64")).astype(a[0].dtype),
         attrs=(AttrSpec("axis", "int", -1),),
@@ -541,6 +576,7 @@ register(
         num_inputs=1,
         type_rel=_softmax_rel("nn.log_softmax"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        shape_func=same_shape_rule,
         kernel=_softmax_kernel("nn.log_softmax", log=True),
         reference=_log_softmax,
         attrs=(AttrSpec("axis", "int", -1),),
@@ -562,6 +598,11 @@ def _batch_flatten_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], product(data.shape[1:])), data.dtype)
 
 
+def _batch_flatten_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape = sr.dims(inputs[0])
+    return [(shape[0], sr.product(shape[1:]))]
+
+
 def _batch_flatten_domain(d: Draw) -> Sample:
     return Sample((TensorType(tensor_shape(d, min_rank=1, empty=True), kind_dtype(d, ANY_DTYPE)),))
 
@@ -576,6 +617,7 @@ register(
         reference=lambda a, attrs: a[0].reshape(a[0].shape[0], int(np.prod(a[0].shape[1:], dtype=np.int64))),
         reshape_only=True,
         compute=reshape_compute("nn.batch_flatten"),
+        shape_func=_batch_flatten_rule,
         samples=(Sample((TensorType((2, 3, 4), F32),)), Sample((TensorType((3,), F32),))),
         domain=Domain(_batch_flatten_domain),
     )
@@ -611,6 +653,11 @@ def _pad_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: edge padding of an empty dim in {data}")
         out.append(ANY if dim is ANY else dim + before + after)
     return TensorType(tuple(out), data.dtype)
+
+
+def _pad_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    pairs = zip(sr.dims(inputs[0]), attrs["pad_width"])
+    return [tuple(sr.int64(d) + before + after for d, (before, after) in pairs)]
 
 
 def _pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -675,6 +722,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_pad,
         compute=_pad_compute,
+        shape_func=_pad_rule,
         attrs=(AttrSpec("pad_width", "nested_ints"), AttrSpec("pad_mode", "str", "constant")),
         samples=(
             Sample(
@@ -717,6 +765,7 @@ register(
         pattern=OpPattern.OPAQUE,
         # Inference semantics: the data passes through and the mask keeps everything.
         reference=lambda a, attrs: (a[0].copy(), np.ones_like(a[0])),
+        shape_func=lambda inputs, attrs, out_type: [sr.dims(inputs[0])] * 2,  # the data and the mask
         attrs=(AttrSpec("rate", "float", 0.5),),
         samples=(Sample((TensorType((2, 3), F32),)), Sample((TensorType((4,), F32),), {"rate": 0.1})),
         domain=Domain(_dropout_domain),

@@ -16,6 +16,9 @@ from compiler.ops.common import check_arity, dims_equal, normalize_axis, same_dt
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, float_values, tensor_shape
 from compiler.ops.nn import float_arg, merge_dim
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, dims, fill, same_shape_rule
+from compiler.ops.shape_rules import normalize_axis as rule_axis
 
 F32 = "float32"
 
@@ -49,6 +52,13 @@ def _batch_norm_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     axis = normalize_axis(attrs["axis"], data.ndim, op)
     vector = _channel_vectors(types, ("gamma", "beta", "moving_mean", "moving_var"), data, axis, op)
     return TupleType((data, vector, vector))
+
+
+def _batch_norm_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    """The data's shape, then the channel vectors' twice (the moving statistics pass through)."""
+    data = dims(inputs[0], "data")
+    channels = data[rule_axis(attrs["axis"], len(data))]
+    return [tuple(data), fill(out_type, (channels,), 1), fill(out_type, (channels,), 2)]
 
 
 def _along(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
@@ -99,6 +109,7 @@ register(
         type_rel=_batch_norm_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_batch_norm,
+        shape_func=_batch_norm_shape,
         attrs=(AttrSpec("axis", "int", 1),) + _NORM_ATTRS,
         # Inputs are drawn positive so the variance is.
         samples=(
@@ -152,6 +163,7 @@ register(
         num_inputs=3,
         type_rel=_layer_norm_rel,
         pattern=OpPattern.OPAQUE,
+        shape_func=same_shape_rule,
         reference=_layer_norm,
         attrs=(AttrSpec("axis", "int", -1),) + _NORM_ATTRS,
         samples=(

@@ -29,6 +29,7 @@ from compiler.ops.domain import Domain, Draw
 from compiler.ops.nn import float_arg
 from compiler.ops.norm import _NORM_ATTRS, _along, _channel_vectors
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import PrimExpr, cast, const, intrin, select
 
@@ -100,6 +101,7 @@ register(
         type_rel=_group_norm_rel,
         pattern=OpPattern.OPAQUE,
         reference=_group_norm,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("num_groups", "int", 0), AttrSpec("axis", "int", 1)) + _NORM_ATTRS,
         samples=(
             Sample((TensorType((2, 6, 3, 3), F32), TensorType((6,), F32), TensorType((6,), F32)), {"num_groups": 3}),
@@ -166,6 +168,7 @@ register(
         type_rel=_instance_norm_rel,
         pattern=OpPattern.OPAQUE,
         reference=_instance_norm,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("axis", "int", 1),) + _NORM_ATTRS,
         samples=(
             Sample((TensorType((2, 3, 4, 4), F32), TensorType((3,), F32), TensorType((3,), F32))),
@@ -253,6 +256,7 @@ register(
         type_rel=_lrn_rel,
         pattern=OpPattern.OPAQUE,
         reference=_lrn,
+        shape_func=same_shape_rule,
         compute=_lrn_compute,
         attrs=(
             AttrSpec("size", "int", 5),

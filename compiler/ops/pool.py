@@ -8,10 +8,14 @@ Window semantics follow TVM's pooling kernels:
 * Average pooling divides the window sum by the number of input elements the window covers, or
   with count_include_pad by the number of input-or-padding elements (never the positions past
   the padding that ceil_mode adds); a count of 0 divides by 1. Integer averages truncate.
+* Layouts are any order of N, C, H, W, and N or C may be split into blocks (NCHW8c, the layout
+  x86's AlterOpLayout gives pools after contrib_conv2d_NCHWc); H and W cannot be split. Blocks
+  ride along: the window moves over H and W only.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +27,7 @@ from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, int_range, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool import PoolWindow, global_pool2d_loops, pool2d_loops
-from compiler.ops.layout import from_canonical, plain_positions, to_canonical
+from compiler.ops.layout import Layout, parse_layout, pool_layout, transform_array, transform_shape
 from compiler.ops.nn import accumulator_dtype
 from compiler.ops.registry import (
     REQUIRED,
@@ -35,20 +39,23 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, layout_axis, relaid_out, window_count
 from compiler.ops.window import padding4, positive_pair, window_extent, window_views
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
 from compiler.tir.stmt import Stmt
 
 F32 = "float32"
+NCHW = parse_layout("NCHW", "pool")
 
 
 @dataclass(frozen=True)
 class Pool2DGeometry:
-    """A pool call read once: layouts as positions of N, C, H, W; window; output in NCHW order."""
+    """A pool call read once: layouts; window; output shape in NCHW order."""
 
-    in_pos: tuple[int, ...]
-    out_pos: tuple[int, ...]
+    in_layout: Layout
+    out_layout: Layout
     pool_size: tuple[int, int]
     strides: tuple[int, int]
     dilation: tuple[int, int]
@@ -56,25 +63,32 @@ class Pool2DGeometry:
     out_shape_nchw: tuple[Dim, ...]
 
 
-def _layouts(data: TensorType, attrs: Attrs, op: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    in_pos = plain_positions(attrs["layout"], "NCHW", op, "layout")
-    out_pos = plain_positions(attrs["out_layout"] or attrs["layout"], "NCHW", op, "out_layout")
-    if data.ndim != 4:
-        raise TypeRelationError(f"{op} expects 4-D data, got {data}")
-    return in_pos, out_pos
+def _layouts(data: TensorType, attrs: Attrs, op: str) -> tuple[Layout, Layout, tuple[Dim, ...]]:
+    """The input and output layouts and the data's shape in NCHW order (blocks merged)."""
+    in_layout = pool_layout(attrs["layout"], "NCHW", op, "layout")
+    out_layout = pool_layout(attrs["out_layout"] or attrs["layout"], "NCHW", op, "out_layout")
+    rank = len(in_layout.axes)
+    if data.ndim != rank:
+        blocked = "" if rank == 4 else f" for layout {in_layout.name}"
+        raise TypeRelationError(f"{op} expects {rank}-D data, got {data}{blocked}")
+    return in_layout, out_layout, transform_shape(data.shape, in_layout, NCHW, op)
+
+
+def _out_type(out_nchw: Sequence[Dim], out_layout: Layout, dtype: str, op: str) -> TensorType:
+    return TensorType(transform_shape(out_nchw, NCHW, out_layout, op), dtype)
 
 
 def pool2d_geometry(data: TensorType, attrs: Attrs, op: str) -> Pool2DGeometry:
-    in_pos, out_pos = _layouts(data, attrs, op)
+    in_layout, out_layout, nchw = _layouts(data, attrs, op)
     pool_size = positive_pair(attrs["pool_size"], "pool_size", op)
     strides = positive_pair(attrs["strides"], "strides", op)
     dilation = positive_pair(attrs["dilation"], "dilation", op)
     padding = padding4(attrs["padding"], op)
-    n, c, h, w = to_canonical(data.shape, in_pos)
+    n, c, h, w = nchw
     ceil = attrs["ceil_mode"]
     oh = window_extent(h, padding[0] + padding[2], pool_size[0], strides[0], dilation[0], ceil, op, "height")
     ow = window_extent(w, padding[1] + padding[3], pool_size[1], strides[1], dilation[1], ceil, op, "width")
-    return Pool2DGeometry(in_pos, out_pos, pool_size, strides, dilation, padding, (n, c, oh, ow))
+    return Pool2DGeometry(in_layout, out_layout, pool_size, strides, dilation, padding, (n, c, oh, ow))
 
 
 def _pool2d_rel(op: str) -> TypeRel:
@@ -82,9 +96,29 @@ def _pool2d_rel(op: str) -> TypeRel:
         check_arity(types, 1, op)
         data = tensor_arg(types, 0, op)
         geometry = pool2d_geometry(data, attrs, op)
-        return TensorType(from_canonical(geometry.out_shape_nchw, geometry.out_pos), data.dtype)
+        return _out_type(geometry.out_shape_nchw, geometry.out_layout, data.dtype, op)
 
     return rel
+
+
+def pool2d_shape_rule(op: str, global_pool: bool = False) -> ShapeRule:
+    """H and W, found by name in the layout (any permutation or blocked form): window counts,
+    or 1 for a global pool; the other axes pass through; then laid out as out_layout."""
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        data, layout = dims(inputs[0], "data"), attrs["layout"]
+        pooled: dict[str, ShapeDim] = {"H": 1, "W": 1}
+        if not global_pool:
+            kernel = positive_pair(attrs["pool_size"], "pool_size", op)
+            strides = positive_pair(attrs["strides"], "strides", op)
+            dilation = positive_pair(attrs["dilation"], "dilation", op)
+            top, left, bottom, right = padding4(attrs["padding"], op)
+            for j, (letter, pads) in enumerate((("H", top + bottom), ("W", left + right))):
+                size = layout_axis(data, layout, letter, op)
+                pooled[letter] = window_count(size, pads, kernel[j], strides[j], dilation[j], attrs["ceil_mode"])
+        return [fill(out_type, relaid_out(data, layout, pooled, attrs["out_layout"], op))]
+
+    return rule
 
 
 def lowest_value(dtype: np.dtype) -> object:
@@ -107,7 +141,7 @@ def average(total: np.ndarray, count: np.ndarray, dtype: np.dtype) -> np.ndarray
 def _pool2d(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.ndarray:
     data = a[0]
     g = pool2d_geometry(TensorType(data.shape, str(data.dtype)), attrs, op)
-    x = np.transpose(data, g.in_pos)
+    x = transform_array(data, g.in_layout, NCHW)
     h, w = x.shape[2:]
     oh, ow = g.out_shape_nchw[2:]
     assert isinstance(oh, int) and isinstance(ow, int)
@@ -136,7 +170,7 @@ def _pool2d(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.nda
             total += view
             count += cview
         out = average(total, count.astype("int64"), data.dtype)
-    return np.transpose(out, np.argsort(g.out_pos))
+    return transform_array(out, NCHW, g.out_layout)
 
 
 def _lowest_scalar(dtype: str) -> float | int:
@@ -151,7 +185,7 @@ def _pool2d_kernel(op: str, kind: str) -> Callable[..., Stmt]:
     ) -> Stmt:
         (data,) = input_buffers(inputs, op)
         g = pool2d_geometry(TensorType(data.shape, data.dtype), attrs, op)
-        window = PoolWindow(g.in_pos, g.out_pos, g.pool_size, g.strides, g.dilation, g.padding)
+        window = PoolWindow(g.in_layout, g.out_layout, g.pool_size, g.strides, g.dilation, g.padding)
         lowest = _lowest_scalar(data.dtype)
         include_pad = kind == "avg" and attrs["count_include_pad"]
         return pool2d_loops(ctx, data, out, epilogue, window, kind, lowest, include_pad)
@@ -180,11 +214,40 @@ _POOL_SAMPLES = (
         (TensorType((1, 6, 6, 2), F32),),
         {"pool_size": [2, 2], "dilation": [2, 1], "layout": "NHWC"},
     ),
+    # As x86's AlterOpLayout leaves them after contrib_conv2d_NCHWc.
+    Sample(
+        (TensorType((1, 2, 5, 5, 8), F32),),
+        {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1, 1, 1], "layout": "NCHW8c"},
+    ),
+    Sample(
+        (TensorType((2, 4, 4, 1, 4), "int32"),),
+        {"pool_size": [2, 2], "layout": "NHWC4c", "out_layout": "NCHW2c"},
+        int_high=50,
+    ),
 )
 
-# Layouts: any permutation of NCHW is accepted; these are the common ones and two odd ones.
-POOL_LAYOUTS = ("NCHW", "NCHW", "NHWC", "CHWN", "HWNC")
+# Layouts: any permutation of NCHW is accepted, with N or C split into blocks; these are the
+# common ones, two odd ones and channel-blocked ones (x86's NCHW8c, and smaller blocks).
+POOL_LAYOUTS = ("NCHW", "NCHW", "NHWC", "CHWN", "HWNC", "NCHW8c", "NCHW4c", "NHWC2c")
 POOL_DTYPES = FLOAT_CHOICES + ("int8", "int32", "uint8")
+
+
+def layout_shape(dims: dict[str, int], layout: str) -> tuple[int, ...]:
+    """The shape of a tensor with `dims` per primal letter (in canonical order), laid out as
+    `layout`, blocked axes split."""
+    canonical = parse_layout("".join(dims), "domain")
+    shape = transform_shape(tuple(dims.values()), canonical, parse_layout(layout, "domain"), "domain")
+    return tuple(int(d) for d in shape)  # type: ignore[arg-type]  # int dims in, int dims out
+
+
+def channel_count(d: Draw, *layouts: str) -> int:
+    """A channel count every one of `layouts` can split into its blocks (1 to 3 blocks, or 1 to
+    3 channels when none is blocked)."""
+    block = 1
+    for text in layouts:
+        if text:
+            block = math.lcm(block, parse_layout(text, "domain").factor("C") or 1)
+    return block * d.integer(1, 2 if block > 1 else 3)
 
 
 def window_pair(d: Draw, low: int, high: int) -> list[int]:
@@ -216,7 +279,7 @@ def pool_data(d: Draw, attrs: dict[str, object], batch_channels: tuple[int, int]
     nchw = dict(zip("NCHW", (*batch_channels, h, w)))
     layout = attrs["layout"]
     assert isinstance(layout, str)
-    shape = tuple(nchw[letter] for letter in layout)
+    shape = layout_shape(nchw, layout)
     dtype = d.dtype(POOL_DTYPES)
     if dtype.startswith("float"):
         return TensorType(shape, dtype)
@@ -237,7 +300,8 @@ def _pool2d_domain(average: bool) -> Domain:
         }
         if average:
             attrs["count_include_pad"] = d.boolean()
-        data = pool_data(d, attrs, (d.integer(1, 2), d.integer(1, 3)))
+        layouts = (str(attrs["layout"]), str(attrs["out_layout"]))
+        data = pool_data(d, attrs, (d.integer(1, 2), channel_count(d, *layouts)))
         return Sample((data,), attrs)
 
     return Domain(draw, ulps=8.0, accumulates=average)
@@ -251,6 +315,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
         kernel=_pool2d_kernel("nn.max_pool2d", "max"),
+        shape_func=pool2d_shape_rule("nn.max_pool2d"),
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
         + (Sample((TensorType((1, 1, 4, 4), "int32"),), {"pool_size": [3, 3], "padding": [1]}),),
@@ -266,6 +331,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
         kernel=_pool2d_kernel("nn.avg_pool2d", "avg"),
+        shape_func=pool2d_shape_rule("nn.avg_pool2d"),
         attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
         samples=_POOL_SAMPLES
         + (
@@ -289,23 +355,22 @@ def _global_rel(op: str) -> TypeRel:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         check_arity(types, 1, op)
         data = tensor_arg(types, 0, op)
-        in_pos, out_pos = _layouts(data, attrs, op)
-        n, c, _, _ = to_canonical(data.shape, in_pos)
-        return TensorType(from_canonical((n, c, 1, 1), out_pos), data.dtype)
+        _, out_layout, (n, c, _, _) = _layouts(data, attrs, op)
+        return _out_type((n, c, 1, 1), out_layout, data.dtype, op)
 
     return rel
 
 
 def _global_pool(a: Sequence[np.ndarray], attrs: Attrs, op: str, kind: str) -> np.ndarray:
     data = a[0]
-    in_pos, out_pos = _layouts(TensorType(data.shape, str(data.dtype)), attrs, op)
-    x = np.transpose(data, in_pos)
+    in_layout, out_layout, _ = _layouts(TensorType(data.shape, str(data.dtype)), attrs, op)
+    x = transform_array(data, in_layout, NCHW)
     if kind == "max":
         out = np.max(x, axis=(2, 3), keepdims=True)
     else:
         total = np.sum(x.astype(accumulator_dtype(data.dtype)), axis=(2, 3), keepdims=True)
         out = average(total, np.array(x.shape[2] * x.shape[3]), data.dtype)
-    return np.transpose(out, np.argsort(out_pos))
+    return transform_array(out, NCHW, out_layout)
 
 
 def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
@@ -314,9 +379,9 @@ def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
         epilogue: Epilogue,
     ) -> Stmt:
         (data,) = input_buffers(inputs, op)
-        in_pos, out_pos = _layouts(TensorType(data.shape, data.dtype), attrs, op)
+        in_layout, out_layout, _ = _layouts(TensorType(data.shape, data.dtype), attrs, op)
         lowest = _lowest_scalar(data.dtype)
-        return global_pool2d_loops(ctx, data, out, epilogue, in_pos, out_pos, kind, lowest)
+        return global_pool2d_loops(ctx, data, out, epilogue, in_layout, out_layout, kind, lowest)
 
     return kernel
 
@@ -325,19 +390,22 @@ _GLOBAL_ATTRS = (AttrSpec("layout", "str", "NCHW"), AttrSpec("out_layout", "str"
 _GLOBAL_SAMPLES = (
     Sample((TensorType((2, 3, 4, 5), F32),)),
     Sample((TensorType((1, 4, 3, 2), F32),), {"layout": "NHWC"}),
+    Sample((TensorType((1, 2, 3, 3, 8), F32),), {"layout": "NCHW8c"}),
+    Sample((TensorType((2, 1, 2, 5, 4), "int8"),), {"layout": "NCHW4c", "out_layout": "NHWC"}, int_high=100),
 )
 
 def _global_pool_domain(average: bool) -> Domain:
     def draw(d: Draw) -> Sample:
-        layout = d.choice(POOL_LAYOUTS)
-        nchw = dict(zip("NCHW", (d.integer(1, 2), d.integer(1, 3), d.integer(1, 6), d.integer(1, 6))))
-        shape = tuple(nchw[letter] for letter in layout)
+        layout, out_layout = d.choice(POOL_LAYOUTS), d.choice(("",) * 3 + POOL_LAYOUTS)
+        channels = channel_count(d, layout, out_layout)
+        nchw = dict(zip("NCHW", (d.integer(1, 2), channels, d.integer(1, 6), d.integer(1, 6))))
+        shape = layout_shape(nchw, layout)
         dtype = d.dtype(POOL_DTYPES)
         if dtype.startswith("float"):
             data: object = TensorType(shape, dtype)
         else:
             data = int_values(d, shape, dtype, *int_range(d, dtype))
-        return Sample((data,), {"layout": layout, "out_layout": d.choice(("",) * 3 + POOL_LAYOUTS)})
+        return Sample((data,), {"layout": layout, "out_layout": out_layout})
 
     return Domain(draw, ulps=8.0, accumulates=average)
 
@@ -350,6 +418,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
         kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
+        shape_func=pool2d_shape_rule("nn.global_avg_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
         domain=_global_pool_domain(average=True),
@@ -364,6 +433,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
         kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
+        shape_func=pool2d_shape_rule("nn.global_max_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
         domain=_global_pool_domain(average=False),

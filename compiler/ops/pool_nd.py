@@ -12,6 +12,8 @@ An adaptive pool divides each spatial axis of `size` inputs into `out` windows, 
 [floor(i*size/out), ceil((i+1)*size/out)) (TVM's rule: windows may overlap, none is empty).
 `output_size` empty keeps the input's size, one value applies to every spatial axis. TVM's
 type relation keeps the data layout for the output, whatever `out_layout` says.
+
+As for the 2-D pools, N or C may be split into blocks (NCW4c, NCDHW8c); the pooled axes cannot.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool_nd import WindowND, adaptive_pool_loops, pool_nd_loops
-from compiler.ops.layout import from_canonical, plain_positions, to_canonical
+from compiler.ops.layout import Layout, parse_layout, pool_layout, transform_array, transform_shape
 from compiler.ops.nn import accumulator_dtype
-from compiler.ops.pool import average, lowest_value
+from compiler.ops.pool import average, channel_count, layout_shape, lowest_value
 from compiler.ops.registry import (
     REQUIRED,
     AttrSpec,
@@ -41,6 +43,8 @@ from compiler.ops.registry import (
     TypeRelationError,
     register,
 )
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, layout_axis, relaid_out, window_count
 from compiler.ops.window import window_extent
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
@@ -52,13 +56,24 @@ CANONICAL = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 AXIS_NAMES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 
 
-def _layouts(data: TensorType, attrs: Attrs, spatial: int, op: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    letters = CANONICAL[spatial]
-    in_pos = plain_positions(attrs["layout"], letters, op, "layout")
-    out_pos = plain_positions(attrs["out_layout"] or attrs["layout"], letters, op, "out_layout")
-    if data.ndim != spatial + 2:
-        raise TypeRelationError(f"{op} expects {spatial + 2}-D data, got {data}")
-    return in_pos, out_pos
+def _layout(text: str, data: TensorType, spatial: int, op: str) -> tuple[Layout, tuple[Dim, ...]]:
+    """The data layout and the data's shape in canonical order (blocks merged)."""
+    layout = pool_layout(text, CANONICAL[spatial], op, "layout")
+    rank = len(layout.axes)
+    if data.ndim != rank:
+        blocked = "" if rank == spatial + 2 else f" for layout {layout.name}"
+        raise TypeRelationError(f"{op} expects {rank}-D data, got {data}{blocked}")
+    return layout, transform_shape(data.shape, layout, _canonical(spatial), op)
+
+
+def _canonical(spatial: int) -> Layout:
+    return parse_layout(CANONICAL[spatial], "pool")
+
+
+def _layouts(data: TensorType, attrs: Attrs, spatial: int, op: str) -> tuple[Layout, Layout, tuple[Dim, ...]]:
+    in_layout, dims = _layout(attrs["layout"], data, spatial, op)
+    out_layout = pool_layout(attrs["out_layout"] or attrs["layout"], CANONICAL[spatial], op, "out_layout")
+    return in_layout, out_layout, dims
 
 
 def per_axis(values: Sequence[int], spatial: int, name: str, op: str, minimum: int = 1) -> tuple[int, ...]:
@@ -98,19 +113,18 @@ class PoolGeometry:
 
 
 def pool_geometry(data: TensorType, attrs: Attrs, spatial: int, op: str) -> PoolGeometry:
-    in_pos, out_pos = _layouts(data, attrs, spatial, op)
+    in_layout, out_layout, dims = _layouts(data, attrs, spatial, op)
     pool_size = per_axis(attrs["pool_size"], spatial, "pool_size", op)
     strides = per_axis(attrs["strides"], spatial, "strides", op)
     dilation = per_axis(attrs["dilation"], spatial, "dilation", op)
     before, after = padding_nd(attrs["padding"], spatial, op)
-    dims = to_canonical(data.shape, in_pos)
     out: list[Dim] = list(dims[:2])
     for k in range(spatial):
         out.append(window_extent(
             dims[2 + k], before[k] + after[k], pool_size[k], strides[k], dilation[k], attrs["ceil_mode"], op,
             AXIS_NAMES[spatial][k],
         ))
-    window = WindowND(in_pos, out_pos, pool_size, strides, dilation, before, after)
+    window = WindowND(in_layout, out_layout, pool_size, strides, dilation, before, after)
     return PoolGeometry(window, tuple(out))
 
 
@@ -119,9 +133,36 @@ def _pool_rel(op: str, spatial: int) -> TypeRel:
         check_arity(types, 1, op)
         data = tensor_arg(types, 0, op)
         g = pool_geometry(data, attrs, spatial, op)
-        return TensorType(from_canonical(g.out_shape, g.window.out_pos), data.dtype)
+        return TensorType(transform_shape(g.out_shape, _canonical(spatial), g.window.out_layout, op), data.dtype)
 
     return rel
+
+
+def pool_nd_shape_rule(op: str, spatial: int, adaptive: bool = False) -> ShapeRule:
+    """Each spatial axis, found by name in the layout (any permutation or blocked form): a
+    window count, or the adaptive pool's output_size (its input size when none is given); the
+    other axes pass through. Window pools then lay out as out_layout, adaptive ones keep the
+    data layout as their relation does."""
+    letters = CANONICAL[spatial][2:]
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        data, layout = dims(inputs[0], "data"), attrs["layout"]
+        sizes = [layout_axis(data, layout, letter, op) for letter in letters]
+        if adaptive:
+            given = attrs["output_size"]
+            pooled: list[ShapeDim] = list(sizes) if not given else list(given) * (spatial // len(given))
+            return [fill(out_type, relaid_out(data, layout, dict(zip(letters, pooled)), "", op))]
+        kernel = per_axis(attrs["pool_size"], spatial, "pool_size", op)
+        strides = per_axis(attrs["strides"], spatial, "strides", op)
+        dilation = per_axis(attrs["dilation"], spatial, "dilation", op)
+        before, after = padding_nd(attrs["padding"], spatial, op)
+        pooled = [
+            window_count(sizes[k], before[k] + after[k], kernel[k], strides[k], dilation[k], attrs["ceil_mode"])
+            for k in range(spatial)
+        ]
+        return [fill(out_type, relaid_out(data, layout, dict(zip(letters, pooled)), attrs["out_layout"], op))]
+
+    return rule
 
 
 def window_views_nd(
@@ -140,7 +181,7 @@ def _pool(a: Sequence[np.ndarray], attrs: Attrs, op: str, spatial: int, kind: st
     data = a[0]
     g = pool_geometry(TensorType(data.shape, str(data.dtype)), attrs, spatial, op)
     w = g.window
-    x = np.transpose(data, w.in_pos)
+    x = transform_array(data, w.in_layout, _canonical(spatial))
     sizes = x.shape[2:]
     out = tuple(int(d) for d in g.out_shape[2:])  # type: ignore[arg-type]  # static here
     # Positions past the user's padding that ceil_mode windows reach.
@@ -169,7 +210,7 @@ def _pool(a: Sequence[np.ndarray], attrs: Attrs, op: str, spatial: int, kind: st
             total += view
             count += cview
         result = average(total, count.astype("int64"), data.dtype)
-    return np.transpose(result, np.argsort(w.out_pos))
+    return transform_array(result, _canonical(spatial), w.out_layout)
 
 
 def _lowest_scalar(dtype: str) -> float | int:
@@ -209,6 +250,18 @@ def _channels_last(spatial: int) -> str:
     return "N" + letters[2:] + "C"
 
 
+def _layout_choices(spatial: int) -> tuple[str, ...]:
+    """Channels first and last, plain and channel-blocked (NCW4c, NCDHW8c...)."""
+    first, last = CANONICAL[spatial], _channels_last(spatial)
+    return (first, first, last, first + "4c", first + "8c" if spatial < 3 else first + "2c")
+
+
+def _shape(d: Draw, layout: str, spatial: int, sizes: list[int], *layouts: str) -> tuple[int, ...]:
+    """A data shape: batch 1-2, channels every one of `layouts` can split, `sizes` spatially."""
+    dims = (d.integer(1, 2), channel_count(d, layout, *layouts), *sizes)
+    return layout_shape(dict(zip(CANONICAL[spatial], dims)), layout)
+
+
 def _pool_domain(spatial: int, kind: str) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
         pool_size = [d.integer(1, 3) for _ in range(spatial)]
@@ -223,10 +276,9 @@ def _pool_domain(spatial: int, kind: str) -> Callable[[Draw], Sample]:
             max(d.integer(1, 6), (k - 1) * dl + 1 - b - e)
             for k, dl, b, e in zip(pool_size, dilation, before, after)
         ]
-        layout = d.choice((CANONICAL[spatial], _channels_last(spatial)))
-        out_layout = d.choice(("", CANONICAL[spatial], _channels_last(spatial)))
-        n, c = d.integer(1, 2), d.integer(1, 3)
-        shape = from_canonical((n, c, *sizes), plain_positions(layout, CANONICAL[spatial], "domain", "layout"))
+        layout = d.choice(_layout_choices(spatial))
+        out_layout = d.choice(("", "") + _layout_choices(spatial))
+        shape = _shape(d, layout, spatial, sizes, out_layout)
         dtype = d.dtype(("float32", "float32", "float64", "float16", "int32", "int8", "uint8"))
         attrs: dict[str, object] = {
             "pool_size": pool_size if d.boolean() or len(set(pool_size)) > 1 else pool_size[:1],
@@ -245,6 +297,7 @@ _POOL1D_SAMPLES = (
     Sample((TensorType((1, 2, 7), F32),), {"pool_size": [3], "strides": [2], "padding": [1, 2], "ceil_mode": True}),
     Sample((TensorType((1, 9, 2), F32),), {"pool_size": [3], "dilation": [2], "padding": [1], "layout": "NWC"}),
     Sample((TensorType((2, 6, 3), "int32"),), {"pool_size": [2], "layout": "NWC", "out_layout": "NCW"}, int_high=50),
+    Sample((TensorType((1, 2, 7, 4), F32),), {"pool_size": [3], "strides": [2], "padding": [1], "layout": "NCW4c"}),
 )
 _POOL3D_SAMPLES = (
     Sample((TensorType((1, 2, 4, 4, 4), F32),), {"pool_size": [2, 2, 2], "strides": [2, 2, 2]}),
@@ -257,6 +310,7 @@ _POOL3D_SAMPLES = (
         {"pool_size": [2], "dilation": [2, 1, 1], "padding": [1, 0, 0], "layout": "NDHWC"},
     ),
     Sample((TensorType((1, 2, 3, 3, 3), "int8"),), {"pool_size": [2, 2, 2], "padding": [1]}, int_high=100),
+    Sample((TensorType((1, 1, 3, 4, 4, 8), F32),), {"pool_size": [2], "strides": [2], "layout": "NCDHW8c"}),
 )
 
 for _spatial, _samples in ((1, _POOL1D_SAMPLES), (3, _POOL3D_SAMPLES)):
@@ -276,6 +330,7 @@ for _spatial, _samples in ((1, _POOL1D_SAMPLES), (3, _POOL3D_SAMPLES)):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _pool(a, attrs, _n, _s, _k),
                 kernel=_pool_kernel(_name, _spatial, _kind),
+                shape_func=pool_nd_shape_rule(_name, _spatial),
                 attrs=_window_attrs(_spatial, _kind),
                 samples=_samples + _extra,
                 domain=Domain(draw=_pool_domain(_spatial, _kind), accumulates=_kind == "avg"),
@@ -288,10 +343,7 @@ for _spatial, _samples in ((1, _POOL1D_SAMPLES), (3, _POOL3D_SAMPLES)):
 
 def adaptive_output(data: TensorType, attrs: Attrs, spatial: int, op: str) -> tuple[Dim, ...]:
     """The output sizes of the spatial axes, in canonical order."""
-    in_pos = plain_positions(attrs["layout"], CANONICAL[spatial], op, "layout")
-    if data.ndim != spatial + 2:
-        raise TypeRelationError(f"{op} expects {spatial + 2}-D data, got {data}")
-    sizes = to_canonical(data.shape, in_pos)[2:]
+    sizes = _layout(attrs["layout"], data, spatial, op)[1][2:]
     given = attrs["output_size"]
     if not given:
         return sizes
@@ -310,10 +362,9 @@ def _adaptive_rel(op: str, spatial: int) -> TypeRel:
     def rel(types: Sequence[Type], attrs: Attrs) -> Type:
         check_arity(types, 1, op)
         data = tensor_arg(types, 0, op)
-        in_pos = plain_positions(attrs["layout"], CANONICAL[spatial], op, "layout")
+        layout, dims = _layout(attrs["layout"], data, spatial, op)
         out = adaptive_output(data, attrs, spatial, op)
-        n, c = to_canonical(data.shape, in_pos)[:2]
-        return TensorType(from_canonical((n, c) + out, in_pos), data.dtype)
+        return TensorType(transform_shape(dims[:2] + out, _canonical(spatial), layout, op), data.dtype)
 
     return rel
 
@@ -325,9 +376,9 @@ def adaptive_bounds(size: int, n_out: int) -> list[tuple[int, int]]:
 
 def _adaptive(a: Sequence[np.ndarray], attrs: Attrs, op: str, spatial: int, kind: str) -> np.ndarray:
     data = a[0]
-    in_pos = plain_positions(attrs["layout"], CANONICAL[spatial], op, "layout")
+    layout, _ = _layout(attrs["layout"], TensorType(data.shape, str(data.dtype)), spatial, op)
     out = adaptive_output(TensorType(data.shape, str(data.dtype)), attrs, spatial, op)
-    x = np.transpose(data, in_pos)
+    x = transform_array(data, layout, _canonical(spatial))
     result = np.zeros(x.shape[:2] + tuple(out), dtype=data.dtype)  # type: ignore[operator]  # static
     axes = tuple(range(2, 2 + spatial))
     windows = [adaptive_bounds(n, o) for n, o in zip(x.shape[2:], out)]  # type: ignore[arg-type]  # static
@@ -340,7 +391,7 @@ def _adaptive(a: Sequence[np.ndarray], attrs: Attrs, op: str, spatial: int, kind
             total = np.sum(part.astype(accumulator_dtype(data.dtype)), axis=axes)
             value = average(total, np.array(int(np.prod(part.shape[2:]))), data.dtype)
         result[(slice(None), slice(None)) + position] = value
-    return np.transpose(result, np.argsort(in_pos))
+    return transform_array(result, _canonical(spatial), layout)
 
 
 def _adaptive_kernel(op: str, spatial: int, kind: str) -> Callable[..., Stmt]:
@@ -349,15 +400,15 @@ def _adaptive_kernel(op: str, spatial: int, kind: str) -> Callable[..., Stmt]:
         epilogue: Epilogue,
     ) -> Stmt:
         (data,) = input_buffers(inputs, op)
-        in_pos = plain_positions(attrs["layout"], CANONICAL[spatial], op, "layout")
-        return adaptive_pool_loops(ctx, data, out, epilogue, in_pos, in_pos, kind, _lowest_scalar(data.dtype))
+        layout, _ = _layout(attrs["layout"], TensorType(data.shape, data.dtype), spatial, op)
+        return adaptive_pool_loops(ctx, data, out, epilogue, layout, layout, kind, _lowest_scalar(data.dtype))
 
     return kernel
 
 
 def _adaptive_domain(spatial: int) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
-        layout = d.choice((CANONICAL[spatial], _channels_last(spatial)))
+        layout = d.choice(_layout_choices(spatial))
         sizes = [d.integer(1, 7) for _ in range(spatial)]
         form = d.choice(("none", "one", "each"))
         output_size: list[int] = []
@@ -366,10 +417,7 @@ def _adaptive_domain(spatial: int) -> Callable[[Draw], Sample]:
         elif form == "each":
             # Outputs that divide, do not divide, or exceed the input.
             output_size = [d.choice((1, n, max(1, n // 2), n + 1, 3)) for n in sizes]
-        shape = from_canonical(
-            (d.integer(1, 2), d.integer(1, 3), *sizes),
-            plain_positions(layout, CANONICAL[spatial], "domain", "layout"),
-        )
+        shape = _shape(d, layout, spatial, sizes)
         dtype = d.dtype(("float32", "float32", "float64", "float16", "int32", "int8", "uint8"))
         return Sample((TensorType(shape, dtype),), {"output_size": output_size, "layout": layout}, int_high=100)
 
@@ -381,16 +429,19 @@ _ADAPTIVE_SAMPLES = {
         Sample((TensorType((2, 3, 10), F32),), {"output_size": [4]}),
         Sample((TensorType((1, 5, 3), F32),), {"output_size": [5], "layout": "NWC"}),
         Sample((TensorType((1, 2, 6), "int32"),), {}, int_high=50),
+        Sample((TensorType((1, 1, 5, 4), F32),), {"output_size": [2], "layout": "NCW4c"}),
     ),
     2: (
         Sample((TensorType((1, 3, 7, 9), F32),), {"output_size": [3, 4]}),
         Sample((TensorType((2, 5, 4, 2), F32),), {"output_size": [1], "layout": "NHWC"}),
         Sample((TensorType((1, 2, 3, 2), "int8"),), {"output_size": [4, 5]}, int_high=100),
+        Sample((TensorType((1, 2, 4, 4, 8), F32),), {"output_size": [1, 1], "layout": "NCHW8c"}),
     ),
     3: (
         Sample((TensorType((1, 2, 4, 5, 6), F32),), {"output_size": [2, 3, 4]}),
         Sample((TensorType((1, 3, 3, 2, 2), F32),), {"output_size": [1], "layout": "NDHWC"}),
         Sample((TensorType((1, 1, 2, 3, 4), "int32"),), {"output_size": [3, 2, 1]}, int_high=50),
+        Sample((TensorType((1, 1, 3, 2, 2, 8), F32),), {"output_size": [2, 1, 1], "layout": "NCDHW8c"}),
     ),
 }
 
@@ -405,6 +456,7 @@ for _spatial in (1, 2, 3):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _adaptive(a, attrs, _n, _s, _k),
                 kernel=_adaptive_kernel(_name, _spatial, _kind),
+                shape_func=pool_nd_shape_rule(_name, _spatial, adaptive=True),
                 attrs=(
                     AttrSpec("output_size", "ints", ()),
                     AttrSpec("layout", "str", CANONICAL[_spatial]),

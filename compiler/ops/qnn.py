@@ -79,6 +79,7 @@ from compiler.ops.broadcast import broadcast_index
 from compiler.ops.common import broadcast_shapes, check_arity, dims_equal, normalize_axis, tensor_arg
 from compiler.ops.domain import Domain, Draw, float_values, int_values, tensor_shape
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim, ShapeArg, broadcast_dims, dims, fields, fill, int64, same_shape_rule
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
 from compiler.tir.expr import Buffer, Const, PrimExpr, binary, cast, intrin, maximum, minimum, select
 from compiler.tir.stmt import Allocate, For, Stmt, Store, seq
@@ -334,6 +335,7 @@ register(
         type_rel=_quantize_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_quantize,
+        shape_func=same_shape_rule,
         compute=_quantize_compute,
         attrs=(AttrSpec("out_dtype", "dtype", REQUIRED), AttrSpec("axis", "int", -1)),
         extras={"constant_args": (1, 2)},
@@ -412,6 +414,7 @@ register(
         type_rel=_dequantize_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_dequantize,
+        shape_func=same_shape_rule,
         compute=_dequantize_compute,
         # out_dtype (float32 or float16) is newer than axis; texts without it mean float32.
         attrs=(AttrSpec("out_dtype", "dtype", F32), AttrSpec("axis", "int", -1)),
@@ -609,6 +612,7 @@ register(
         type_rel=_requantize_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_requantize,
+        shape_func=same_shape_rule,
         compute=_requantize_compute,
         attrs=(
             AttrSpec("axis", "int", -1),
@@ -681,6 +685,7 @@ register(
         type_rel=_fpm_rel,
         pattern=OpPattern.ELEMWISE,
         reference=_fpm,
+        shape_func=same_shape_rule,
         compute=_fpm_compute,
         attrs=(AttrSpec("multiplier", "int"), AttrSpec("shift", "int")),
         domain=Domain(_fpm_domain),
@@ -744,6 +749,11 @@ def _binary_rel(op: str):  # noqa: ANN202  a type relation
         return TensorType(shape, lhs.dtype)
 
     return rel
+
+
+def _binary_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """The operands broadcast; the scales and zero points (arguments 2-7) never shape the result."""
+    return [fill(out_type, broadcast_dims([dims(inputs[0], "lhs"), dims(inputs[1], "rhs")]))]
 
 
 def _is_scalar(value: np.ndarray) -> bool:
@@ -869,6 +879,7 @@ def _binary(kind: str) -> OpDef:
             type_rel=_binary_rel(name),
             pattern=OpPattern.BROADCAST,
             reference=_binary_reference(kind),
+            shape_func=_binary_shape_rule,
             compute=_binary_compute(kind),
             attrs=(AttrSpec("lhs_axis", "int", -1), AttrSpec("rhs_axis", "int", -1)),
             extras={"constant_args": (2, 3, 4, 5, 6, 7)},
@@ -960,6 +971,7 @@ register(
         type_rel=_quantized_unary_rel("qnn.leaky_relu"),
         pattern=OpPattern.ELEMWISE,
         reference=_leaky_relu,
+        shape_func=same_shape_rule,
         compute=_leaky_relu_compute,
         attrs=(AttrSpec("alpha", "float", 0.25),),
         extras={"constant_args": (1, 2, 3, 4)},
@@ -1077,6 +1089,7 @@ for _name in _FLOAT_FUNCTIONS:
             type_rel=_quantized_unary_rel(f"qnn.{_name}"),
             pattern=OpPattern.ELEMWISE,
             reference=_float_function_reference(_name),
+            shape_func=same_shape_rule,
             compute=_float_function_compute(_name),
             extras={"constant_args": (1, 2, 3, 4)},
             domain=Domain(_float_function_domain(_name)),
@@ -1130,6 +1143,15 @@ def _concatenate_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -
     from compiler import ops as _ops  # the registry holds concatenate by now
 
     return _ops.get("concatenate").type_rel([TupleType(fields)], attrs)
+
+
+def _concatenate_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """Along `axis` the inputs' extents add up; every other dim is the first input's."""
+    parts = fields(inputs[0], "data")
+    axis = normalize_axis(int(attrs["axis"]), len(parts[0]), CONCATENATE)
+    computed = [int64(d) for d in parts[0]]
+    computed[axis] = sum((int64(p[axis]) for p in parts[1:]), computed[axis])
+    return [fill(out_type, computed)]
 
 
 def _concatenate(arrays: Sequence[object], attrs: Attrs) -> np.ndarray:
@@ -1197,6 +1219,7 @@ register(
         type_rel=_concatenate_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_concatenate,  # type: ignore[arg-type]  # tuple-valued inputs
+        shape_func=_concatenate_shape_rule,
         compute=_concatenate_compute,
         attrs=(AttrSpec("axis", "int", 0),),
         extras={"constant_args": (1, 2, 3, 4)},
@@ -1353,6 +1376,7 @@ register(
         type_rel=_softmax_rel,
         pattern=OpPattern.OPAQUE,
         reference=_qnn_softmax,
+        shape_func=same_shape_rule,
         kernel=_qnn_softmax_kernel,
         attrs=(AttrSpec("axis", "int", -1),),
         extras={"constant_args": (1, 2, 3, 4)},
@@ -1446,6 +1470,7 @@ register(
         type_rel=_fpm_per_axis_rel,
         pattern=OpPattern.BROADCAST,
         reference=_fpm_per_axis,
+        shape_func=same_shape_rule,
         compute=_fpm_per_axis_compute,
         attrs=(
             AttrSpec("is_lshift_required", "bool", False),

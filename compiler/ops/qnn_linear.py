@@ -33,6 +33,7 @@ from compiler import ops as _ops
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
 from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.conv_nd import padding_nd, spatial_values
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import buffer_dims, input_buffers
 from compiler.ops.kernels.gemm import loop_nest
@@ -51,7 +52,20 @@ from compiler.ops.qnn import (
     scalars,
     view_data,
 )
+from compiler.ops.pool import pool2d_shape_rule
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import (
+    Dim,
+    ShapeArg,
+    ShapeRule,
+    ShapeRuleError,
+    broadcast_dims,
+    conv_output_dim,
+    dims,
+    fill,
+    int64,
+)
+from compiler.ops.window import padding4, positive_pair
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, Stmt, Store, seq
@@ -242,6 +256,85 @@ def _conv2d_transpose_domain(d: Draw) -> Sample:
     )
 
 
+# --- shape rules: the float ops' shape arithmetic on the data and weight dims --------------------
+
+
+def _positions(text: str, letters: str) -> tuple[int, ...]:
+    """Where each of `letters` sits in the layout `text` (a permutation of them, as the type
+    relation has checked)."""
+    if sorted(text) != sorted(letters):
+        raise ShapeRuleError(f"layout {text!r} is not a permutation of {letters}")
+    return tuple(text.index(letter) for letter in letters)
+
+
+def _laid_out(canonical: Sequence[Dim], positions: Sequence[int]) -> tuple[Dim, ...]:
+    out: list[Dim] = [0] * len(canonical)
+    for dim, p in zip(canonical, positions):
+        out[p] = dim
+    return tuple(out)
+
+
+def _dense_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """(..., K) x (N, K) -> (..., N), N being `units` when given."""
+    data, weight = dims(inputs[0], "data"), dims(inputs[1], "weight")
+    n = weight[0] if attrs["units"] is None else int(attrs["units"])
+    return [fill(out_type, (*data[:-1], n))]
+
+
+def _batch_matmul_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """(B, M, K) x (B', K, N) -> (max-broadcast B, M, N), each side optionally transposed."""
+    x, y = dims(inputs[0], "x"), dims(inputs[1], "y")
+    m = x[2] if attrs["transpose_a"] else x[1]
+    n = y[1] if attrs["transpose_b"] else y[2]
+    (batch,) = broadcast_dims([x[:1], y[:1]])
+    return [fill(out_type, (batch, m, n))]
+
+
+def _conv2d_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """The window count along H and W; the output channels are `channels`, else the weight's O."""
+    data, weight = dims(inputs[0], "data"), dims(inputs[1], "weight")
+    n, _, h, w = (data[p] for p in _positions(str(attrs["data_layout"]), "NCHW"))
+    o, _, kh, kw = (weight[p] for p in _positions(str(attrs["kernel_layout"]), "OIHW"))
+    if attrs["channels"] is not None:
+        o = int(attrs["channels"])
+    top, left, bottom, right = padding4(attrs["padding"], "qnn.conv2d")
+    sh, sw = positive_pair(attrs["strides"], "strides", "qnn.conv2d")
+    dh, dw = positive_pair(attrs["dilation"], "dilation", "qnn.conv2d")
+    oh = conv_output_dim(h, kh, top, bottom, sh, dh)
+    ow = conv_output_dim(w, kw, left, right, sw, dw)
+    out_layout = str(attrs["out_layout"] or attrs["data_layout"])
+    return [fill(out_type, _laid_out((n, o, oh, ow), _positions(out_layout, "NCHW")))]
+
+
+def _conv2d_transpose_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """Per spatial axis stride * (size - 1) + dilated kernel - padding + output_padding; the
+    output channels are `channels`, else the weight's O/groups times groups."""
+    op = "qnn.conv2d_transpose"
+    data, weight = dims(inputs[0], "data"), dims(inputs[1], "weight")
+    n, _, *sizes = (data[p] for p in _positions(str(attrs["data_layout"]), "NCHW"))
+    _, og, *ksize = (weight[p] for p in _positions(str(attrs["kernel_layout"]), "IOHW"))
+    groups = int(attrs["groups"])
+    o: Dim = int64(og) * groups if attrs["channels"] is None else int(attrs["channels"])
+    strides = spatial_values(attrs["strides"], 2, "strides", op, 1)
+    dilation = spatial_values(attrs["dilation"], 2, "dilation", op, 1)
+    output_padding = spatial_values(attrs["output_padding"], 2, "output_padding", op, 0)
+    before, after = padding_nd(attrs["padding"], 2, op)
+    spatial = [
+        (int64(size) - 1) * stride + (int64(k) - 1) * dil + 1 - pb - pa + extra
+        for size, k, stride, dil, pb, pa, extra in zip(sizes, ksize, strides, dilation, before, after, output_padding)
+    ]
+    out_layout = str(attrs["out_layout"] or attrs["data_layout"])
+    return [fill(out_type, _laid_out((n, o, *spatial), _positions(out_layout, "NCHW")))]
+
+
+SHAPE_RULES: dict[str, ShapeRule] = {
+    "qnn.dense": _dense_shape_rule,
+    "qnn.batch_matmul": _batch_matmul_shape_rule,
+    "qnn.conv2d": _conv2d_shape_rule,
+    "qnn.conv2d_transpose": _conv2d_transpose_shape_rule,
+}
+
+
 def _register(name: str, base: str, domain: Domain, samples: tuple[Sample, ...]) -> OpDef:
     base_op = _base(base)
     return register(
@@ -252,6 +345,7 @@ def _register(name: str, base: str, domain: Domain, samples: tuple[Sample, ...])
             pattern=base_op.pattern,
             reference=_reference(name, base),
             kernel=_kernel(name, base),
+            shape_func=SHAPE_RULES[name],
             attrs=base_op.attrs,
             extras={"constant_args": (2, 3, 4, 5)},
             domain=domain,
@@ -421,6 +515,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_avg_pool,
         kernel=_avg_pool_kernel,
+        shape_func=pool2d_shape_rule(AVG_POOL),
         attrs=_base("nn.avg_pool2d").attrs,
         extras={"constant_args": (1, 2, 3, 4)},
         domain=Domain(_avg_pool_domain),

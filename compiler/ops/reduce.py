@@ -26,6 +26,7 @@ from compiler.ops.broadcast import trunc_divide_ints
 from compiler.ops.common import check_arity, normalize_axis, tensor_arg
 from compiler.ops.domain import Domain, Draw, int_range, int_values, kind_dtype, tensor_shape
 from compiler.ops.elemwise import ANY_DTYPE, NUMERIC, dtype_kind, require_kind
+from compiler.ops import shape_rules as sr
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, Reduction, TensorView
 from compiler.tir.dtypes import is_float
@@ -64,6 +65,17 @@ def reduced_shape(shape: Sequence[Dim], axes: tuple[int, ...], keepdims: bool) -
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce_rule(op: str) -> sr.ShapeRule:
+    """The shape rule of a reduction with REDUCE_ATTRS (axis, keepdims, exclude): the input's
+    dims without (or with 1 for) the reduced axes."""
+
+    def rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+        shape = sr.dims(inputs[0])
+        return [reduced_shape(shape, reduce_axes(len(shape), attrs, op), bool(attrs["keepdims"]))]
+
+    return rule
 
 
 def _accumulator(x: np.ndarray) -> np.dtype:
@@ -255,6 +267,7 @@ def reduction(
             attrs=attrs,
             samples=samples,
             reduction=lowering,
+            shape_func=reduce_rule(name),
             domain=reduction_domain(kinds, arg=attrs is ARG_REDUCE_ATTRS) if domain is None else domain,
         )
     )

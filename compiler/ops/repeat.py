@@ -25,6 +25,8 @@ from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.common import check_arity, dims_equal, normalize_axis, static_dims, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops import shape_rules as sr
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import PrimExpr, cast, logical_or, select
 
@@ -53,6 +55,11 @@ def _tile_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(ANY if d is ANY else d * r for d, r in zip(shape, full_reps)), data.dtype)
 
 
+def _tile_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape, reps = tile_shapes(sr.dims(inputs[0]), attrs["reps"])
+    return [sr.fill(out_type, tuple(sr.int64(d) * r for d, r in zip(shape, reps)))]
+
+
 def _tile_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     data = inputs[0]
     shape = static_dims(data.shape, "tile")
@@ -75,6 +82,7 @@ register(
         reference=lambda a, attrs: np.tile(a[0], attrs["reps"]),
         attrs=(AttrSpec("reps", "ints", REQUIRED),),
         compute=_tile_compute,
+        shape_func=_tile_rule,
         domain=Domain(_tile_domain),
         samples=(
             Sample((TensorType((2, 3), F32),), {"reps": [2, 3]}),
@@ -106,6 +114,13 @@ def _repeat_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(shape), data.dtype)
 
 
+def _repeat_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape: list[sr.Dim] = list(sr.dims(inputs[0]))
+    axis = sr.normalize_axis(attrs["axis"], len(shape))
+    shape[axis] = sr.int64(shape[axis]) * attrs["repeats"]
+    return [sr.fill(out_type, shape)]
+
+
 def _repeat_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     axis = normalize_axis(attrs["axis"], len(idx), "repeat")
     return inputs[0][tuple(i // attrs["repeats"] if k == axis else i for k, i in enumerate(idx))]
@@ -126,6 +141,7 @@ register(
         reference=lambda a, attrs: np.repeat(a[0], attrs["repeats"], axis=_repeat_axis(a[0], attrs)),
         attrs=(AttrSpec("repeats", "int", REQUIRED), AttrSpec("axis", "int", REQUIRED)),
         compute=_repeat_compute,
+        shape_func=_repeat_rule,
         domain=Domain(_repeat_domain),
         samples=(
             Sample((TensorType((2, 3), F32),), {"repeats": 2, "axis": 0}),
@@ -167,6 +183,7 @@ register(
         reference=lambda a, attrs: np.flip(a[0], normalize_axis(attrs["axis"], a[0].ndim, "reverse")).copy(),
         attrs=(AttrSpec("axis", "int", REQUIRED),),
         compute=_reverse_compute,
+        shape_func=same_shape_rule,
         domain=Domain(_reverse_domain),
         samples=(
             Sample((TensorType((3, 4), F32),), {"axis": 1}),
@@ -259,6 +276,7 @@ register(
         reference=_reverse_sequence,
         attrs=(AttrSpec("seq_axis", "int", 1), AttrSpec("batch_axis", "int", 0)),
         compute=_reverse_sequence_compute,
+        shape_func=same_shape_rule,
         domain=Domain(_reverse_sequence_domain),
         samples=(
             Sample((TensorType((4, 5), F32), np.array([1, 3, 5, 9], dtype="int32"))),

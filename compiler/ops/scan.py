@@ -23,6 +23,7 @@ from compiler.ops.common import check_arity, normalize_axis, product, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers, unflatten
 from compiler.ops.math import drawn_array
+from compiler.ops import shape_rules as sr
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
@@ -59,6 +60,12 @@ def _scan_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
         return TensorType(data.shape, dtype)
 
     return type_rel
+
+
+def _scan_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """The data's shape, flattened when axis is None."""
+    shape = sr.dims(inputs[0])
+    return [(sr.product(shape),) if attrs["axis"] is None else shape]
 
 
 def _scan_reference(ufunc: np.ufunc, identity: int) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
@@ -174,6 +181,7 @@ def _scan(name: str, ufunc: np.ufunc, combine: Callable[[te.PrimExpr, te.PrimExp
             pattern=OpPattern.OPAQUE,
             reference=_scan_reference(ufunc, identity),
             kernel=_scan_kernel(name, combine, identity),
+            shape_func=_scan_rule,
             attrs=SCAN_ATTRS,
             samples=_samples(product_like),
             domain=Domain(_scan_domain(product_like), ulps=64.0, accumulates=True),

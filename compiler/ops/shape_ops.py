@@ -49,6 +49,8 @@ from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, 
 from compiler.tir.compute import Index, Reduction, TensorView
 from compiler.tir.dtypes import is_float
 from compiler.tir.expr import Const, PrimExpr, cast, eq, select
+from compiler.ops import shape_rules as sr
+from compiler.tir import expr as te
 
 F32 = "float32"
 DATA_DTYPES = ("float32", "float32", "int32", "float16", "float64", "int8", "int64", "uint8", "bool")
@@ -98,6 +100,16 @@ def _arange_rel(types: Sequence[Type], attrs: Attrs, values: Sequence[np.ndarray
     return TensorType((ANY,), dtype)
 
 
+def _arange_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """arange_length from the values of start, stop and step (data-dependent, as in TVM), in
+    double as the type relation computes it; a range that gives no elements is empty."""
+    if not all(isinstance(v, TensorView) for v in inputs):
+        raise sr.ShapeRuleError("arange's rule reads the values of start, stop and step")
+    start, stop, step = (te.cast("float64", v[()]) for v in inputs)  # type: ignore[index]  # TensorViews
+    length = te.cast("int64", te.intrin("ceil", (stop - start) / step))
+    return [sr.fill(out_type, (te.maximum(length, 0),))]
+
+
 def _arange(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     start, stop, step = (np.asarray(v).item() for v in a)
     dtype = attrs["dtype"]
@@ -139,6 +151,8 @@ register(
         reference=_arange,
         attrs=(AttrSpec("dtype", "dtype", REQUIRED),),
         compute=_arange_compute,
+        shape_func=_arange_rule,
+        shape_data_dependent=True,
         domain=Domain(_arange_domain),
         # Array inputs of samples and domains are the call's constant arguments.
         extras={"constant_args": True},
@@ -186,6 +200,7 @@ register(
         reference=lambda a, attrs: np.array(a[0].shape, dtype=attrs["dtype"]).reshape(a[0].ndim),
         attrs=(AttrSpec("dtype", "dtype", "int32"),),
         compute=_shape_of_compute,
+        shape_func=sr.static_rule,  # (rank,): known when compiling
         domain=Domain(_shape_domain),
         samples=(
             Sample((TensorType((2, 3, 4), F32),)),
@@ -215,6 +230,7 @@ register(
         reference=lambda a, attrs: np.array(a[0].size, dtype=attrs["dtype"]),
         attrs=(AttrSpec("dtype", "dtype", "int32"),),
         compute=_ndarray_size_compute,
+        shape_func=sr.static_rule,
         domain=Domain(_shape_domain),
         samples=(
             Sample((TensorType((2, 3, 4), F32),)),
@@ -255,6 +271,13 @@ def _reshape_like_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_arity(types, 2, "reshape_like")
     data, like = tensor_arg(types, 0, "reshape_like"), tensor_arg(types, 1, "reshape_like")
     return TensorType(reshape_like_shape(data.shape, like.shape, attrs), data.dtype)
+
+
+def _reshape_like_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    lhs, rhs = sr.dims(inputs[0]), sr.dims(inputs[1])
+    lb, le = _span(attrs["lhs_begin"], attrs["lhs_end"], len(lhs), "lhs")
+    rb, re_ = _span(attrs["rhs_begin"], attrs["rhs_end"], len(rhs), "rhs")
+    return [sr.fill(out_type, lhs[:lb] + rhs[rb:re_] + lhs[le:])]
 
 
 def _reshape_like_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
@@ -300,6 +323,7 @@ register(
             AttrSpec("rhs_end", "int", None, optional=True),
         ),
         compute=_reshape_like_compute,
+        shape_func=_reshape_like_rule,
         domain=Domain(_reshape_like_domain),
         samples=(
             Sample((TensorType((2, 6), F32), TensorType((3, 4), "int32"))),
@@ -346,6 +370,11 @@ def _broadcast_to_like_compute(
     return data[broadcast_index(idx, data.shape)]
 
 
+def _like_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """The second input's shape (broadcast_to_like, collapse_sum_like)."""
+    return [sr.fill(out_type, sr.dims(inputs[1]))]
+
+
 def _like_domain(d: Draw) -> tuple[tuple[int, ...], tuple[int, ...], str]:
     """(big, small, dtype) with `small` broadcasting to `big`."""
     big = d.shape(0, 4, 1, 4)
@@ -365,6 +394,7 @@ register(
         pattern=OpPattern.BROADCAST,
         reference=lambda a, attrs: np.broadcast_to(a[0], a[1].shape).copy(),
         compute=_broadcast_to_like_compute,
+        shape_func=_like_rule,
         domain=Domain(_broadcast_to_like_domain),
         samples=(
             Sample((TensorType((3, 1), F32), TensorType((2, 3, 4), F32))),
@@ -427,6 +457,7 @@ register(
         pattern=OpPattern.COMM_REDUCE,
         reference=_collapse_sum_like,
         reduction=_collapse_sum_like_reduction,
+        shape_func=_like_rule,
         domain=Domain(_collapse_sum_like_domain, ulps=16, accumulates=True),
         samples=(
             Sample((TensorType((2, 3, 4), F32), TensorType((3, 1), F32))),
@@ -470,6 +501,13 @@ def _slice_like_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(slice_like_shape(data.shape, like.shape, attrs["axes"]), data.dtype)
 
 
+def _slice_like_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    data, like = sr.dims(inputs[0]), sr.dims(inputs[1])
+    axes = attrs["axes"]
+    chosen = range(min(len(data), len(like))) if axes is None else [sr.normalize_axis(a, len(data)) for a in axes]
+    return [sr.fill(out_type, tuple(like[k] if k in chosen else d for k, d in enumerate(data)))]
+
+
 def _slice_like(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, like = a
     shape = slice_like_shape(data.shape, like.shape, attrs["axes"])
@@ -498,6 +536,7 @@ register(
         reference=_slice_like,
         attrs=(AttrSpec("axes", "ints", None, optional=True),),
         compute=lambda idx, inputs, attrs, out_type: inputs[0][tuple(idx)],
+        shape_func=_slice_like_rule,
         domain=Domain(_slice_like_domain),
         samples=(
             Sample((TensorType((4, 5), F32), TensorType((2, 3), "int32"))),
@@ -537,6 +576,7 @@ register(
         pattern=OpPattern.ELEMWISE,
         reference=lambda a, attrs: np.full(a[0].shape, np.asarray(a[1]).astype(a[0].dtype), dtype=a[0].dtype),
         compute=lambda idx, inputs, attrs, out_type: cast(_out(out_type).dtype, inputs[1][()]),
+        shape_func=sr.same_shape_rule,
         domain=Domain(_full_like_domain),
         samples=(
             Sample((TensorType((2, 3), F32), np.array(1.5, F32))),

@@ -33,6 +33,8 @@ from compiler.ops.domain import Domain, Draw, int_values, kind_dtype, tensor_sha
 from compiler.ops.elemwise import ANY_DTYPE
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir.compute import Index, TensorView
+from compiler.ops import shape_rules as sr
+from compiler.tir import expr as te
 from compiler.tir.expr import PrimExpr, cast, maximum, minimum
 
 F32 = "float32"
@@ -53,31 +55,12 @@ def strided_slice_plan(shape: Sequence[Dim], attrs: Attrs) -> tuple[list[AxisSli
     and the output shape."""
     op = "strided_slice"
     ndim = len(shape)
-    mode = attrs["slice_mode"]
-    if mode not in ("end", "size"):
-        raise TypeRelationError(f"{op}: unknown slice_mode {mode!r} (expected end or size)")
-    begin, end = list(attrs["begin"]), list(attrs["end"])
-    strides = list(attrs["strides"] or ())
-    if attrs["axes"] is None:
-        if max(len(begin), len(end), len(strides)) > ndim:
-            raise TypeRelationError(
-                f"{op}: begin {begin}, end {end} or strides {strides} is longer than the rank {ndim}"
-            )
-        axes = list(range(max(len(begin), len(end))))
-    else:
-        axes = [normalize_axis(a, ndim, op) for a in attrs["axes"]]
-        if len(set(axes)) != len(axes):
-            raise TypeRelationError(f"{op}: axes {list(attrs['axes'])} repeats an axis")
-        if len(begin) != len(axes) or len(end) != len(axes) or len(strides) > len(axes):
-            raise TypeRelationError(
-                f"{op}: begin {begin}, end {end} and strides {strides} must have one entry per axis in {axes}"
-            )
+    axes, strides = _sliced_axes(ndim, attrs)
+    mode, begin, end = attrs["slice_mode"], list(attrs["begin"]), list(attrs["end"])
     plan: list[AxisSlice | None] = [None] * ndim
     out = list(shape)
     for k, ax in enumerate(axes):
-        stride = 1 if mode == "size" or k >= len(strides) else strides[k]
-        if stride == 0:
-            raise TypeRelationError(f"{op}: strides {strides} contains 0")
+        stride = strides[k]
         extent = shape[ax]
         if extent is ANY:
             out[ax] = ANY
@@ -97,6 +80,62 @@ def strided_slice_plan(shape: Sequence[Dim], attrs: Attrs) -> tuple[list[AxisSli
         plan[ax] = (b, e, stride)
         out[ax] = (abs(e - b) + abs(stride) - 1) // abs(stride)
     return plan, tuple(out)
+
+
+def _sliced_axes(ndim: int, attrs: Attrs) -> tuple[list[int], list[int]]:
+    """The axes strided_slice slices, in the order of begin/end, and the stride of each."""
+    op = "strided_slice"
+    mode = attrs["slice_mode"]
+    if mode not in ("end", "size"):
+        raise TypeRelationError(f"{op}: unknown slice_mode {mode!r} (expected end or size)")
+    begin, end = list(attrs["begin"]), list(attrs["end"])
+    strides = list(attrs["strides"] or ())
+    if attrs["axes"] is None:
+        if max(len(begin), len(end), len(strides)) > ndim:
+            raise TypeRelationError(
+                f"{op}: begin {begin}, end {end} or strides {strides} is longer than the rank {ndim}"
+            )
+        axes = list(range(max(len(begin), len(end))))
+    else:
+        axes = [normalize_axis(a, ndim, op) for a in attrs["axes"]]
+        if len(set(axes)) != len(axes):
+            raise TypeRelationError(f"{op}: axes {list(attrs['axes'])} repeats an axis")
+        if len(begin) != len(axes) or len(end) != len(axes) or len(strides) > len(axes):
+            raise TypeRelationError(
+                f"{op}: begin {begin}, end {end} and strides {strides} must have one entry per axis in {axes}"
+            )
+    chosen = [1 if mode == "size" or k >= len(strides) else strides[k] for k in range(len(axes))]
+    if 0 in chosen:
+        raise TypeRelationError(f"{op}: strides {strides} contains 0")
+    return axes, chosen
+
+
+def _canonical_dim(index: int, extent: sr.Dim, stride: int) -> te.PrimExpr:
+    """_canonical over a run-time extent."""
+    extent = sr.int64(extent)
+    low, high = (te.const(-1, "int64"), extent - 1) if stride < 0 else (te.const(0, "int64"), extent)
+    value = extent + index if index < 0 else te.const(index, "int64")
+    return te.minimum(te.maximum(value, low), high)
+
+
+def _strided_slice_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """strided_slice_plan's extents at run time; a begin beyond its end (an error for a known
+    extent) gives an empty axis rather than a negative one."""
+    shape = sr.dims(inputs[0])
+    axes, strides = _sliced_axes(len(shape), attrs)
+    begin, end = list(attrs["begin"]), list(attrs["end"])
+    out: list[sr.Dim] = list(shape)
+    for k, ax in enumerate(axes):
+        stride, extent = strides[k], sr.int64(shape[ax])
+        b = _canonical_dim(begin[k], extent, stride) if k < len(begin) else (0 if stride > 0 else extent - 1)
+        if attrs["slice_mode"] == "size":
+            size = end[k] if k < len(end) else -1
+            e = extent if size < 0 else te.minimum(b + size, extent)
+        else:
+            e = _canonical_dim(end[k], extent, stride) if k < len(end) else (extent if stride > 0 else -1)
+        length = e - b if stride > 0 else b - e
+        out[ax] = sr.ceil_div(te.maximum(sr.int64(length), 0), abs(stride))
+    return [sr.fill(out_type, out)]
 
 
 def _strided_slice_rel(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -178,6 +217,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_strided_slice,
         compute=_strided_slice_compute,
+        shape_func=_strided_slice_rule,
         attrs=(
             AttrSpec("begin", "ints", REQUIRED),
             AttrSpec("end", "ints", REQUIRED),
@@ -228,6 +268,15 @@ def _take_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: batch dim {k} differs between data {data} and indices {indices}")
     shape: tuple[Dim, ...] = data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1 :]
     return TensorType(shape, data.dtype)
+
+
+def _take_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    data, indices = sr.dims(inputs[0]), sr.dims(inputs[1])
+    if attrs["axis"] is None:
+        return [indices]
+    axis = sr.normalize_axis(attrs["axis"], len(data))
+    batch_dims = _batch_dims(attrs, len(indices), axis)
+    return [sr.fill(out_type, data[:axis] + indices[batch_dims:] + data[axis + 1 :])]
 
 
 def _batch_dims(attrs: Attrs, indices_ndim: int, axis: int) -> int:
@@ -332,6 +381,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_take,
         compute=_take_compute,
+        shape_func=_take_rule,
         attrs=(
             AttrSpec("batch_dims", "int", 0),
             AttrSpec("axis", "int", None, optional=True),

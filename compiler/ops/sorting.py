@@ -19,11 +19,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
+from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type, flatten_tensor_types
 from compiler.ops.common import check_arity, normalize_axis, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers, unflatten
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as RuleDim
+from compiler.ops.shape_rules import ShapeArg, dims, same_shape_rule
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
@@ -119,6 +121,15 @@ def _topk_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     if ret_type == "indices":
         return indices
     raise TypeRelationError(f'{op}: ret_type must be "both", "values" or "indices", got "{ret_type}"')
+
+
+def _topk_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[RuleDim, ...]]:
+    """data's dims with `k` along the axis (the whole axis for k < 1), once per result."""
+    data = dims(inputs[0], "data")
+    axis = normalize_axis(attrs["axis"], len(data), "topk")
+    k = int(attrs["k"])
+    shape = (*data[:axis], data[axis] if k < 1 else k, *data[axis + 1 :])
+    return [shape for _ in flatten_tensor_types(out_type)]
 
 
 # --- loops ----------------------------------------------------------------------------------------
@@ -271,6 +282,7 @@ register(
         type_rel=_sort_rel,
         pattern=OpPattern.OPAQUE,
         reference=_sort_reference,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("axis", "int", -1), AttrSpec("is_ascend", "bool", True)),
         kernel=_sort_kernel,
         domain=Domain(draw=_sort_domain),
@@ -291,6 +303,7 @@ register(
         type_rel=_argsort_rel,
         pattern=OpPattern.OPAQUE,
         reference=_argsort_reference,
+        shape_func=same_shape_rule,
         attrs=(
             AttrSpec("axis", "int", -1),
             AttrSpec("is_ascend", "bool", True),
@@ -316,6 +329,7 @@ register(
         type_rel=_topk_rel,
         pattern=OpPattern.OPAQUE,
         reference=_topk_reference,
+        shape_func=_topk_shape_rule,
         attrs=(
             AttrSpec("k", "int", 1),
             AttrSpec("axis", "int", -1),

@@ -37,6 +37,9 @@ from compiler.ops.common import check_arity, row_major_index, static_dims, tenso
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim as ShapeDim
+from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, int64, product
+from compiler.tir import expr as te
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import PrimExpr, cast, const, eq, intrin, maximum, minimum, select
 
@@ -87,6 +90,11 @@ def _mirror_pad_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(out), data.dtype)
 
 
+def _mirror_pad_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    data = dims(inputs[0], "data")
+    return [tuple(int64(d) + before + after for d, (before, after) in zip(data, attrs["pad_width"]))]
+
+
 def _mirror_pad(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     mode = "symmetric" if attrs["mode"] == "SYMMETRIC" else "reflect"
     return np.pad(a[0], [tuple(w) for w in attrs["pad_width"]], mode=mode)
@@ -126,6 +134,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_mirror_pad,
         compute=_mirror_pad_compute,
+        shape_func=_mirror_pad_shape,
         attrs=(AttrSpec("mode", "str", "SYMMETRIC"), AttrSpec("pad_width", "nested_ints", REQUIRED)),
         samples=(
             Sample((TensorType((1, 2, 3, 3), F32),), {"pad_width": [[0, 0], [0, 0], [1, 3], [3, 2]]}),
@@ -186,6 +195,20 @@ def _space_to_depth_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: {name} {dim} of {data} is not divisible by block_size {b}")
     out = (n, _scaled(c, b * b), _scaled(h, 1, b), _scaled(w, 1, b))
     return TensorType(from_canonical(out, positions), data.dtype)
+
+
+def _subpixel_shape(op: str, inverse: bool) -> ShapeRule:
+    """depth_to_space trades channels for b x b blocks of space; space_to_depth (`inverse`)
+    the other way."""
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        positions = plain_positions(attrs["layout"], "NCHW", op, "layout")
+        n, c, h, w = (int64(d) for d in to_canonical(dims(inputs[0], "data"), positions))
+        b = attrs["block_size"]
+        out = (n, c * (b * b), h // b, w // b) if inverse else (n, c // (b * b), h * b, w * b)
+        return [from_canonical(out, positions)]
+
+    return rule
 
 
 def _depth_to_space(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -267,6 +290,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_depth_to_space,
         compute=_depth_to_space_compute,
+        shape_func=_subpixel_shape("nn.depth_to_space", inverse=False),
         attrs=_SUBPIXEL_ATTRS,
         samples=(
             Sample((TensorType((1, 8, 2, 3), F32),), {"block_size": 2}),
@@ -285,6 +309,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_space_to_depth,
         compute=_space_to_depth_compute,
+        shape_func=_subpixel_shape("nn.space_to_depth", inverse=True),
         attrs=_SUBPIXEL_ATTRS,
         samples=(
             Sample((TensorType((1, 2, 4, 6), F32),), {"block_size": 2}),
@@ -355,6 +380,22 @@ def _batch_to_space_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             raise TypeRelationError(f"{op}: crops {list(crops[k])} remove more than spatial dim {k} holds")
         out.append(size)
     return TensorType(tuple(out) + tuple(data.shape[1 + len(block):]), data.dtype)
+
+
+def _space_to_batch_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    data = dims(inputs[0], "data")
+    block = attrs["block_shape"]
+    pads = attrs["paddings"]
+    spatial = [(int64(data[1 + k]) + before + after) // b for k, (b, (before, after)) in enumerate(zip(block, pads))]
+    return [(product(block) * int64(data[0]), *spatial, *data[1 + len(block):])]
+
+
+def _batch_to_space_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    data = dims(inputs[0], "data")
+    block = attrs["block_shape"]
+    crops = attrs["crops"]
+    spatial = [int64(data[1 + k]) * b - before - after for k, (b, (before, after)) in enumerate(zip(block, crops))]
+    return [(int64(data[0]) // product(block), *spatial, *data[1 + len(block):])]
 
 
 def _space_to_batch(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -469,6 +510,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_space_to_batch,
         compute=_space_to_batch_compute,
+        shape_func=_space_to_batch_shape,
         attrs=(
             AttrSpec("block_shape", "ints", (1, 1)),
             AttrSpec("paddings", "nested_ints", REQUIRED),
@@ -500,6 +542,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_batch_to_space,
         compute=_batch_to_space_compute,
+        shape_func=_batch_to_space_shape,
         attrs=(AttrSpec("block_shape", "ints", (1, 1)), AttrSpec("crops", "nested_ints", REQUIRED)),
         samples=(
             Sample((TensorType((4, 2, 2, 3), F32),), {"block_shape": [2, 2], "crops": [[0, 0], [0, 0]]}),
@@ -565,6 +608,33 @@ def _upsampling_rel(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
         return TensorType(from_canonical(out, positions), data.dtype)
 
     return rel
+
+
+def _upsampling_shape(op: str) -> ShapeRule:
+    letters = "NCDHW" if op == "nn.upsampling3d" else "NCHW"
+    scale_names = ("scale_d", "scale_h", "scale_w") if op == "nn.upsampling3d" else ("scale_h", "scale_w")
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+        positions = plain_positions(attrs["layout"], letters, op, "layout")
+        canonical = to_canonical(dims(inputs[0], "data"), positions)
+        sizes = [
+            round_half_even(te.cast("float64", int64(d)) * float(attrs[name]))
+            for d, name in zip(canonical[2:], scale_names)
+        ]
+        return [fill(out_type, from_canonical((*canonical[:2], *sizes), positions))]
+
+    return rule
+
+
+def round_half_even(x: PrimExpr) -> PrimExpr:
+    """`x` (float64) rounded to the nearest int64, halves to even: np.round, which the
+    relation uses (and TVM's round, C's nearbyint), where the loop IR's round would take
+    halves away from zero."""
+    low = te.intrin("floor", x)
+    rest = x - low
+    whole = te.cast("int64", low)
+    up = select(rest > 0.5, te.const(1, "int64"), select(eq(rest, 0.5), whole % 2, te.const(0, "int64")))
+    return whole + up
 
 
 def _coordinate_scale(size: int, out: int, mode: str, coord: type[np.floating]) -> np.floating:
@@ -732,6 +802,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: _upsample(a, attrs, "nn.upsampling"),
         compute=_upsample_compute("nn.upsampling"),
+        shape_func=_upsampling_shape("nn.upsampling"),
         attrs=(
             AttrSpec("scale_h", "float", REQUIRED),
             AttrSpec("scale_w", "float", REQUIRED),
@@ -762,6 +833,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=lambda a, attrs: _upsample(a, attrs, "nn.upsampling3d"),
         compute=_upsample_compute("nn.upsampling3d"),
+        shape_func=_upsampling_shape("nn.upsampling3d"),
         attrs=(
             AttrSpec("scale_d", "float", REQUIRED),
             AttrSpec("scale_h", "float", REQUIRED),
@@ -810,6 +882,11 @@ def _dilate_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(out), data.dtype)
 
 
+def _dilate_shape(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[ShapeDim, ...]]:
+    data = dims(inputs[0], "data")
+    return [tuple(maximum((int64(d) - 1) * s + 1, 0) for d, s in zip(data, attrs["strides"]))]
+
+
 def _dilate(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data = a[0]
     strides = attrs["strides"]
@@ -847,6 +924,7 @@ register(
         pattern=OpPattern.INJECTIVE,
         reference=_dilate,
         compute=_dilate_compute,
+        shape_func=_dilate_shape,
         attrs=(AttrSpec("strides", "ints", (1, 1)), AttrSpec("dilation_value", "float", 0.0)),
         samples=(
             Sample((TensorType((2, 3), F32),), {}),

@@ -25,7 +25,8 @@ from compiler.ops.common import broadcast_shapes, check_arity, normalize_axis, s
 from compiler.ops.domain import FLOAT_DTYPES, Domain, Draw
 from compiler.ops.elemwise import BOOL, FLOAT, require_kind
 from compiler.ops.kernels.common import input_buffers
-from compiler.ops.reduce import REDUCE_ATTRS, over_reduced_axes, reduce_axes, reduced_shape, reduction
+from compiler.ops.reduce import REDUCE_ATTRS, over_reduced_axes, reduce_axes, reduce_rule, reduced_shape, reduction
+from compiler.ops.shape_rules import same_shape_rule
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, Reduction, TensorView
@@ -157,6 +158,7 @@ register(
         pattern=OpPattern.COMM_REDUCE,
         reference=_variance,
         reduction=_variance_lowering,
+        shape_func=reduce_rule("variance"),  # data's dims reduced; mean only broadcasts to data
         attrs=VARIANCE_ATTRS,
         samples=(
             Sample((TensorType((2, 3, 4), "float32"), TensorType((1, 1, 1), "float32"))),
@@ -265,6 +267,7 @@ register(
         pattern=OpPattern.OPAQUE,
         reference=_l2_normalize,
         kernel=_l2_normalize_kernel,
+        shape_func=same_shape_rule,
         attrs=(AttrSpec("eps", "float"), AttrSpec("axis", "ints")),
         samples=(
             Sample((TensorType((2, 3, 4), "float32"),), {"eps": 1e-12, "axis": [1]}),

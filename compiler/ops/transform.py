@@ -33,6 +33,7 @@ from compiler.ops.common import (
 )
 from compiler.ops.layout import Layout, parse_layout, transform_array, transform_shape
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops import shape_rules as sr
 from compiler.tir.compute import Index, TensorView
 from compiler.tir.expr import Const, PrimExpr, eq, select
 
@@ -184,6 +185,56 @@ def reshape_dims(shape: Sequence[Dim], newshape: Sequence[int], allowzero: bool)
     return tuple(out)
 
 
+def _reshape_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """reshape_dims over run-time dims: the same codes, with the -1 (and a -1 inside a -4
+    split) divided out of the element count when the model runs."""
+    shape = sr.dims(inputs[0])
+    newshape, allowzero = attrs["newshape"], bool(attrs["allowzero"])
+    out: list[sr.Dim] = []
+    used_in: set[int] = set()
+    used_out: set[int] = set()
+    infer_at: int | None = None
+    src = i = 0
+    while i < len(newshape):
+        code = newshape[i]
+        if code > 0 or (code == 0 and allowzero):
+            out.append(code)
+            src += 1
+        elif code == 0:
+            used_in.add(src)
+            used_out.add(len(out))
+            out.append(shape[src])
+            src += 1
+        elif code == -1:
+            infer_at = len(out)
+            out.append(1)
+            src += 1
+        elif code == -2:
+            used_in.update(range(src, len(shape)))
+            used_out.update(range(len(out), len(out) + len(shape) - src))
+            out.extend(shape[src:])
+            src = len(shape)
+        elif code == -3:
+            used_in.update((src, src + 1))
+            used_out.add(len(out))
+            out.append(sr.product(shape[src : src + 2]))
+            src += 2
+        elif code == -4:
+            whole = sr.int64(shape[src])
+            left, right = newshape[i + 1 : i + 3]
+            used_in.add(src)
+            used_out.update((len(out), len(out) + 1))
+            out.extend((whole // right if left == -1 else left, whole // left if right == -1 else right))
+            src += 1
+            i += 2
+        i += 1
+    if infer_at is not None:
+        rest_in = sr.product([d for k, d in enumerate(shape) if k not in used_in])
+        rest_out = sr.product([d for k, d in enumerate(out) if k not in used_out and k != infer_at])
+        out[infer_at] = rest_in // rest_out
+    return [sr.fill(out_type, out)]
+
+
 def _reshape_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     check_arity(types, 1, "reshape")
     data = tensor_arg(types, 0, "reshape")
@@ -234,6 +285,7 @@ register(
         attrs=(AttrSpec("newshape", "ints", REQUIRED), AttrSpec("allowzero", "int", 0)),
         reshape_only=True,
         compute=reshape_compute("reshape"),
+        shape_func=_reshape_rule,
         samples=(
             Sample((TensorType((2, 3, 4), F32),), {"newshape": [0, -1]}),
             Sample((TensorType((2, 3, 4), F32),), {"newshape": [-3, -2]}),
@@ -268,6 +320,11 @@ def _transpose_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(tuple(data.shape[p] for p in perm), data.dtype)
 
 
+def _transpose_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    shape = sr.dims(inputs[0])
+    return [tuple(shape[p] for p in transpose_axes(len(shape), attrs["axes"]))]
+
+
 def _transpose_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     data = inputs[0]
     source: list[PrimExpr] = [Const(0)] * data.ndim
@@ -297,6 +354,7 @@ register(
         reference=lambda a, attrs: np.transpose(a[0], transpose_axes(a[0].ndim, attrs["axes"])),
         attrs=(AttrSpec("axes", "ints", REQUIRED, optional=True),),
         compute=_transpose_compute,
+        shape_func=_transpose_rule,
         samples=(
             Sample((TensorType((2, 3, 4), F32),), {"axes": None}),
             Sample((TensorType((2, 3, 4), F32),), {"axes": [0, 2, 1]}),
@@ -313,6 +371,9 @@ register(
 def squeeze_axes(shape: Sequence[Dim], axis: Sequence[int] | None) -> tuple[int, ...]:
     """The dims squeeze drops: the listed ones (each must be 1), or every dim known to be 1."""
     if axis is None:
+        # Which dims are 1 must be known when compiling, so TVM refuses `?` here.
+        if any(d is ANY for d in shape):
+            raise TypeRelationError(f"squeeze: axis must be given for an input of unknown dims {_show(shape)}")
         return tuple(k for k, d in enumerate(shape) if d == 1)
     dropped = tuple(sorted({normalize_axis(a, len(shape), "squeeze") for a in axis}))
     for k in dropped:
@@ -326,6 +387,14 @@ def _squeeze_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "squeeze")
     dropped = squeeze_axes(data.shape, attrs["axis"])
     return TensorType(tuple(d for k, d in enumerate(data.shape) if k not in dropped), data.dtype)
+
+
+def _squeeze_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    if attrs["axis"] is None:
+        return sr.static_rule(inputs, attrs, out_type)  # the relation needed every dim
+    shape = sr.dims(inputs[0])
+    dropped = {sr.normalize_axis(a, len(shape)) for a in attrs["axis"]}
+    return [tuple(d for k, d in enumerate(shape) if k not in dropped)]
 
 
 def _squeeze_domain(d: Draw) -> Sample:
@@ -349,6 +418,7 @@ register(
         attrs=(AttrSpec("axis", "ints", None, optional=True),),
         reshape_only=True,
         compute=reshape_compute("squeeze"),
+        shape_func=_squeeze_rule,
         samples=(
             Sample((TensorType((1, 3, 1, 2), F32),)),
             Sample((TensorType((1, 3, 1, 2), F32),), {"axis": [-2]}),
@@ -376,6 +446,10 @@ def _expand_dims_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType(expand_dims_shape(data.shape, attrs["axis"], attrs["num_newaxis"]), data.dtype)
 
 
+def _expand_dims_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    return [expand_dims_shape(sr.dims(inputs[0]), attrs["axis"], attrs["num_newaxis"])]
+
+
 def _expand_dims_domain(d: Draw) -> Sample:
     shape = tensor_shape(d, max_rank=3, empty=True)
     axis = d.integer(-len(shape) - 1, len(shape))
@@ -394,6 +468,7 @@ register(
         attrs=(AttrSpec("axis", "int", REQUIRED), AttrSpec("num_newaxis", "int", 1)),
         reshape_only=True,
         compute=reshape_compute("expand_dims"),
+        shape_func=_expand_dims_rule,
         samples=(
             Sample((TensorType((2, 3), F32),), {"axis": 1}),
             Sample((TensorType((2, 3), F32),), {"axis": -1, "num_newaxis": 2}),
@@ -440,6 +515,7 @@ register(
         # TVM shares InitOpAttrs with zeros/ones; broadcast_to keeps the data dtype.
         attrs=(AttrSpec("shape", "ints", REQUIRED), AttrSpec("dtype", "dtype", "")),
         compute=_broadcast_to_compute,
+        shape_func=sr.static_rule,  # the target shape is an attribute
         samples=(
             Sample((TensorType((3, 1), F32),), {"shape": [2, 3, 4]}),
             Sample((TensorType((4,), "int32"),), {"shape": [3, 4]}),
@@ -458,6 +534,29 @@ def _layout_transform_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, op)
     src, dst = parse_layout(attrs["src_layout"], op), parse_layout(attrs["dst_layout"], op)
     return TensorType(transform_shape(data.shape, src, dst, op), data.dtype)
+
+
+def _layout_transform_rule(
+    inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type
+) -> list[tuple[sr.Dim, ...]]:
+    """transform_shape over run-time dims: merge src's sub-axes into each primal extent, then
+    split it by dst's factors."""
+    op = "layout_transform"
+    shape = sr.dims(inputs[0])
+    src, dst = parse_layout(attrs["src_layout"], op), parse_layout(attrs["dst_layout"], op)
+    totals: dict[str, sr.Dim] = {}
+    for letter in src.primal:
+        outer = shape[src.index(letter)]
+        factor = src.factor(letter)
+        totals[letter] = outer if factor is None else sr.int64(outer) * factor
+    out: list[sr.Dim] = []
+    for letter, factor in dst.axes:
+        split = dst.factor(letter) if factor is None else None
+        if factor is not None:
+            out.append(factor)
+        else:
+            out.append(totals[letter] if split is None else sr.int64(totals[letter]) // split)
+    return [sr.fill(out_type, out)]
 
 
 def layout_source_index(idx: Index, src: Layout, dst: Layout) -> tuple[PrimExpr, ...]:
@@ -527,6 +626,7 @@ register(
         ),
         attrs=(AttrSpec("src_layout", "str", REQUIRED), AttrSpec("dst_layout", "str", REQUIRED)),
         compute=_layout_transform_compute,
+        shape_func=_layout_transform_rule,
         samples=(
             Sample((TensorType((1, 3, 4, 5), F32),), {"src_layout": "NCHW", "dst_layout": "NHWC"}),
             Sample((TensorType((2, 8, 3, 2), F32),), {"src_layout": "NCHW", "dst_layout": "NCHW4c"}),
@@ -616,6 +716,16 @@ def _concatenate_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out
     return value
 
 
+def _concatenate_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    parts = sr.fields(inputs[0])
+    axis = sr.normalize_axis(attrs["axis"], len(parts[0]))
+    out: list[sr.Dim] = list(parts[0])
+    out[axis] = sr.int64(parts[0][axis])
+    for part in parts[1:]:
+        out[axis] = out[axis] + sr.int64(part[axis])
+    return [sr.fill(out_type, out)]
+
+
 def _sum_dims(dims: Sequence[Dim]) -> Dim:
     total = 0
     for d in dims:
@@ -648,6 +758,7 @@ register(
         reference=lambda a, attrs: np.concatenate(list(a[0]), axis=attrs["axis"]),
         attrs=(AttrSpec("axis", "int", 0),),
         compute=_concatenate_compute,
+        shape_func=_concatenate_rule,
         samples=(
             Sample((TupleType((TensorType((2, 3), F32), TensorType((4, 3), F32))),)),
             Sample(
@@ -670,6 +781,13 @@ def _stack_rel(types: Sequence[Type], attrs: Attrs) -> Type:
         raise TypeRelationError(f"{op}: axis {axis} is out of range [{-ndim - 1}, {ndim}] for rank {ndim}")
     at = axis + ndim + 1 if axis < 0 else axis
     return TensorType(tuple(dims[:at]) + (len(fields),) + tuple(dims[at:]), fields[0].dtype)
+
+
+def _stack_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    parts = sr.fields(inputs[0])
+    ndim = len(parts[0])
+    at = attrs["axis"] + ndim + 1 if attrs["axis"] < 0 else attrs["axis"]
+    return [sr.fill(out_type, (*parts[0][:at], len(parts), *parts[0][at:]))]
 
 
 def _stack_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out_type: Type) -> PrimExpr:
@@ -700,6 +818,7 @@ register(
         reference=lambda a, attrs: np.stack(list(a[0]), axis=attrs["axis"]),
         attrs=(AttrSpec("axis", "int", 0),),
         compute=_stack_compute,
+        shape_func=_stack_rule,
         samples=(
             Sample((TupleType((TensorType((2, 3), F32), TensorType((2, 3), F32))),)),
             Sample((TupleType((TensorType((2, 3), F32),) * 3),), {"axis": -1}),
@@ -751,6 +870,23 @@ def _split_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     return TupleType(tuple(parts))
 
 
+def _split_rule(inputs: Sequence[sr.ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[sr.Dim, ...]]:
+    """split_bounds over a run-time extent: equal sections divide it, and the part after the
+    last index ends at it."""
+    shape = sr.dims(inputs[0])
+    axis = sr.normalize_axis(attrs["axis"], len(shape))
+    extent = sr.int64(shape[axis])
+    spec = attrs["indices_or_sections"]
+    if isinstance(spec, int):
+        sizes: list[sr.Dim] = [extent // spec] * spec
+    else:
+        begins = [0, *spec]
+        sizes = [end - begin for begin, end in zip(begins, spec)] + [extent - begins[-1]]
+    return [
+        sr.fill(out_type, (*shape[:axis], size, *shape[axis + 1 :]), k) for k, size in enumerate(sizes)
+    ]
+
+
 def _split(a: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
     data = a[0]
     axis = attrs["axis"] % data.ndim
@@ -787,6 +923,7 @@ register(
         reference=_split,
         attrs=(AttrSpec("indices_or_sections", "int_or_ints", REQUIRED), AttrSpec("axis", "int", 0)),
         compute=_split_compute,
+        shape_func=_split_rule,
         samples=(
             Sample((TensorType((6, 2), F32),), {"indices_or_sections": 3}),
             Sample((TensorType((2, 7), F32),), {"indices_or_sections": [2, 5], "axis": -1}),

@@ -34,6 +34,7 @@ from compiler.ops.image import LoopOps, NumpyOps
 from compiler.ops.kernels.common import buffer_dims, input_buffers
 from compiler.ops.pool import lowest_value
 from compiler.ops.registry import REQUIRED, AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.shape_rules import Dim, ShapeArg, dims, fill, int64
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, Index, KernelContext, TensorView
 from compiler.tir.stmt import Allocate, For, IfThenElse, LetStmt, Stmt, Store, seq
@@ -129,6 +130,13 @@ def _prior_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_t
     return te.cast(out_type.dtype, value)
 
 
+def _prior_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """One row per anchor: each pixel of the H x W map has len(sizes) + len(ratios) - 1."""
+    _, _, h, w = dims(inputs[0], "data")
+    per_pixel = len(attrs["sizes"]) + len(attrs["ratios"]) - 1
+    return [fill(out_type, (1, int64(h) * w * per_pixel, 4))]
+
+
 def _prior_domain(d: Draw) -> Sample:
     shape = (d.integer(1, 2), d.integer(1, 3), d.integer(1, 5), d.integer(1, 5))
     attrs = {
@@ -148,6 +156,7 @@ register(
         type_rel=_prior_rel,
         pattern=OpPattern.OPAQUE,
         reference=_prior_reference,
+        shape_func=_prior_shape_rule,
         compute=_prior_compute,
         attrs=(
             AttrSpec("sizes", "any", (1.0,)),
@@ -223,6 +232,13 @@ def _reorg_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_t
     return data[_reorg_source(b, flat, dims[1:], attrs["stride"])]  # type: ignore[index]  # PrimExprs
 
 
+def _reorg_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """stride x stride blocks of pixels move into the channels."""
+    n, c, h, w = dims(inputs[0], "data")
+    s = int(attrs["stride"])
+    return [fill(out_type, (n, int64(c) * (s * s), int64(h) // s, int64(w) // s))]
+
+
 def _reorg_domain(d: Draw) -> Sample:
     s = d.choice((1, 2, 2, 3))
     shape = (d.integer(1, 2), s * s * d.integer(1, 3), s * d.integer(1, 3), s * d.integer(1, 3))
@@ -236,6 +252,7 @@ register(
         type_rel=_reorg_rel,
         pattern=OpPattern.INJECTIVE,
         reference=_reorg_reference,
+        shape_func=_reorg_shape_rule,
         compute=_reorg_compute,
         attrs=(AttrSpec("stride", "int", 1),),
         samples=(
@@ -327,6 +344,13 @@ def _valid_counts_kernel(
     return For(i, zero, te.const(batch), body)
 
 
+def _valid_counts_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """(batch,) counts, the boxes in data's shape, (batch, num_anchors) indices: fixed sizes
+    whatever the count (rows past it are -1), so the shapes need no values."""
+    data = dims(inputs[0], "data")
+    return [(data[0],), data, (data[0], data[1])]
+
+
 def _valid_counts_domain(d: Draw) -> Sample:
     shape = (d.integer(1, 2), d.integer(1, 7), d.choice((5, 6)))
     attrs = {"id_index": d.choice((0, -1, 0)), "score_index": d.choice((1, 1, 2))}
@@ -342,6 +366,7 @@ register(
         type_rel=_valid_counts_rel,
         pattern=OpPattern.OPAQUE,
         reference=_valid_counts_reference,
+        shape_func=_valid_counts_shape_rule,
         kernel=_valid_counts_kernel,
         attrs=(
             AttrSpec("score_threshold", "float", None, optional=True),
@@ -597,6 +622,15 @@ def _nms_kernel(
     return Allocate(order, Allocate(boxes, Allocate(box_index, For(i, zero, te.const(batch), body))))
 
 
+def _nms_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """data's shape, or (batch, num_anchors) indices and a (batch, 1) count with
+    return_indices: the outputs are padded (with -1), so their shapes need no values."""
+    data = dims(inputs[0], "data")
+    if attrs["return_indices"]:
+        return [(data[0], data[1]), (data[0], 1)]
+    return [data]
+
+
 def _nms_domain(d: Draw) -> Sample:
     batch, num, length = d.integer(1, 2), d.integer(1, 7), d.choice((5, 6, 6))
     rng = np.random.default_rng(d.integer(0, 1 << 30))
@@ -634,6 +668,7 @@ register(
         type_rel=_nms_rel,
         pattern=OpPattern.OPAQUE,
         reference=_nms_reference,
+        shape_func=_nms_shape_rule,
         kernel=_nms_kernel,
         attrs=(
             AttrSpec("force_suppress", "bool", False),
@@ -800,6 +835,15 @@ def _roi_align_kernel(
     return For(r, zero, te.const(num), body)
 
 
+def _roi_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """One pooled_size map per roi, with data's channels (NCHW or NHWC)."""
+    data, rois = dims(inputs[0], "data"), dims(inputs[1], "rois")
+    ph, pw = (int(p) for p in attrs["pooled_size"])
+    if attrs["layout"] == "NCHW":
+        return [fill(out_type, (rois[0], data[1], ph, pw))]
+    return [fill(out_type, (rois[0], ph, pw, data[3]))]
+
+
 def _roi_domain(op: str) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
         n, c, h, w = d.integer(1, 2), d.integer(1, 3), d.integer(1, 7), d.integer(1, 7)
@@ -831,6 +875,7 @@ register(
         type_rel=_roi_rel("vision.roi_align"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_roi_align_reference,
+        shape_func=_roi_shape_rule,
         kernel=_roi_align_kernel,
         attrs=(
             AttrSpec("pooled_size", "ints", REQUIRED),
@@ -924,6 +969,7 @@ register(
         type_rel=_roi_rel("vision.roi_pool"),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_roi_pool_reference,
+        shape_func=_roi_shape_rule,
         kernel=_roi_pool_kernel,
         attrs=(
             AttrSpec("pooled_size", "ints", REQUIRED),
@@ -1030,6 +1076,12 @@ def _transform_loc_kernel(
     return Allocate(count.buffer, Allocate(best.buffer, Allocate(score, For(i, zero, te.const(batch), body))))
 
 
+def _transform_loc_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """(batch, anchors, 6) detections and (batch,) counts, from cls_prob's dims."""
+    batch, _, num = dims(inputs[0], "cls_prob")
+    return [fill(out_type, (batch, num, 6), 0), fill(out_type, (batch,), 1)]
+
+
 def _transform_loc_domain(d: Draw) -> Sample:
     batch, classes, num = d.integer(1, 2), d.integer(1, 4), d.integer(1, 6)
     dtype = d.choice(("float32", "float32", "float64"))
@@ -1047,6 +1099,7 @@ register(
         type_rel=_transform_loc_rel,
         pattern=OpPattern.OPAQUE,
         reference=_transform_loc_reference,
+        shape_func=_transform_loc_shape_rule,
         kernel=_transform_loc_kernel,
         attrs=(
             AttrSpec("clip", "bool", True),
@@ -1070,7 +1123,8 @@ register(
 
 def _scalar_arg(types: Sequence[Type], k: int, op: str, what: str, kind: str) -> None:
     ty = tensor_arg(types, k, op)
-    if ty.shape not in ((), (1,)) or not ty.dtype.startswith(kind):
+    # A one-element vector counts too; its length may be `?` (TVM does not check these shapes).
+    if ty.shape not in ((), (1,), (ANY,)) or not ty.dtype.startswith(kind):
         raise TypeRelationError(f"{op} expects {what} as a {kind} scalar, got {ty}")
 
 
@@ -1265,6 +1319,17 @@ def _all_class_kernel(
     return body
 
 
+def _all_class_shape_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[Dim, ...]]:
+    """Room for every (batch, class, box) selection: ONNX's (batch * classes * boxes, 3) rows
+    and a (1,) count, or TensorFlow's per batch (classes * boxes) pairs, scores and a count."""
+    boxes, scores = dims(inputs[0], "boxes"), dims(inputs[1], "scores")
+    batch, num, classes = boxes[0], boxes[1], scores[1]
+    if attrs["output_format"] == "onnx":
+        return [fill(out_type, (int64(batch) * classes * num, 3), 0), (1,)]
+    per_batch = int64(classes) * num
+    return [fill(out_type, (batch, per_batch, 2), 0), fill(out_type, (batch, per_batch), 1), (batch,)]
+
+
 def _all_class_domain(d: Draw) -> Sample:
     batch, classes, num = d.integer(1, 2), d.integer(1, 3), d.integer(1, 6)
     rng = np.random.default_rng(d.integer(0, 1 << 30))
@@ -1293,6 +1358,7 @@ register(
         type_rel=_all_class_rel,
         pattern=OpPattern.OPAQUE,
         reference=_all_class_reference,
+        shape_func=_all_class_shape_rule,
         kernel=_all_class_kernel,
         attrs=(AttrSpec("output_format", "str", "onnx"),),
         samples=(

@@ -17,7 +17,7 @@ import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TypeVar as GenericVar
 
 import numpy as np
 
@@ -94,7 +94,7 @@ _NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
-_T = TypeVar("_T")
+_T = GenericVar("_T")
 # The key under which call_arguments keeps a `meta[relay.attrs.X][i]` reference.
 META_ATTRS = "meta[relay.attrs]"
 

@@ -24,10 +24,7 @@ from tests.e2e import tvm_printed
 from tests.e2e.tvm_printed import BLAS_MODELS, MODELS, WEIGHT_FORMS, Printed
 
 # Models that do not parse yet, with the reason; their tests that parse are strict xfails.
-NOT_YET = {
-    "resnet_nchwc": "nn.max_pool2d / nn.global_avg_pool2d accept only permutations of NCHW as layout, "
-    "not the blocked NCHW8c that AlterOpLayout gives them after contrib_conv2d_NCHWc",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def cases(*rows: tuple[str, ...]) -> list[object]:
@@ -233,3 +230,43 @@ def test_params_form_with_weights_bound_at_compile_time_matches_the_interpreter(
     assert len(got.files) == len(want)
     for i, expected in enumerate(want):
         assert_close_to_scale(got[f"out{i}"], expected)
+
+
+def _blocked_channels(v: np.ndarray) -> np.ndarray:
+    """A (1, C/8, 1, 1, 8) per-channel constant as (1, C, 1, 1)."""
+    return v.transpose(0, 1, 4, 2, 3).reshape(1, -1, 1, 1).astype(np.float64)
+
+
+def _depthwise_nchw(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    _, _, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out = np.zeros_like(x, dtype=np.float64)
+    for dy in range(kh):
+        for dx in range(kw):
+            out += xp[:, :, dy : dy + h, dx : dx + wd] * w[:, 0, dy, dx].reshape(1, -1, 1, 1)
+    return out
+
+
+def mobilenet_nchwc_numpy(x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
+    """The model in plain NCHW: the blocked layouts, packed weights and NCHWc ops must not change
+    what it computes."""
+    def bn_relu(v: np.ndarray, name: str) -> np.ndarray:
+        return np.maximum(v * _blocked_channels(w[f"{name}_bn_scale"]) + _blocked_channels(w[f"{name}_bn_shift"]), 0)
+
+    y = bn_relu(_conv_nchw(x, w["conv1_weight"], 2, 1), "conv1")
+    y = bn_relu(_depthwise_nchw(y, w["dw1_weight"], 1), "dw1")
+    y = bn_relu(_conv_nchw(y, w["pw1_weight"], 1, 0), "pw1")
+    n, c, h, wd = y.shape
+    y = y.reshape(n, c, h // 2, 2, wd // 2, 2).mean(axis=(3, 5)).mean(axis=(2, 3))
+    logits = y @ w["fc.weight"].T.astype(np.float64) + w["fc.bias"]
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype("float32")
+
+
+@pytest.mark.parametrize("form", WEIGHT_FORMS)
+def test_compiled_mobilenet_nchwc_with_packed_dense_head_matches_numpy(interpreted, form: str) -> None:
+    d, printed = interpreted("mobilenet_nchwc", form)
+    inputs = dict(np.load(d / "in.npz"))
+    got = compile_and_run(d, "c")
+    assert_close_to_scale(got["out0"], mobilenet_nchwc_numpy(inputs["data"], printed.weights))

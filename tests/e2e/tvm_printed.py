@@ -437,6 +437,30 @@ def mobilenet_v1_tflite(weights: str = "constants") -> Printed:
     return b.finish(b.call("nn.softmax", [y], y.shape, "axis=1"))
 
 
+def _nchwc_conv(b: Builder, v: Value, name: str, out_ch: int, k: int, stride: int,
+                relu_after: bool = True) -> Value:
+    """contrib_conv2d_NCHWc from NCHW[ci]c to NCHW8c, its OIHW kernel blocked by layout_transform,
+    batch norm folded into a multiply/add of 5-d per-channel constants."""
+    n, cb, h, w, ci = v.shape
+    kernel = b.weight(f"{name}_weight", (out_ch, cb * ci, k, k))
+    blocked = b.call("layout_transform", [kernel], (out_ch // 8, cb, k, k, ci, 8),
+                     f'src_layout="OIHW", dst_layout="OIHW{ci}i8o"')
+    pad = k // 2
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    attrs = [f"strides={_pair([stride, stride])}"] if stride != 1 else []
+    attrs += [f"padding={_pair([pad] * 4)}", f"channels={out_ch}", f"kernel_size={_pair([k, k])}",
+              f'data_layout="NCHW{ci}c"', f'kernel_layout="OIHW{ci}i8o"', 'out_layout="NCHW8c"']
+    y = b.call("nn.contrib_conv2d_NCHWc", [v, blocked], (n, out_ch // 8, oh, ow, 8), ", ".join(attrs))
+    return _nchwc_bn(b, y, name, relu_after)
+
+
+def _nchwc_bn(b: Builder, y: Value, name: str, relu_after: bool = True) -> Value:
+    shape = (1, y.shape[1], 1, 1, 8)
+    y = b.call("multiply", [y, b.weight(f"{name}_bn_scale", shape, "gamma")], y.shape)
+    y = b.call("add", [y, b.weight(f"{name}_bn_shift", shape)], y.shape)
+    return relu(b, y) if relu_after else y
+
+
 def resnet_nchwc(weights: str = "constants") -> Printed:
     """A ResNet stem and basic block as TVM prints them after AlterOpLayout for x86: NCHW[x]c
     data, OIHW[x]i[y]o kernels through layout_transform, nn.contrib_conv2d_NCHWc, batch norm
@@ -446,20 +470,7 @@ def resnet_nchwc(weights: str = "constants") -> Printed:
     x = b.input("data", (1, 3, 32, 32))
 
     def conv(v: Value, name: str, out_ch: int, k: int, stride: int, relu_after: bool = True) -> Value:
-        n, cb, h, w, ci = v.shape
-        kernel = b.weight(f"{name}_weight", (out_ch, cb * ci, k, k))
-        blocked = b.call("layout_transform", [kernel], (out_ch // 8, cb, k, k, ci, 8),
-                         f'src_layout="OIHW", dst_layout="OIHW{ci}i8o"')
-        pad = k // 2
-        oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-        attrs = [f"strides={_pair([stride, stride])}"] if stride != 1 else []
-        attrs += [f"padding={_pair([pad] * 4)}", f"channels={out_ch}", f"kernel_size={_pair([k, k])}",
-                  f'data_layout="NCHW{ci}c"', f'kernel_layout="OIHW{ci}i8o"', 'out_layout="NCHW8c"']
-        y = b.call("nn.contrib_conv2d_NCHWc", [v, blocked], (n, out_ch // 8, oh, ow, 8), ", ".join(attrs))
-        shape = (1, out_ch // 8, 1, 1, 8)
-        y = b.call("multiply", [y, b.weight(f"{name}_bn_scale", shape, "gamma")], y.shape)
-        y = b.call("add", [y, b.weight(f"{name}_bn_shift", shape)], y.shape)
-        return relu(b, y) if relu_after else y
+        return _nchwc_conv(b, v, name, out_ch, k, stride, relu_after)
 
     y = b.call("layout_transform", [x], (1, 1, 32, 32, 3), 'src_layout="NCHW", dst_layout="NCHW3c"')
     y = conv(y, "conv1", 8, 3, 2)
@@ -472,6 +483,36 @@ def resnet_nchwc(weights: str = "constants") -> Printed:
     y = b.call("layout_transform", [y], (1, 8, 1, 1), 'src_layout="NCHW8c", dst_layout="NCHW"')
     y = b.call("nn.batch_flatten", [y], (1, 8))
     return b.finish(linear(b, y, "fc", 10))
+
+
+def mobilenet_nchwc(weights: str = "constants") -> Printed:
+    """A MobileNet stem and depthwise-separable block as TVM prints them after AlterOpLayout for
+    x86: contrib_conv2d_NCHWc and contrib_depthwise_conv2d_NCHWc (OIHW1i8o kernel) on NCHW8c,
+    blocked avg and adaptive pools, and the dense classifier rewritten to
+    nn.contrib_dense_pack on an NC5n-packed weight."""
+    b = Builder("mobilenet_nchwc", weights, seed=17, spans=False)
+    x = b.input("data", (1, 3, 16, 16))
+    y = b.call("layout_transform", [x], (1, 1, 16, 16, 3), 'src_layout="NCHW", dst_layout="NCHW3c"')
+    y = _nchwc_conv(b, y, "conv1", 16, 3, 2)
+    n, cb, h, w, _ = y.shape
+    kernel = b.weight("dw1_weight", (cb * 8, 1, 3, 3))
+    blocked = b.call("layout_transform", [kernel], (cb, 1, 3, 3, 1, 8), 'src_layout="OIHW", dst_layout="OIHW1i8o"')
+    attrs = (f"padding=[1, 1, 1, 1], groups={cb * 8}, channels={cb * 8}, kernel_size=[3, 3], "
+             'data_layout="NCHW8c", kernel_layout="OIHW1i8o", out_layout="NCHW8c"')
+    y = b.call("nn.contrib_depthwise_conv2d_NCHWc", [y, blocked], y.shape, attrs)
+    y = _nchwc_bn(b, y, "dw1")
+    y = _nchwc_conv(b, y, "pw1", 32, 1, 1)
+    y = b.call("nn.avg_pool2d", [y], (n, 4, h // 2, w // 2, 8),
+               'pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], layout="NCHW8c"')
+    y = b.call("nn.adaptive_avg_pool2d", [y], (n, 4, 1, 1, 8), 'output_size=[1, 1], layout="NCHW8c"')
+    y = b.call("layout_transform", [y], (n, 32, 1, 1), 'src_layout="NCHW8c", dst_layout="NCHW"')
+    y = b.call("nn.batch_flatten", [y], (n, 32))
+    fc = b.weight("fc.weight", (10, 32))
+    packed = b.call("layout_transform", [fc], (2, 32, 5), 'src_layout="NC", dst_layout="NC5n"')
+    y = b.call("nn.contrib_dense_pack", [y, packed], (n, 10),
+               'units=None, out_dtype="float32", weight_layout="NC5n"')
+    y = b.call("nn.bias_add", [y, b.weight("fc.bias", (10,))], y.shape, "axis=-1")
+    return b.finish(b.call("nn.softmax", [y], y.shape, "axis=1"))
 
 
 def _inverted_residual(b: Builder, x: Value, name: str, out_ch: int, stride: int, expand: int,
@@ -817,6 +858,7 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "resnet_bottleneck": resnet_bottleneck,
     "resnext": resnext,
     "resnet_nchwc": resnet_nchwc,
+    "mobilenet_nchwc": mobilenet_nchwc,
     "mobilenet_v1": mobilenet_v1,
     "mobilenet_v1_tflite": mobilenet_v1_tflite,
     "mobilenet_v2": mobilenet_v2,
@@ -830,7 +872,7 @@ MODELS: dict[str, Callable[[str], Printed]] = {
     "gpt2_block": gpt2_block,
     "gpt2_block_arange": lambda weights="constants": gpt2_block(weights, mask="arange"),
 }
-BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "resnet_nchwc",
+BLAS_MODELS = ("resnet_basic_block", "resnet", "resnet_bottleneck", "resnext", "resnet_nchwc", "mobilenet_nchwc",
                "mobilenet_v1",
                "mobilenet_v1_tflite", "mobilenet_v2", "mobilenet_v3", "efficientnet", "unet",
                "transformer_encoder", "gpt2_block", "gpt2_block_arange")

@@ -5,14 +5,18 @@ Window semantics are those of compiler/ops/pool.py: positions outside the input 
 divides by the input positions the window covers, or with `count_include_pad` by the positions
 inside the padded extent, never by less than 1. Integer averages accumulate in int64 and
 truncate toward zero. Each output row is one iteration of a flat (parallel) loop; the bounds
-checks sit at the kernel-row and kernel-column levels, not around every element.
+checks sit at the kernel-row and kernel-column levels, not around every element. Layouts may
+split N or C into blocks (NCHW8c): loops run over the merged NCHW coordinates and each access
+splits them again (`c // 8`, `c % 8`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.ops.kernels.common import buffer_dims, canonical_dims, place
+from compiler.ops.kernels.common import buffer_dims
+from compiler.ops.kernels.conv_direct import layout_index
+from compiler.ops.layout import Layout, parse_layout, transform_shape
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.dtypes import is_float
@@ -22,12 +26,30 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 PARALLEL_MIN_WORK = 1 << 15
 
 
+def merged_dims(buffer: te.Buffer, layout: Layout) -> tuple[int, ...]:
+    """A buffer's dims in the canonical order of `layout`'s primal axes sorted N, C, then the
+    pooled axes as given (NCHW8c (1, 2, 5, 5, 8) -> NCHW (1, 16, 5, 5))."""
+    canonical = parse_layout(canonical_letters(layout), "pool")
+    dims = transform_shape(buffer_dims(buffer), layout, canonical, "pool")
+    return tuple(int(d) for d in dims)  # type: ignore[arg-type]  # static buffers have int dims
+
+
+def canonical_letters(layout: Layout) -> str:
+    """N, C, then the spatial axes in the order D, H, W."""
+    return "NC" + "".join(letter for letter in "DHW" if letter in layout.primal)
+
+
+def at(layout: Layout, coords: tuple[te.PrimExpr, ...]) -> tuple[te.PrimExpr, ...]:
+    """The buffer index of the element at canonical coordinates `coords`."""
+    return layout_index(layout, dict(zip(canonical_letters(layout), coords)))
+
+
 @dataclass(frozen=True)
 class PoolWindow:
-    """Layouts as positions of N, C, H, W; the window; the padding (top, left, bottom, right)."""
+    """Layouts; the window; the padding (top, left, bottom, right)."""
 
-    in_pos: tuple[int, ...]
-    out_pos: tuple[int, ...]
+    in_layout: Layout
+    out_layout: Layout
     pool_size: tuple[int, int]
     strides: tuple[int, int]
     dilation: tuple[int, int]
@@ -62,8 +84,8 @@ def pool2d_loops(
     count_include_pad: bool = False,
 ) -> Stmt:
     """`kind` is "max" (windows start from `lowest`) or "avg"."""
-    n, c, h, w = canonical_dims(buffer_dims(data), window.in_pos)
-    _, _, oh, ow = canonical_dims(buffer_dims(out), window.out_pos)
+    n, c, h, w = merged_dims(data, window.in_layout)
+    _, _, oh, ow = merged_dims(out, window.out_layout)
     (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
     top, left, bottom, right = window.padding
     acc_dtype = accumulator_dtype(data.dtype, kind)
@@ -77,7 +99,7 @@ def pool2d_loops(
 
     iy, ix = ctx.var("iy"), ctx.var("ix")
     ky, kx = ctx.var("ky"), ctx.var("kx")
-    value = te.cast(acc_dtype, data[place((img, ch, iy, ix), window.in_pos)])
+    value = te.cast(acc_dtype, data[at(window.in_layout, (img, ch, iy, ix))])
     combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
     inner = For(kx, zero, te.const(kw), LetStmt(ix, x * sw - left + kx * dw, IfThenElse(
         te.logical_and(ix >= 0, ix < w), Store(acc, (zero,), combined))))
@@ -114,7 +136,7 @@ def _store(
     out: te.Buffer, window: PoolWindow, epilogue: Epilogue, img: te.PrimExpr, ch: te.PrimExpr,
     y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr,
 ) -> Stmt:
-    idx = place((img, ch, y, x), window.out_pos)
+    idx = at(window.out_layout, (img, ch, y, x))
     return Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, value), idx)))
 
 
@@ -123,24 +145,24 @@ def global_pool2d_loops(
     data: te.Buffer,
     out: te.Buffer,
     epilogue: Epilogue,
-    in_pos: tuple[int, ...],
-    out_pos: tuple[int, ...],
+    in_layout: Layout,
+    out_layout: Layout,
     kind: str,
     lowest: float | int,
 ) -> Stmt:
     """Max or average over all of H and W for every (n, c)."""
-    n, c, h, w = canonical_dims(buffer_dims(data), in_pos)
+    n, c, h, w = merged_dims(data, in_layout)
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
     t = ctx.var("plane")
     img, ch = ctx.var("n"), ctx.var("c")
     iy, ix = ctx.var("iy"), ctx.var("ix")
     acc = te.Buffer(ctx.fresh("acc"), (1,), acc_dtype, scope="local")
-    value = te.cast(acc_dtype, data[place((img, ch, iy, ix), in_pos)])
+    value = te.cast(acc_dtype, data[at(in_layout, (img, ch, iy, ix))])
     combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
     reduce = For(iy, zero, te.const(h), For(ix, zero, te.const(w), Store(acc, (zero,), combined)))
     result: te.PrimExpr = acc[zero] if kind == "max" else _average(acc[zero], te.const(h * w), out.dtype)
-    idx = place((img, ch, zero, zero), out_pos)
+    idx = at(out_layout, (img, ch, zero, zero))
     store = Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx)))
     init = Store(acc, (zero,), te.const(lowest if kind == "max" else 0, acc_dtype))
     body = Allocate(acc, seq(init, reduce, store))

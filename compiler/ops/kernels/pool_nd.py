@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from compiler.ops.kernels.common import buffer_dims, canonical_dims, place, unflatten
-from compiler.ops.kernels.pool import _average, _kind_of_loop, accumulator_dtype
+from compiler.ops.kernels.common import unflatten
+from compiler.ops.kernels.pool import _average, _kind_of_loop, accumulator_dtype, at, merged_dims
+from compiler.ops.layout import Layout
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.stmt import Allocate, For, IfThenElse, LetStmt, Stmt, Store, seq
@@ -24,11 +25,11 @@ from compiler.tir.stmt import Allocate, For, IfThenElse, LetStmt, Stmt, Store, s
 
 @dataclass(frozen=True)
 class WindowND:
-    """Layouts as positions of N, C and the spatial axes; per spatial axis the window, stride,
-    dilation and the padding before and after."""
+    """Layouts (N or C may be split into blocks); per spatial axis the window, stride, dilation
+    and the padding before and after."""
 
-    in_pos: tuple[int, ...]
-    out_pos: tuple[int, ...]
+    in_layout: Layout
+    out_layout: Layout
     pool_size: tuple[int, ...]
     strides: tuple[int, ...]
     dilation: tuple[int, ...]
@@ -58,9 +59,9 @@ def _output_loop(
     return For(t, te.const(0), te.const(total), _let_all(coords, unflatten(t, out_dims), body), loop_kind)
 
 
-def _store(out: te.Buffer, out_pos: Sequence[int], epilogue: Epilogue, coords: Sequence[te.PrimExpr],
+def _store(out: te.Buffer, out_layout: Layout, epilogue: Epilogue, coords: Sequence[te.PrimExpr],
            value: te.PrimExpr) -> Stmt:
-    idx = place(coords, out_pos)
+    idx = at(out_layout, tuple(coords))
     return Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, value), idx)))
 
 
@@ -75,8 +76,8 @@ def pool_nd_loops(
     count_include_pad: bool = False,
 ) -> Stmt:
     """Windowed max ("max", from `lowest`) or average ("avg") pooling."""
-    in_dims = canonical_dims(buffer_dims(data), window.in_pos)
-    out_dims = canonical_dims(buffer_dims(out), window.out_pos)
+    in_dims = merged_dims(data, window.in_layout)
+    out_dims = merged_dims(out, window.out_layout)
     spatial = len(window.pool_size)
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
@@ -87,7 +88,7 @@ def pool_nd_loops(
     def body_of(coords: list[te.Var]) -> Stmt:
         acc = te.Buffer(ctx.fresh("acc"), (1,), acc_dtype, scope="local")
         inputs = [ctx.var(f"i{k}") for k in range(spatial)]
-        value = te.cast(acc_dtype, data[place(tuple(coords[:2]) + tuple(inputs), window.in_pos)])
+        value = te.cast(acc_dtype, data[at(window.in_layout, tuple(coords[:2]) + tuple(inputs))])
         combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
         nest: Stmt = Store(acc, (zero,), combined)
         for k in reversed(range(spatial)):
@@ -97,7 +98,7 @@ def pool_nd_loops(
             nest = For(tap, zero, te.const(window.pool_size[k]), LetStmt(inputs[k], start, IfThenElse(inside, nest)))
         init = Store(acc, (zero,), te.const(lowest if kind == "max" else 0, acc_dtype))
         if kind == "max":
-            return Allocate(acc, seq(init, nest, _store(out, window.out_pos, epilogue, coords, acc[zero])))
+            return Allocate(acc, seq(init, nest, _store(out, window.out_layout, epilogue, coords, acc[zero])))
         count = te.Buffer(ctx.fresh("count"), (spatial,), "int32", scope="local")
         counting: list[Stmt] = []
         divisor: te.PrimExpr = te.const(1)
@@ -114,7 +115,7 @@ def pool_nd_loops(
             ]
             divisor = divisor * count[slot]
         result = _average(acc[zero], divisor, out.dtype)
-        store = _store(out, window.out_pos, epilogue, coords, result)
+        store = _store(out, window.out_layout, epilogue, coords, result)
         return Allocate(acc, Allocate(count, seq(*counting, init, nest, store)))
 
     return _output_loop(ctx, out_dims, taps, body_of)
@@ -125,14 +126,14 @@ def adaptive_pool_loops(
     data: te.Buffer,
     out: te.Buffer,
     epilogue: Epilogue,
-    in_pos: tuple[int, ...],
-    out_pos: tuple[int, ...],
+    in_layout: Layout,
+    out_layout: Layout,
     kind: str,
     lowest: float | int,
 ) -> Stmt:
     """Adaptive max or average pooling over every spatial axis."""
-    in_dims = canonical_dims(buffer_dims(data), in_pos)
-    out_dims = canonical_dims(buffer_dims(out), out_pos)
+    in_dims = merged_dims(data, in_layout)
+    out_dims = merged_dims(out, out_layout)
     spatial = len(in_dims) - 2
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
@@ -150,7 +151,7 @@ def adaptive_pool_loops(
         for k in range(spatial):
             size, n_out, o = in_dims[2 + k], out_dims[2 + k], coords[2 + k]
             bounds += [(o * size) // n_out, ((o + 1) * size + (n_out - 1)) // n_out]
-        value = te.cast(acc_dtype, data[place(tuple(coords[:2]) + tuple(inputs), in_pos)])
+        value = te.cast(acc_dtype, data[at(in_layout, tuple(coords[:2]) + tuple(inputs))])
         combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
         nest: Stmt = Store(acc, (zero,), combined)
         for k in reversed(range(spatial)):
@@ -162,7 +163,7 @@ def adaptive_pool_loops(
             for k in range(spatial):
                 count = count * (ends[k] - starts[k])
             result = _average(acc[zero], count, out.dtype)
-        body = Allocate(acc, seq(init, nest, _store(out, out_pos, epilogue, coords, result)))
+        body = Allocate(acc, seq(init, nest, _store(out, out_layout, epilogue, coords, result)))
         names = [v for pair in zip(starts, ends) for v in pair]
         return _let_all(names, bounds, body)
 

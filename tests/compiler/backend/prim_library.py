@@ -10,7 +10,7 @@ still run.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,9 @@ import numpy as np
 from compiler.backend.codegen_c import emit_c_module
 from compiler.runtime.build import DEFAULT_CFLAGS, WARNING_FLAGS, compiler_command, needs_openmp
 from compiler.runtime.ffi import Library, aligned_empty, load_library, prim_func_cdef
-from compiler.tir.analysis import workspace_bytes
+from compiler.tir.analysis import substitute, workspace_bytes
+from compiler.tir.expr import Const, PrimExpr, Var
+from compiler.tir.simplify import simplify_expr
 from compiler.tir.stmt import PrimFunc
 
 WORKSPACE_ALIGNMENT = 16
@@ -60,14 +62,37 @@ class PrimLibrary:
         assert self.library is not None
         func = self.funcs[name]
         assert len(inputs) == len(func.inputs), f"{name} takes {len(func.inputs)} inputs, got {len(inputs)}"
-        outputs = [np.empty(tuple(int(d) for d in b.shape), dtype=b.dtype) for b in func.outputs]
+        scalars = dims_of_inputs(func, inputs)
+        outputs = [np.empty(tuple(evaluate_dim(d, scalars) for d in b.shape), dtype=b.dtype) for b in func.outputs]
         args: list[object] = [np.ascontiguousarray(a) for a in inputs] + outputs
+        args.extend(scalars[v] for v in func.scalar_params)
         workspace = workspace_bytes(func, WORKSPACE_ALIGNMENT)
         if workspace:
             args.append(aligned_empty(workspace, WORKSPACE_ALIGNMENT))
         status = self.library.call(name, *args)
         assert status == 0, f"{name} returned {status}"
         return outputs
+
+
+def dims_of_inputs(func: PrimFunc, inputs: Sequence[np.ndarray]) -> dict[Var, int]:
+    """The values of `func`'s dim variables (its scalar parameters) for these inputs: each is
+    the extent of the input dim it names."""
+    values: dict[Var, int] = {}
+    for buffer, array in zip(func.inputs, inputs):
+        for dim, extent in zip(buffer.shape, np.shape(array)):
+            if isinstance(dim, Var):
+                values[dim] = int(extent)
+    missing = [v.name for v in func.scalar_params if v not in values]
+    assert not missing, f"{func.name}: no input has the dims {missing}"
+    return values
+
+
+def evaluate_dim(dim: int | PrimExpr, scalars: Mapping[Var, int]) -> int:
+    if isinstance(dim, int):
+        return dim
+    value = simplify_expr(substitute(dim, {v: Const(n, v.dtype) for v, n in scalars.items()}))  # type: ignore[arg-type]
+    assert isinstance(value, Const), f"dim {dim} is not closed over the scalars"
+    return int(value.value)
 
 
 def build_prim_library(funcs: Sequence[PrimFunc], directory: Path, stem: str = "prims") -> PrimLibrary:

@@ -376,9 +376,76 @@ def test_non_scalar_constant_is_rejected() -> None:
         lower_primitive(func, "f")
 
 
-def test_dynamic_shape_is_rejected_with_the_parameter_name() -> None:
-    with pytest.raises(UnsupportedError, match="%p0"):
+# -- `?` dims ----------------------------------------------------------------------------------
+
+DYNAMIC_BROADCAST = """fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(?, 1), float32], Primitive=1) {
+    multiply(nn.relu(add(%p0, %p1)), 2f)
+}"""
+
+
+def test_dynamic_dims_become_scalar_parameters_named_after_their_buffer() -> None:
+    func = lower(DYNAMIC_BROADCAST)
+    assert [v.name for v in func.scalar_params] == ["p0_dim0", "p1_dim0"]
+    p0, p1 = func.inputs
+    assert p0.shape == (func.scalar_params[0], 8) and p1.shape == (func.scalar_params[1], 1)
+    assert isinstance(func.outputs[0].shape[0], te.PrimExpr) and func.outputs[0].shape[1] == 8
+
+
+def test_dynamic_elementwise_chain_is_still_one_loop_nest() -> None:
+    func = lower(DYNAMIC_BROADCAST)
+    assert len(top_level_loops(func)) == 1 and temporaries(func) == []
+
+
+def test_kernel_reached_by_a_dynamic_dim_is_refused_naming_the_op() -> None:
+    with pytest.raises(UnsupportedError, match="nn.softmax: its kernel needs static shapes"):
+        lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.softmax(%p0) }")
+
+
+def test_undeclared_shape_rule_is_refused_naming_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from compiler import ops
+    from compiler.ops import registry
+
+    monkeypatch.setitem(registry._REGISTRY, "exp", dataclasses.replace(ops.get("exp"), shape_func=None))
+    with pytest.raises(UnsupportedError, match="exp declares no shape rule"):
         lower("fn (%p0: Tensor[(?, 3), float32], Primitive=1) { exp(%p0) }")
+
+
+@pytest.fixture(scope="module")
+def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
+    funcs = [lower(DYNAMIC_BROADCAST, "dyn_broadcast"),
+             lower("fn (%p0: Tensor[(?, ?), int32], Primitive=1) { negative(%p0) }", "dyn_all")]
+    return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive_dynamic"))
+
+
+@pytest.mark.parametrize("rows", [1, 3, 64])
+def test_dynamic_kernel_compiled_once_runs_for_every_batch(dynamic_library: PrimLibrary, rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 8)).astype("float32")
+    for b_rows in {1, rows}:
+        b = rng.standard_normal((b_rows, 1)).astype("float32")
+        (out,) = dynamic_library.run("dyn_broadcast", [x, b])
+        np.testing.assert_allclose(out, np.maximum(x + b, 0) * 2, rtol=1e-6)
+
+
+def test_dynamic_kernel_broadcasts_a_runtime_dim_of_one(dynamic_library: PrimLibrary) -> None:
+    # %p0 has one row and %p1 five: the row of %p0 is read for every output row.
+    x = np.arange(8, dtype="float32").reshape(1, 8)
+    b = np.arange(5, dtype="float32").reshape(5, 1)
+    (out,) = dynamic_library.run("dyn_broadcast", [x, b])
+    np.testing.assert_allclose(out, np.maximum(x + b, 0) * 2)
+
+
+def test_dynamic_kernel_with_every_dim_unknown(dynamic_library: PrimLibrary) -> None:
+    for shape in [(0, 4), (2, 7), (5, 1)]:
+        x = np.arange(int(np.prod(shape)), dtype="int32").reshape(shape)
+        (out,) = dynamic_library.run("dyn_all", [x])
+        np.testing.assert_array_equal(out, -x)
+
+
+def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:
+    assert dynamic_library.broken == {} and dynamic_library.warnings == []
 
 
 # -- the C they compile to -------------------------------------------------------------------

@@ -16,19 +16,17 @@ import pytest
 from compiler import ops
 from compiler.backend.codegen_c import emit_c_module
 from compiler.backend.shape_func import (
-    BROADCAST_SHAPE_OPS,
     DATA_DEPENDENT,
-    SAME_SHAPE_OPS,
     SHAPE_DEPENDENT,
-    ShapeArg,
     lower_shape_func,
     shape_func_label,
     shape_rule,
 )
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
-from compiler.ir.expr import Call, Function, Op, Var
+from compiler.ir.expr import Call, Constant, Function, Op, Var
 from compiler.ir.types import ANY, TensorType, Type
+from compiler.ops.shape_rules import ShapeArg
 from compiler.ops import registry
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
@@ -210,22 +208,6 @@ def test_long_shape_function_label_is_cut_and_hashed_like_kernel_names() -> None
     assert label[80] == "_" and all(c in "0123456789abcdef" for c in label[81:-1])
 
 
-@pytest.mark.parametrize("name", BROADCAST_SHAPE_OPS + SAME_SHAPE_OPS)
-def test_generic_shape_rule_agrees_with_the_type_relation(name: str) -> None:
-    opdef = ops.get(name)
-    rule = shape_rule(name)
-    assert rule is not None and opdef.samples
-    for sample in opdef.samples:
-        types = [e if isinstance(e, TensorType) else TensorType(np.asarray(e).shape, str(np.asarray(e).dtype))
-                 for e in sample.inputs]
-        attrs = opdef.make_attrs(sample.attrs)
-        out_type = opdef.type_rel(types, attrs)
-        assert isinstance(out_type, TensorType)
-        inputs: list[ShapeArg] = [tuple(te.const(int(d), "int64") for d in t.shape) for t in types]  # type: ignore[arg-type]  # static samples
-        (dims,) = rule(inputs, attrs, out_type)
-        assert [constant(te.as_expr(d), {}) for d in dims] == list(out_type.shape)
-
-
 def test_shape_function_compiles_to_c_that_computes_the_broadcast_shape(tmp_path: Path) -> None:
     func = typed("""fn (%x: Tensor[(?, 1, 7), float32], %y: Tensor[(?, 1), float32]) -> Tensor[(?, ?, 7), float32] {
         nn.relu(add(%x, %y))
@@ -243,3 +225,41 @@ def test_shape_function_compiles_to_c_that_computes_the_broadcast_shape(tmp_path
             assert out.tolist() == expected
     finally:
         lib.close()
+
+
+def test_data_dependent_rule_reads_constant_arguments_as_folded_values() -> None:
+    # arange with a constant start and step and a run-time stop: only %stop is passed, by data.
+    stop = Var("stop", TensorType((), "float32"))
+    start, step = Constant(np.array(0.5, "float32")), Constant(np.array(0.25, "float32"))
+    func = Function((stop,), Call(Op.get("arange"), (start, stop, step), ops.get("arange").make_attrs({"dtype": "float32"})))
+    infer_expr(func)
+    shape_func = lower_shape_func(func, "f")
+    assert shape_func.param_states == (DATA_DEPENDENT,)
+    assert [b.name for b in shape_func.prim_func.inputs] == ["stop"]
+    assert run(shape_func.prim_func, np.array(2.0)) == [[6]]
+    assert run(shape_func.prim_func, np.array(2.1)) == [[7]]
+    assert run(shape_func.prim_func, np.array(0.0)) == [[0]]  # an empty range, not a negative length
+
+
+def test_constant_argument_of_a_shape_rule_gives_its_shape() -> None:
+    x = Var("x", TensorType((ANY, 3), "float32"))
+    func = Function((x,), Call(Op.get("add"), (x, Constant(np.ones((1, 3), "float32")))))
+    infer_expr(func)
+    shape_func = lower_shape_func(func, "f")
+    assert shape_func.param_states == (SHAPE_DEPENDENT,)
+    assert run(shape_func.prim_func, [4, 3]) == [[4, 3]]
+
+
+def test_shape_rule_reading_a_constant_at_a_computed_index_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = _register_data_dependent_op(monkeypatch)
+
+    def rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> list[tuple[te.PrimExpr, ...]]:
+        data = inputs[0]
+        assert isinstance(data, TensorView)
+        return [(data[te.Var("i", "int32")],)]
+
+    monkeypatch.setitem(registry._REGISTRY, name, dataclasses.replace(ops.get(name), shape_func=rule))
+    func = Function((), Call(Op.get(name), (Constant(np.array([3], "int64")),)))
+    infer_expr(func)
+    with pytest.raises(UnsupportedError, match="test.ones_of reads a Constant at a computed index"):
+        lower_shape_func(func, "f")

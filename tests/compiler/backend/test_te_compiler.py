@@ -531,3 +531,17 @@ def test_lower_te_does_not_rewrite_inside_functions_owned_by_an_external_compile
     assert mod["owned"] is source["owned"]
     body = mod.main.body
     assert isinstance(body, Call) and isinstance(body.op, GlobalVar) and body.op.name_hint == "owned"
+
+
+def test_primitive_with_dynamic_shape_is_refused_at_the_op_that_makes_it() -> None:
+    text = """def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(4, 8), float32]) {
+  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(4, 8), float32], Primitive=1) {
+    nn.relu(nn.dense(%p0, %p1, units=4))
+  };
+  %0(%x, %w)
+}
+"""
+    with pytest.raises(UnsupportedError, match=r"nn.dense") as info:
+        lower(text)
+    assert (info.value.line, info.value.column) == (4, 13)
+    assert info.value.source_line is not None and "nn.dense" in info.value.source_line

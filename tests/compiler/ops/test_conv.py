@@ -128,6 +128,14 @@ def test_conv2d_propagates_unknown_batch_and_spatial_dims() -> None:
     assert infer(t(1, "?", 8, 8), t(4, 3, 3, 3), channels=4) == t(1, 4, 6, 6)
 
 
+def test_conv2d_accepts_a_weight_of_unknown_dims_as_tvm_does() -> None:
+    # kernel_size stands for the weight's kernel dims; without it the output's are unknown too.
+    assert infer(t(1, 3, 8, 8), t("?", "?", "?", "?"), kernel_size=[3, 3], channels=4) == t(1, 4, 6, 6)
+    assert infer(t(1, 3, 8, 8), t(4, 3, "?", 3)) == t(1, 4, "?", 6)
+    with pytest.raises(TypeRelationError, match=r"kernel_size=\[3, 3\] does not match weight"):
+        infer(t(1, 3, 8, 8), t(4, 3, "?", 2), kernel_size=[3, 3])
+
+
 def test_conv2d_int8_with_int32_out_dtype() -> None:
     x = np.full((1, 2, 3, 3), 100, dtype="int8")
     w = np.full((1, 2, 3, 3), 100, dtype="int8")

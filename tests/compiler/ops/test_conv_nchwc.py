@@ -12,7 +12,7 @@ import pytest
 from compiler import ops
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
-from compiler.ir.types import ANY, TensorType, Type
+from compiler.ir.types import ANY, TensorType
 from compiler.ops.registry import TypeRelationError
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main
@@ -144,6 +144,16 @@ def test_conv2d_nchwc_checks_the_blocked_shapes() -> None:
 def test_conv2d_nchwc_propagates_unknown_batch() -> None:
     attrs = {"channels": 8, "kernel_size": [3, 3], "data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o"}
     assert NCHWC.type_rel([t("?", 1, 4, 4, 8), t(1, 1, 3, 3, 8, 8)], NCHWC.make_attrs(attrs)) == t("?", 1, 2, 2, 8)
+
+
+def test_nchwc_convolutions_accept_unknown_data_and_weight_dims() -> None:
+    attrs = {"channels": 8, "kernel_size": [3, 3], "data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o"}
+    unknown_weight = t("?", "?", "?", "?", "?", "?")
+    assert NCHWC.type_rel([t("?", "?", "?", 4, 8), unknown_weight], NCHWC.make_attrs(attrs)) == t("?", 1, "?", 2, 8)
+    depthwise = {**attrs, "groups": 8, "kernel_layout": "OIHW1i8o"}
+    # The channel count of `?` data cannot contradict groups.
+    assert DEPTHWISE.type_rel([t("?", "?", 5, 5, 8), unknown_weight], DEPTHWISE.make_attrs(depthwise)) == t(
+        "?", 1, 3, 3, 8)
 
 
 # --- contrib_depthwise_conv2d_NCHWc -------------------------------------------------------------

@@ -115,6 +115,14 @@ def test_conv1d_propagates_unknown_batch_and_width() -> None:
     assert infer(CONV1D, t(1, "?", 8), t(4, 3, 3), channels=4, kernel_size=[3]) == t(1, 4, 6)
 
 
+def test_conv_nd_accepts_a_weight_of_unknown_dims_as_tvm_does() -> None:
+    # kernel_size stands for the weight's kernel dims; without it the output's are unknown too.
+    assert infer(CONV1D, t(1, 3, 8), t("?", "?", "?"), channels=4, kernel_size=[3]) == t(1, 4, 6)
+    assert infer(CONV3D, t(1, 2, 5, 6, 7), t(4, 2, 2, "?", 3)) == t(1, 4, 4, "?", 5)
+    with pytest.raises(TypeRelationError, match=r"nn.conv3d: kernel_size=\[2, 2, 2\] does not match weight"):
+        infer(CONV3D, t(1, 2, 5, 6, 7), t(4, 2, 2, "?", 3), kernel_size=[2, 2, 2])
+
+
 def test_conv1d_errors_name_the_op_and_the_offending_input() -> None:
     with pytest.raises(TypeRelationError, match=r"nn.conv1d: data Tensor\[\(1, 4, 8\), float32\] has 4 channels"):
         infer(CONV1D, t(1, 4, 8), t(4, 3, 3))

@@ -128,6 +128,11 @@ def test_transpose_propagates_unknown_batch_and_spatial_dims() -> None:
     assert infer(T2, t("?", 3, "?", 4), t(3, 2, 3, 3), strides=[2, 2]) == t("?", 2, "?", 9)
 
 
+def test_transpose_accepts_a_weight_of_unknown_dims_as_tvm_does() -> None:
+    assert infer(T2, t(1, 3, 4, 4), t("?", "?", "?", "?"), channels=2, kernel_size=[3, 3]) == t(1, 2, 6, 6)
+    assert infer(T2, t(1, 3, 4, 4), t(3, 2, 3, "?"), strides=[2, 2]) == t(1, 2, 9, "?")
+
+
 def test_transpose_errors_name_the_op_and_the_offending_input() -> None:
     with pytest.raises(TypeRelationError, match=r"nn.conv2d_transpose: data Tensor\[\(1, 4, 3, 3\), float32\] has 4 channels but weight"):
         infer(T2, t(1, 4, 3, 3), t(3, 2, 3, 3))

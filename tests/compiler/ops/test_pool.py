@@ -3,12 +3,15 @@ values against a window-by-window computation written here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from compiler import ops
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import AttrError, OpPattern, TypeRelationError
+from tests.compiler.ops.relay_models import assert_round_trips, compiled_matches_interpreter
 
 F32 = "float32"
 LOWEST = np.finfo(np.float32).min
@@ -188,3 +191,104 @@ def test_pool_attrs_and_patterns_follow_tvm() -> None:
     ]
     for name in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d"):
         assert ops.get(name).pattern is OpPattern.OUT_ELEMWISE_FUSABLE
+
+
+# --- channel-blocked layouts (NCHW8c), as x86's AlterOpLayout leaves them ---------------------
+
+
+def blocked(x: np.ndarray, factor: int) -> np.ndarray:
+    """NCHW -> NCHW[factor]c: (N, C/factor, H, W, factor), channel = outer * factor + inner."""
+    n, c, h, w = x.shape
+    return x.reshape(n, c // factor, factor, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def unblocked(x: np.ndarray) -> np.ndarray:
+    n, outer, h, w, inner = x.shape
+    return x.transpose(0, 1, 4, 2, 3).reshape(n, outer * inner, h, w)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_nchw8c_pools_height_and_width_while_the_channel_blocks_ride_along(kind: str) -> None:
+    x = rand(2, 16, 7, 6, seed=11)
+    attrs: dict[str, object] = {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1, 1, 1]}
+    out = pool(f"nn.{kind}_pool2d", blocked(x, 8), layout="NCHW8c", **attrs)
+    assert out.shape == (2, 2, 4, 3, 8)
+    expected = windowed(x, kind, (3, 3), (2, 2), (1, 1, 1, 1))
+    np.testing.assert_allclose(unblocked(out), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_global_pools_in_nchw8c_reduce_each_channel_of_each_block() -> None:
+    x = rand(1, 16, 3, 5, seed=12)
+    avg = pool("nn.global_avg_pool2d", blocked(x, 8), layout="NCHW8c")
+    mx = pool("nn.global_max_pool2d", blocked(x, 8), layout="NCHW8c")
+    assert avg.shape == mx.shape == (1, 2, 1, 1, 8)
+    np.testing.assert_allclose(unblocked(avg)[:, :, 0, 0], x.mean(axis=(2, 3)), rtol=1e-5)
+    np.testing.assert_array_equal(unblocked(mx)[:, :, 0, 0], x.max(axis=(2, 3)))
+
+
+def test_blocked_out_layout_regroups_the_channels() -> None:
+    x = rand(1, 8, 4, 4, seed=13)
+    out = pool("nn.max_pool2d", blocked(x, 4), pool_size=[2, 2], strides=[2, 2], layout="NCHW4c",
+               out_layout="NHWC")
+    np.testing.assert_array_equal(out, np.transpose(windowed(x, "max", (2, 2), (2, 2)), (0, 2, 3, 1)))
+    assert infer("nn.avg_pool2d", t(1, 16, 6, 6), pool_size=[2, 2], out_layout="NCHW8c") == t(1, 2, 5, 5, 8)
+    assert infer("nn.global_avg_pool2d", t(2, 1, 3, 3, 8), layout="NCHW8c", out_layout="NCHW2c") == t(
+        2, 4, 1, 1, 2
+    )
+
+
+def test_blocked_pool_shapes_propagate_unknown_dims() -> None:
+    assert infer("nn.max_pool2d", t("?", "?", 8, 8, 8), pool_size=[2, 2], strides=[2, 2], layout="NCHW8c") == t(
+        "?", "?", 4, 4, 8
+    )
+    assert infer("nn.global_max_pool2d", t(1, 2, "?", "?", "?"), layout="NCHW8c") == t(1, 2, 1, 1, 8)
+
+
+def test_blocked_layout_errors_name_the_op_and_the_problem() -> None:
+    with pytest.raises(TypeRelationError, match="nn.max_pool2d: axis c of layout NCHW8c has size 4, expected 8"):
+        infer("nn.max_pool2d", t(1, 2, 8, 8, 4), pool_size=[2, 2], layout="NCHW8c")
+    with pytest.raises(
+        TypeRelationError, match="nn.avg_pool2d: layout 'NCHW2h' splits the pooled axis H, which cannot be split"
+    ):
+        infer("nn.avg_pool2d", t(1, 4, 4, 8, 2), pool_size=[2, 2], layout="NCHW2h")
+    with pytest.raises(TypeRelationError, match="nn.global_avg_pool2d: axis C of size 6 cannot be split by 8"):
+        infer("nn.global_avg_pool2d", t(1, 6, 4, 4), out_layout="NCHW8c")
+    with pytest.raises(
+        TypeRelationError,
+        match=r"nn.max_pool2d expects 5-D data, got Tensor\[\(1, 16, 8, 8\), float32\] for layout NCHW8c",
+    ):
+        infer("nn.max_pool2d", t(1, 16, 8, 8), pool_size=[2, 2], layout="NCHW8c")
+    with pytest.raises(TypeRelationError, match="nn.max_pool2d: layout 'NCHW8d' splits axis D, which it does not"):
+        infer("nn.max_pool2d", t(1, 2, 8, 8, 8), pool_size=[2, 2], layout="NCHW8d")
+
+
+BLOCKED_MODEL = """def @main(%x: Tensor[(1, 16, 9, 9), float32]) {
+  %0 = layout_transform(%x, src_layout="NCHW", dst_layout="NCHW8c");
+  %1 = nn.max_pool2d(%0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], layout="NCHW8c");
+  %2 = nn.avg_pool2d(%1, pool_size=[2, 2], padding=[1, 1], layout="NCHW8c", count_include_pad=True);
+  %3 = nn.relu(%2);
+  %4 = nn.global_avg_pool2d(%3, layout="NCHW8c");
+  %5 = nn.global_max_pool2d(%1, layout="NCHW8c", out_layout="NCHW");
+  %6 = layout_transform(%4, src_layout="NCHW8c", dst_layout="NCHW");
+  (%6, %5)
+}
+"""
+
+
+def test_model_with_nchw8c_pools_compiles_and_matches_interpreter_and_numpy(tmp_path: Path) -> None:
+    x = rand(1, 16, 9, 9, seed=14)
+    got = compiled_matches_interpreter(BLOCKED_MODEL, {"x": x}, tmp_path)
+    first = windowed(x, "max", (3, 3), (2, 2), (1, 1, 1, 1))
+    second = np.maximum(windowed(first, "avg", (2, 2), pad=(1, 1, 1, 1), include_pad=True), 0)
+    np.testing.assert_allclose(got[0], second.mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], first.max(axis=(2, 3), keepdims=True), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    'nn.max_pool2d(%b, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], layout="NCHW8c")',
+    'nn.avg_pool2d(%b, pool_size=[2, 2], layout="NCHW8c", out_layout="NCHW", count_include_pad=True)',
+    'nn.global_avg_pool2d(%b, layout="NCHW8c")',
+    'nn.global_max_pool2d(%b, layout="NCHW8c", out_layout="NHWC")',
+])
+def test_blocked_pool_attrs_round_trip_through_the_printer(call: str) -> None:
+    assert_round_trips(f"def @main(%b: Tensor[(1, 2, 6, 6, 8), float32]) {{\n  {call}\n}}\n")

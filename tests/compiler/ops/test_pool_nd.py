@@ -225,3 +225,88 @@ def test_pool_nd_attrs_round_trip_through_the_printer(call: str) -> None:
         "def @main(%x: Tensor[(1, 4, 9), float32], %w: Tensor[(1, 4, 6, 5), float32], "
         f"%v: Tensor[(1, 2, 5, 6, 4), float32]) {{\n  {call}\n}}\n"
     )
+
+
+# --- channel-blocked layouts (NCW4c, NCHW8c, NCDHW8c) -----------------------------------------
+
+
+def blocked(x: np.ndarray, factor: int) -> np.ndarray:
+    """Channels-first -> channel-blocked: (N, C/factor, *spatial, factor)."""
+    n, c, *spatial = x.shape
+    split = x.reshape(n, c // factor, factor, *spatial)
+    return np.moveaxis(split, 2, -1)
+
+
+def unblocked(x: np.ndarray) -> np.ndarray:
+    n, outer, *spatial, inner = x.shape
+    return np.moveaxis(x, -1, 2).reshape(n, outer * inner, *spatial)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool1d_in_ncw4c_pools_width_per_channel(kind: str) -> None:
+    x = np.random.default_rng(21).normal(size=(2, 8, 7)).astype(F32)
+    out = run(f"nn.{kind}_pool1d", blocked(x, 4), pool_size=[3], strides=[2], padding=[1], layout="NCW4c")
+    assert out.shape == (2, 2, 4, 4)
+    np.testing.assert_allclose(unblocked(out), windowed(x, kind, (3,), (2,), (1,), (1,)), rtol=1e-5, atol=1e-6)
+
+
+def test_pool3d_in_ncdhw8c_pools_depth_height_and_width_per_channel() -> None:
+    x = np.random.default_rng(22).normal(size=(1, 8, 3, 4, 5)).astype(F32)
+    out = run("nn.avg_pool3d", blocked(x, 8), pool_size=[2], strides=[2], layout="NCDHW8c", ceil_mode=True)
+    expected = windowed(x, "avg", (2, 2, 2), (2, 2, 2), (0, 0, 0), (0, 0, 0), ceil=True)
+    np.testing.assert_allclose(unblocked(out), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_adaptive_pool2d_in_nchw8c_keeps_the_blocks() -> None:
+    x = np.random.default_rng(23).normal(size=(1, 16, 5, 4)).astype(F32)
+    out = run("nn.adaptive_avg_pool2d", blocked(x, 8), output_size=[1, 1], layout="NCHW8c")
+    assert out.shape == (1, 2, 1, 1, 8)
+    np.testing.assert_allclose(unblocked(out), x.mean(axis=(2, 3), keepdims=True), rtol=1e-5)
+    assert infer("nn.adaptive_max_pool3d", t(1, "?", 4, 4, 4, 8), output_size=[2], layout="NCDHW8c") == t(
+        1, "?", 2, 2, 2, 8
+    )
+
+
+def test_blocked_pool_nd_errors_name_the_op_and_the_problem() -> None:
+    with pytest.raises(TypeRelationError, match="nn.max_pool1d: layout 'NCW2w' splits the pooled axis W"):
+        infer("nn.max_pool1d", t(1, 2, 4, 2), pool_size=[2], layout="NCW2w")
+    with pytest.raises(TypeRelationError, match="nn.adaptive_avg_pool3d: layout 'NCDH2dW' splits the pooled axis D"):
+        infer("nn.adaptive_avg_pool3d", t(1, 2, 2, 4, 2, 4), layout="NCDH2dW")
+    with pytest.raises(TypeRelationError, match="nn.avg_pool3d: axis c of layout NCDHW8c has size 3, expected 8"):
+        infer("nn.avg_pool3d", t(1, 2, 4, 4, 4, 3), pool_size=[2], layout="NCDHW8c")
+    with pytest.raises(TypeRelationError, match=r"nn.adaptive_max_pool1d expects 4-D data, got .* for layout NCW4c"):
+        infer("nn.adaptive_max_pool1d", t(1, 8, 4), layout="NCW4c")
+    with pytest.raises(TypeRelationError, match="nn.max_pool1d: axis C of size 6 cannot be split by 4"):
+        infer("nn.max_pool1d", t(1, 6, 4), pool_size=[2], out_layout="NCW4c")
+
+
+BLOCKED_MODEL = """def @main(%x: Tensor[(1, 8, 9), float32], %v: Tensor[(1, 16, 3, 4, 4), float32]) {
+  %0 = layout_transform(%x, src_layout="NCW", dst_layout="NCW4c");
+  %1 = nn.max_pool1d(%0, pool_size=[3], strides=[2], padding=[1], layout="NCW4c");
+  %2 = nn.adaptive_avg_pool1d(%1, output_size=[2], layout="NCW4c");
+  %3 = layout_transform(%v, src_layout="NCDHW", dst_layout="NCDHW8c");
+  %4 = nn.avg_pool3d(%3, pool_size=[2, 2, 2], strides=[1, 2, 2], padding=[1], layout="NCDHW8c", out_layout="NCDHW");
+  %5 = nn.adaptive_max_pool3d(%3, output_size=[1, 2, 2], layout="NCDHW8c");
+  (%2, %4, %5)
+}
+"""
+
+
+def test_model_with_blocked_nd_pools_compiles_and_matches_interpreter(tmp_path: Path) -> None:
+    rng = np.random.default_rng(24)
+    inputs = {"x": rng.normal(size=(1, 8, 9)).astype(F32), "v": rng.normal(size=(1, 16, 3, 4, 4)).astype(F32)}
+    got = compiled_matches_interpreter(BLOCKED_MODEL, inputs, tmp_path)
+    expected = windowed(inputs["v"], "avg", (2, 2, 2), (1, 2, 2), (1, 1, 1), (1, 1, 1))
+    np.testing.assert_allclose(got[1], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    'nn.max_pool1d(%x, pool_size=[3], strides=[2], padding=[1], layout="NCW4c")',
+    'nn.adaptive_avg_pool2d(%w, output_size=[1, 1], layout="NCHW8c")',
+    'nn.max_pool3d(%v, pool_size=[2], layout="NCDHW8c", out_layout="NCDHW")',
+])
+def test_blocked_pool_nd_attrs_round_trip_through_the_printer(call: str) -> None:
+    assert_round_trips(
+        "def @main(%x: Tensor[(1, 2, 9, 4), float32], %w: Tensor[(1, 2, 6, 5, 8), float32], "
+        f"%v: Tensor[(1, 1, 5, 6, 4, 8), float32]) {{\n  {call}\n}}\n"
+    )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from compiler import ops
+from compiler.backend.shape_func import lower_shape_func
 from compiler.driver import export, lower
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
@@ -18,6 +19,7 @@ from compiler.parser.metadata import encode_metadata
 from compiler.passes.infer_type import TypeCheckError
 from compiler.runtime.interpreter import run_main
 from compiler.runtime.module import CompiledModule
+from tests.compiler.backend.test_shape_func import run
 
 HEADER = '#[version = "0.0.5"]\n'
 
@@ -374,3 +376,29 @@ def test_fixed_point_multiply_per_axis_reads_each_channels_multiplier_and_shifts
     got = compile_and_run(text, {"x": x, "m": m, "l": ls, "r": rs}, tmp_path)
     # times 0.5, 0.5, 0.25 and 2: 1.5 -> 2, -1.5 -> -1, 1.25 -> 1, 10
     assert got.tolist() == [2, -1, 1, 10]
+
+
+# --- shape rules -----------------------------------------------------------------------------------
+
+
+def test_qnn_add_shape_function_broadcasts_the_operands_but_not_their_per_channel_scales() -> None:
+    # Scales of 3 channels along axis 0: broadcast with the operands right-aligned they would
+    # stretch the trailing dim of 1 to 3.
+    section = encode_metadata([np.array([0.5, 0.25, 1.0], np.float32)])
+    text = HEADER + (
+        "def @main(%a: Tensor[(?, ?), int8], %b: Tensor[(?, ?), int8]) {\n"
+        "  qnn.add(%a, %b, meta[relay.Constant][0], 0, meta[relay.Constant][0], 0, 0.5f, 0, lhs_axis=0, rhs_axis=0)\n}\n"
+        "#[metadata]\n" + section
+    )
+    shape_func = lower_shape_func(parse(text).main, "shape_func_qnn_add")
+    assert run(shape_func.prim_func, [3, 1], [3, 1]) == [[3, 1]]
+    assert run(shape_func.prim_func, [3, 1], [1, 4]) == [[3, 4]]
+
+
+def test_qnn_concatenate_shape_function_adds_the_extents_along_its_axis() -> None:
+    text = HEADER + (
+        "def @main(%a: Tensor[(?, ?), int8], %b: Tensor[(?, ?), int8]) {\n"
+        "  qnn.concatenate((%a, %b), (0.5f, 0.25f), (0, 1), 0.5f, 0, axis=-1)\n}\n"
+    )
+    shape_func = lower_shape_func(parse(text).main, "shape_func_qnn_concatenate")
+    assert run(shape_func.prim_func, [2, 3], [2, 5]) == [[2, 8]]

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from compiler import ops
+from compiler.backend.shape_func import lower_shape_func
+from compiler.diagnostics import UnsupportedError
 from compiler.driver import export, lower
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
@@ -21,6 +23,7 @@ from compiler.parser.metadata import encode_metadata
 from compiler.passes.infer_type import TypeCheckError
 from compiler.runtime.interpreter import run_main
 from compiler.runtime.module import CompiledModule
+from tests.compiler.backend.test_shape_func import run
 
 HEADER = '#[version = "0.0.5"]\n'
 
@@ -219,3 +222,37 @@ def test_qnn_avg_pool2d_requantizes_then_averages_with_truncating_division(tmp_p
     got = run_compiled(text, {"x": x}, tmp_path)
     # doubled: 22 / 4 -> 5 and -22 / 4 -> -5 (toward zero)
     assert got.tolist() == [[[[5]], [[-5]]]]
+
+
+# --- shape rules -----------------------------------------------------------------------------------
+
+
+def test_qnn_conv2d_shape_function_computes_the_nhwc_output_of_a_dynamic_input() -> None:
+    text = HEADER + (
+        "def @main(%x: Tensor[(?, ?, ?, 2), int8], %w: Tensor[(3, 3, 2, 4), int8]) {\n"
+        "  qnn.conv2d(%x, %w, 0, 0, 0.5f, 0.25f, strides=[2, 1], padding=[1, 0, 0, 2], dilation=[1, 2],"
+        ' channels=4, kernel_size=[3, 3], data_layout="NHWC", kernel_layout="HWIO", out_dtype="int32")\n}\n'
+    )
+    shape_func = lower_shape_func(parse(text).main, "shape_func_qnn_conv2d")
+    # height: (9 + 1 - 3) // 2 + 1 = 4; width: (7 + 2 - 5) // 1 + 1 = 5
+    assert run(shape_func.prim_func, [2, 9, 7, 2], [3, 3, 2, 4]) == [[2, 4, 5, 4]]
+
+
+def test_qnn_avg_pool2d_shape_function_counts_ceil_mode_windows() -> None:
+    text = HEADER + (
+        "def @main(%x: Tensor[(?, 3, ?, ?), int8]) {\n"
+        "  qnn.avg_pool2d(%x, 0.5f, 0, 0.5f, 0, pool_size=[2, 2], strides=[2, 2], ceil_mode=True)\n}\n"
+    )
+    shape_func = lower_shape_func(parse(text).main, "shape_func_qnn_avg_pool2d")
+    assert run(shape_func.prim_func, [1, 3, 5, 4]) == [[1, 3, 3, 2]]
+
+
+def test_qnn_conv2d_transpose_shape_function_in_a_blocked_layout_is_a_located_error() -> None:
+    text = HEADER + (
+        "def @main(%x: Tensor[(?, 1, 3, 3, 4), int8], %w: Tensor[(4, 4, 3, 3), int8]) {\n"
+        "  qnn.conv2d_transpose(%x, %w, 0, 0, 0.5f, 0.25f, channels=4, kernel_size=[3, 3],"
+        ' data_layout="NCHW4c", out_dtype="int32")\n}\n'
+    )
+    with pytest.raises(UnsupportedError, match="layout 'NCHW4c' is not a permutation of NCHW") as err:
+        lower_shape_func(parse(text).main, "shape_func_qnn_conv2d_transpose")
+    assert (err.value.span.line, err.value.span.column) == (3, 3)

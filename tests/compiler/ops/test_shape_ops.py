@@ -197,3 +197,27 @@ def test_shape_ops_parse_print_and_compile_end_to_end(tmp_path: Path) -> None:
     np.testing.assert_allclose(got[0], np.broadcast_to(summed, (2, 3, 4)).reshape(2, 12), rtol=1e-5)
     np.testing.assert_array_equal(got[1], x[:, :1, :])
     assert got[3].tolist() == [2, 3, 4] and got[4].tolist() == 24
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_arange_shape_rule_counts_the_run_time_range_in_compiled_c(dtype: str, tmp_path: Path) -> None:
+    from compiler.backend.shape_func import DATA_DEPENDENT, lower_shape_func
+    from compiler.ir.expr import Call, Function, Op, Var
+    from compiler.passes.infer_type import infer_expr
+    from tests.compiler.backend.prim_library import build_prim_library
+
+    params = tuple(Var(name, TensorType((), dtype)) for name in ("start", "stop", "step"))
+    func = Function(params, Call(Op.get("arange"), params, ops.get("arange").make_attrs({"dtype": dtype})))
+    infer_expr(func)
+    shape_func = lower_shape_func(func, "shape_func_arange")
+    assert shape_func.param_states == (DATA_DEPENDENT,) * 3
+    library = build_prim_library([shape_func.prim_func], tmp_path, "arange_rule")
+    assert library.warnings == []
+    cases = [(0, 5, 1), (1, 10, 3), (5, -1, -2), (3, 3, 1), (4, 0, 1)]
+    if dtype == "float32":
+        cases += [(0.5, 2.0, 0.25), (1.0, -1.0, -0.3)]
+    for start, stop, step in cases:
+        values = [np.array(v, dtype) for v in (start, stop, step)]
+        expected = len(ops.get("arange").reference(values, ops.get("arange").make_attrs({"dtype": dtype})))
+        (out,) = library.run("shape_func_arange", values)
+        assert out.tolist() == [expected], (start, stop, step)

@@ -8,6 +8,7 @@ import pytest
 from compiler import ops
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import AttrError, OpPattern, TypeRelationError
+from tests.compiler.ops.shape_rule_eval import rule_dims
 
 F32 = "float32"
 
@@ -162,3 +163,21 @@ def test_take_errors() -> None:
 def test_slicing_ops_are_injective() -> None:
     assert ops.get("strided_slice").pattern is OpPattern.INJECTIVE
     assert ops.get("take").pattern is OpPattern.INJECTIVE
+
+
+def test_strided_slice_rule_canonicalizes_begin_and_end_against_the_run_time_extent() -> None:
+    attrs = {"strides": None, "axes": None}
+    out = t("?")
+    assert rule_dims("strided_slice", [(5,)], out, begin=[-2], end=[100], **attrs) == [[2]]
+    assert rule_dims("strided_slice", [(1,)], out, begin=[-2], end=[100], **attrs) == [[1]]
+    assert rule_dims("strided_slice", [(7,)], out, begin=[-1], end=[-100], strides=[-3], axes=None) == [[3]]
+    assert rule_dims("strided_slice", [(5,)], out, begin=[1], end=[3], slice_mode="size", **attrs) == [[3]]
+    assert rule_dims("strided_slice", [(2,)], out, begin=[1], end=[3], slice_mode="size", **attrs) == [[1]]
+    # A begin past its end is a type error for a known extent; at run time the axis is empty.
+    assert rule_dims("strided_slice", [(5,)], out, begin=[3], end=[1], **attrs) == [[0]]
+    for extent, begin, end, stride in [(5, -2, 100, 1), (7, -1, -100, -3), (6, 1, -1, 2), (4, 3, 0, -1), (4, -1, -5, -1)]:
+        x = np.zeros(extent, F32)
+        expected = sliced(x, begin=[begin], end=[end], strides=[stride]).shape
+        assert rule_dims("strided_slice", [(extent,)], out, begin=[begin], end=[end], strides=[stride], axes=None) == [
+            list(expected)
+        ]

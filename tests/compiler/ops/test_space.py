@@ -13,6 +13,8 @@ import pytest
 from compiler import ops
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError
+from compiler.tir import expr as te
+from compiler.tir.simplify import simplify_expr
 from tests.compiler.ops.relay_models import assert_round_trips, compiled_matches_interpreter
 
 F32 = "float32"
@@ -244,3 +246,19 @@ def test_space_attrs_round_trip_through_the_printer(call: str) -> None:
         "def @main(%x: Tensor[(4, 4, 4, 4), float32], %v: Tensor[(1, 2, 2, 2, 4), float32]) {\n"
         f"  {call}\n}}\n"
     )
+
+
+def test_upsampling_shape_rule_rounds_halves_to_even_as_the_relation_does() -> None:
+    rule = ops.get("nn.upsampling").shape_func
+    assert rule is not None
+    for h, w in itertools.product(range(2, 8), (3, 5, 7)):
+        for scale_h, scale_w in ((1.5, 0.5), (2.5, 1.3), (0.5, 2.5)):
+            attrs = {"scale_h": scale_h, "scale_w": scale_w, "layout": "NHWC"}
+            expected = infer("nn.upsampling", t(1, h, w, 2), **attrs)
+            inputs = [tuple(te.const(d, "int64") for d in (1, h, w, 2))]
+            out_type = TensorType((ANY,) * 4, F32)
+            (got,) = rule(inputs, ops.get("nn.upsampling").make_attrs(attrs), out_type)
+            folded = [simplify_expr(te.as_expr(d)) for d in got]
+            assert all(isinstance(d, te.Const) for d in folded)
+            values = tuple(int(d.value) for d in folded)  # type: ignore[attr-defined]  # Consts, checked
+            assert TensorType(values, F32) == expected, (h, w, scale_h, scale_w)

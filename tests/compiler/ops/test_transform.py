@@ -11,6 +11,7 @@ import pytest
 from compiler import ops
 from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.registry import AttrError, OpPattern, TypeRelationError
+from tests.compiler.ops.shape_rule_eval import rule_dims
 
 F32 = "float32"
 
@@ -122,11 +123,17 @@ def test_transpose_rejects_non_permutations() -> None:
 def test_squeeze_all_unit_dims_or_listed_ones() -> None:
     assert shape_of("squeeze", t(1, 3, 1, 2)) == (3, 2)
     assert shape_of("squeeze", t(1, 3, 1, 2), axis=[0]) == (3, 1, 2)
-    assert shape_of("squeeze", t(1, "?", 1), axis=None) == (ANY,)
+    assert shape_of("squeeze", t(1, "?", 1), axis=[0]) == (ANY, 1)
     assert shape_of("squeeze", t(1, "?", 2), axis=[1]) == (1, 2)
     assert run("squeeze", np.zeros((1, 3, 1), F32), axis=[-1]).shape == (1, 3)
     with pytest.raises(TypeRelationError, match=r"squeeze: axis 1 of \(1, 3, 1\) has size 3, not 1"):
         infer("squeeze", t(1, 3, 1), axis=[1])
+
+
+def test_squeeze_without_axes_needs_every_dim_known() -> None:
+    # Which `?` dims are 1 is only known at run time, so the rank would be unknown (TVM refuses too).
+    with pytest.raises(TypeRelationError, match=r"squeeze: axis must be given for an input of unknown dims \(1, \?, 1\)"):
+        infer("squeeze", t(1, "?", 1), axis=None)
 
 
 def test_expand_dims_inserts_unit_dims_at_positive_and_negative_axes() -> None:
@@ -283,3 +290,18 @@ def test_concatenate_of_two_column_tensors_along_axis_0_compiles_correctly(tmp_p
     func = lower_primitive(primitive_call(op, types, op.make_attrs({"axis": 0})), "concat_columns")
     library = build_prim_library([func], tmp_path)
     np.testing.assert_array_equal(library.run("concat_columns", [a, b])[0], np.concatenate([a, b]))
+
+
+def test_reshape_rule_infers_the_minus_one_from_the_run_time_element_count() -> None:
+    assert rule_dims("reshape", [(4, 6)], t("?", 3), newshape=[-1, 3]) == [[8, 3]]
+    assert rule_dims("reshape", [(6, 5)], t("?", "?", "?"), newshape=[-4, -1, 2, -2]) == [[3, 2, 5]]
+    assert rule_dims("reshape", [(2, 3, 4)], t("?", "?"), newshape=[0, -1]) == [[2, 12]]
+    assert rule_dims("reshape", [(2, 3, 4, 5)], t("?", "?", 5), newshape=[-3, -1, 5]) == [[6, 4, 5]]
+    # the dims a code copies do not count towards the -1
+    assert rule_dims("reshape", [(7, 2, 3)], t("?", "?", 1), newshape=[0, -1, 1]) == [[7, 6, 1]]
+
+
+def test_split_rule_divides_the_run_time_extent() -> None:
+    parts = TupleType((t("?", 2), t("?", 2), t("?", 2)))
+    assert rule_dims("split", [(9, 2)], parts, indices_or_sections=3) == [[3, 2]] * 3
+    assert rule_dims("split", [(9, 2)], parts, indices_or_sections=[2, 5]) == [[2, 2], [3, 2], [4, 2]]

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from compiler import ops
+from compiler.backend.shape_func import lower_shape_func
 from compiler.parser.printer import astext
 from compiler.ir.types import ANY, TensorType, Type
 from compiler.ops.registry import OpPattern, TypeRelationError
 from compiler.parser import parse
+from tests.compiler.backend.test_shape_func import run as run_shape_func
 
 F32 = "float32"
 
@@ -387,6 +389,28 @@ def test_all_class_nms_types_and_errors() -> None:
         infer("vision.all_class_non_max_suppression", boxes, scores, *scalars, output_format="tf")
     with pytest.raises(TypeRelationError, match="max_output_boxes_per_class as a int scalar"):
         infer("vision.all_class_non_max_suppression", boxes, scores, TensorType((), F32), *scalars[1:])
+    with pytest.raises(TypeRelationError, match="score_threshold as a float scalar"):
+        infer("vision.all_class_non_max_suppression", boxes, scores, *scalars[:2], TensorType((2,), F32))
+
+
+def test_all_class_nms_accepts_dynamic_dims_everywhere() -> None:
+    dynamic = (TensorType((ANY, ANY, ANY), F32), TensorType((ANY, ANY, ANY), F32),
+               TensorType((ANY,), "int64"), TensorType((ANY,), F32), TensorType((ANY,), F32))
+    onnx = infer("vision.all_class_non_max_suppression", *dynamic)
+    assert onnx.fields == (TensorType((ANY, 3), "int64"), TensorType((1,), "int64"))  # type: ignore[union-attr]
+
+
+def test_all_class_nms_shape_function_makes_room_for_every_batch_class_and_box() -> None:
+    text = (
+        '#[version = "0.0.5"]\n'
+        "def @main(%boxes: Tensor[(?, ?, 4), float32], %scores: Tensor[(?, ?, ?), float32]) {\n"
+        '  %0 = vision.all_class_non_max_suppression(%boxes, %scores, 3i64, 0.5f, 0.05f, output_format="onnx");\n'
+        '  %1 = vision.all_class_non_max_suppression(%boxes, %scores, 3i64, 0.5f, 0.05f, output_format="tensorflow");\n'
+        "  (%0.0, %0.1, %1.0, %1.1, %1.2)\n}\n"
+    )
+    shape_func = lower_shape_func(parse(text).main, "shape_func_all_class_nms")
+    got = run_shape_func(shape_func.prim_func, [2, 7, 4], [2, 3, 7])
+    assert got == [[42, 3], [1], [2, 21, 2], [2, 21], [2]]
 
 
 ALL_CLASS_MODEL = """

@@ -1,0 +1,147 @@
+"""Symbolic types of a primitive function with `?` dims, for lowering it to loops.
+
+Each `?` dim of a parameter becomes an int64 variable, a scalar parameter of the kernel (the
+caller passes the dims of the tensors it has). Every other value's dims follow from the shape
+rules the operators declare (compiler/ops/shape_rules.py), applied to those variables: the same
+arithmetic the call's shape function does at run time, here giving the loop extents and buffer
+shapes. A dim the rules prove constant stays a Python int, so code for static dims is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compiler import ops
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
+from compiler.ir.types import ANY, TensorType, TupleType, Type, flatten_tensor_types, is_dynamic
+from compiler.ir.visitor import post_order
+from compiler.ops.shape_rules import ShapeArg, ShapeRuleError
+from compiler.tir import expr as te
+from compiler.tir.analysis import expr_equal
+from compiler.tir.simplify import simplify_expr
+
+
+def has_dynamic_types(func: Function) -> bool:
+    """True when a parameter or any value in `func`'s body has a `?` dim."""
+    if any(is_dynamic(p.checked_type) for p in func.params):
+        return True
+    return any(
+        is_dynamic(n.checked_type) for n in post_order(func.body, descend=lambda n: not isinstance(n, Function))
+        if isinstance(n, (Call, Tuple, TupleGetItem))
+    )
+
+
+def dim_equal(a: object, b: object) -> bool:
+    """Two dims are known equal: equal ints, or expressions equal after simplification."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, (int, te.PrimExpr)) and isinstance(b, (int, te.PrimExpr)):
+        x, y = simplify_expr(te.as_expr(a)), simplify_expr(te.as_expr(b))
+        return expr_equal(x, y) or expr_equal(simplify_expr(x - y), te.const(0, x.dtype))
+    return False
+
+
+def shapes_equal(a: Type, b: Type) -> bool:
+    return (
+        isinstance(a, TensorType) and isinstance(b, TensorType) and a.ndim == b.ndim
+        and all(dim_equal(x, y) for x, y in zip(a.shape, b.shape))
+    )
+
+
+@dataclass
+class SymbolicShapes:
+    """The symbolic type of every value of one primitive function (see the module docstring).
+
+    `scalars` are the dim variables, in parameter order: the kernel's scalar parameters."""
+
+    func: Function
+    fresh: Callable[[str], str]
+    scalars: list[te.Var] = field(default_factory=list)
+    types: dict[Expr, Type] = field(default_factory=dict)
+
+    def type_of(self, node: Expr) -> Type:
+        return self.types.get(node, node.checked_type)
+
+    @staticmethod
+    def of(func: Function, param_names: list[str], fresh: Callable[[str], str]) -> SymbolicShapes:
+        """`param_names` are the C names of the parameters (a tuple parameter's fields get
+        `_<i>` suffixes, as the lowering names their buffers); `fresh` makes the dim variables'
+        names unique in the kernel."""
+        shapes = SymbolicShapes(func, fresh)
+        for param, name in zip(func.params, param_names):
+            shapes.types[param] = shapes._param_type(param.checked_type, name)
+        for node in post_order(func.body, descend=lambda n: not isinstance(n, Function)):
+            if node in shapes.types:
+                continue
+            if isinstance(node, Tuple):
+                shapes.types[node] = TupleType(tuple(shapes.type_of(f) for f in node.fields))
+            elif isinstance(node, TupleGetItem):
+                whole = shapes.type_of(node.tuple_value)
+                assert isinstance(whole, TupleType)
+                shapes.types[node] = whole.fields[node.index]
+            elif isinstance(node, Call) and isinstance(node.op, Op):
+                shapes.types[node] = shapes._call_type(node)
+            elif isinstance(node, Call):
+                raise UnsupportedError("a call of a function inside a primitive function with `?` dims", node.span)
+            elif isinstance(node, (Constant, Op, Var)):
+                continue
+        return shapes
+
+    def _param_type(self, ty: Type, name: str) -> Type:
+        if isinstance(ty, TupleType):
+            return TupleType(tuple(self._param_type(f, f"{name}_{i}") for i, f in enumerate(ty.fields)))
+        if not isinstance(ty, TensorType):
+            return ty
+        dims: list[object] = []
+        for k, d in enumerate(ty.shape):
+            if d is ANY:
+                var = te.Var(self.fresh(f"{name}_dim{k}"), "int64")
+                self.scalars.append(var)
+                dims.append(var)
+            else:
+                dims.append(d)
+        return TensorType(tuple(dims), ty.dtype)  # type: ignore[arg-type]  # symbolic dims
+
+    def _call_type(self, call: Call) -> Type:
+        assert isinstance(call.op, Op)
+        name = call.op.name
+        opdef = ops.get(name)
+        if not is_dynamic(call.checked_type) and not any(is_dynamic(a.checked_type) for a in call.args):
+            return call.checked_type
+        if opdef.shape_func is None:
+            raise UnsupportedError(f"{name} declares no shape rule, so its `?` dims cannot be computed", call.span)
+        if opdef.shape_data_dependent:
+            raise UnsupportedError(f"{name}: its result shape depends on values, which a kernel cannot know", call.span)
+        inputs = [self._shape_arg(self.type_of(a)) for a in call.args]
+        try:
+            dims = opdef.shape_func(inputs, call.attrs, call.checked_type)
+        except ShapeRuleError as err:
+            raise UnsupportedError(f"{name}: {err}", call.span) from err
+        results = flatten_tensor_types(call.checked_type)
+        if len(dims) != len(results):  # type: ignore[arg-type]  # a sequence
+            raise UnsupportedError(f"the shape rule of {name} gave {len(dims)} shapes for {len(results)} results", call.span)  # type: ignore[arg-type]
+        symbolic = [TensorType(tuple(_dim(d) for d in ds), ty.dtype) for ds, ty in zip(dims, results)]  # type: ignore[arg-type, union-attr]
+        if isinstance(call.checked_type, TupleType):
+            it = iter(symbolic)
+
+            def nest(t: Type) -> Type:
+                return TupleType(tuple(nest(f) for f in t.fields)) if isinstance(t, TupleType) else next(it)
+
+            return nest(call.checked_type)
+        return symbolic[0]
+
+    def _shape_arg(self, ty: Type) -> ShapeArg:
+        if isinstance(ty, TupleType):
+            return [self._shape_arg(f) for f in ty.fields]  # type: ignore[misc]  # nested shapes
+        assert isinstance(ty, TensorType)
+        return tuple(te.cast("int64", te.as_expr(d)) for d in ty.shape)  # type: ignore[arg-type]  # ints or exprs
+
+
+def _dim(value: object) -> object:
+    """A dim as the lowering wants it: a Python int when it simplifies to a constant."""
+    expr = simplify_expr(te.as_expr(value))  # type: ignore[arg-type]  # int or PrimExpr
+    if isinstance(expr, te.Const):
+        return int(expr.value)
+    return expr

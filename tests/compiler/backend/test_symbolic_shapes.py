@@ -1,0 +1,68 @@
+"""Symbolic types of primitive functions with `?` dims: dim variables for the parameters,
+expressions from the ops' shape rules for everything else."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from compiler import ops
+
+from compiler.backend.symbolic_shapes import SymbolicShapes, dim_equal, has_dynamic_types, shapes_equal
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.expr import Function
+from compiler.ir.types import TensorType
+from compiler.ops import registry
+from compiler.parser import parse_expr
+from compiler.passes.infer_type import infer_expr
+from compiler.tir import expr as te
+
+
+def typed(text: str) -> Function:
+    func = parse_expr(text)
+    assert isinstance(func, Function)
+    infer_expr(func)
+    return func
+
+
+def symbolic(text: str) -> tuple[Function, SymbolicShapes]:
+    func = typed(text)
+    return func, SymbolicShapes.of(func, [p.name_hint for p in func.params], lambda base: base)
+
+
+def test_function_with_a_dynamic_parameter_or_value_is_dynamic() -> None:
+    assert has_dynamic_types(typed("fn (%x: Tensor[(?, 2), float32]) { exp(%x) }"))
+    assert not has_dynamic_types(typed("fn (%x: Tensor[(3, 2), float32]) { exp(%x) }"))
+
+
+def test_each_unknown_parameter_dim_gets_a_variable() -> None:
+    func, shapes = symbolic("fn (%x: Tensor[(?, 2, ?), float32]) { exp(%x) }")
+    assert [v.name for v in shapes.scalars] == ["x_dim0", "x_dim2"]
+    ty = shapes.type_of(func.params[0])
+    assert isinstance(ty, TensorType) and ty.shape[1] == 2 and ty.shape[0] is shapes.scalars[0]
+
+
+def test_rule_results_that_fold_to_constants_become_ints() -> None:
+    func, shapes = symbolic("fn (%x: Tensor[(?, 1), float32], %y: Tensor[(4), float32]) { add(%x, %y) }")
+    ty = shapes.type_of(func.body)
+    assert isinstance(ty, TensorType) and ty.shape[1] == 4 and ty.shape[0] is shapes.scalars[0]
+
+
+def test_same_dims_reached_two_ways_compare_equal() -> None:
+    n = te.Var("n", "int64")
+    assert dim_equal(n + 1, 1 + n)
+    assert dim_equal(3, 3) and not dim_equal(3, 4) and not dim_equal(n, n + 1)
+    assert shapes_equal(TensorType((n, 2), "float32"), TensorType((n, 2), "int8"))  # type: ignore[arg-type]
+
+
+def test_data_dependent_op_cannot_give_a_kernel_its_dims(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry._REGISTRY, "exp", dataclasses.replace(ops.get("exp"), shape_data_dependent=True))
+    with pytest.raises(UnsupportedError, match="exp: its result shape depends on values"):
+        symbolic("fn (%x: Tensor[(?), float32]) { exp(%x) }")
+
+
+def test_static_calls_keep_their_checked_types() -> None:
+    func, shapes = symbolic("fn (%x: Tensor[(?), float32], %y: Tensor[(3), float32]) { (exp(%x), exp(%y)) }")
+    static_call = func.body.fields[1]  # type: ignore[attr-defined]
+    assert shapes.type_of(static_call) is static_call.checked_type

@@ -16,7 +16,9 @@ from tests.e2e.printed_checks import (assert_outputs_match, assert_round_trips_w
 from tests.e2e.tvm_printed import WEIGHT_FORMS
 from tests.e2e.tvm_printed_detection import BLAS_MODELS, MODELS, ssd_tflite
 
-BUILDS = [(name, form, "c") for name in MODELS for form in WEIGHT_FORMS] + [
+# The TVM 0.8 spellings compute what their newer siblings do: one weight form is enough.
+BUILDS = [(name, form, "c") for name in MODELS for form in WEIGHT_FORMS
+          if not (name.endswith("_tvm08") and form == "params")] + [
     (name, "constants", "cblas, c") for name in BLAS_MODELS]
 
 

@@ -2,7 +2,10 @@
 
 `on_device(x, virtual_device=..., constrain_result=False, constrain_body=True)` says where `x`
 is computed or lives; `device_copy(x, src_virtual_device=..., dst_virtual_device=...)` moves a
-value between devices. On relaycc's single CPU both are the identity: they type and interpret as
+value between devices. TVM 0.8 printed the older forms, which are accepted too:
+`on_device(x, device_type=1, is_fixed=True)`, `device_copy(x, src_dev_type=1, dst_dev_type=2)`
+(DLPack device type numbers; 0 means unset) and the function attributes `param_device_types`
+and `result_device_type`. On relaycc's single CPU both are the identity: they type and interpret as
 their argument, and the StripDevices pass removes them before lowering, so they are never
 lowered themselves (registered as internal ops, which the generic per-op tests skip).
 """
@@ -48,6 +51,8 @@ ON_DEVICE = _device_op(
         AttrSpec("virtual_device", "any", UNCONSTRAINED),
         AttrSpec("constrain_result", "bool", False),
         AttrSpec("constrain_body", "bool", True),
+        AttrSpec("device_type", "int", 0),  # TVM 0.8
+        AttrSpec("is_fixed", "bool", False),  # TVM 0.8
     ),
 )
 DEVICE_COPY = _device_op(
@@ -55,6 +60,8 @@ DEVICE_COPY = _device_op(
     (
         AttrSpec("src_virtual_device", "any", UNCONSTRAINED),
         AttrSpec("dst_virtual_device", "any", UNCONSTRAINED),
+        AttrSpec("src_dev_type", "int", 0),  # TVM 0.8
+        AttrSpec("dst_dev_type", "int", 0),  # TVM 0.8
     ),
 )
 DEVICE_OPS = (ON_DEVICE.name, DEVICE_COPY.name)

@@ -396,7 +396,9 @@ def _nms_rel(types: Sequence[Type], attrs: Attrs) -> Type:
     b, n, length = data.shape
     if valid.ndim != 1 or not valid.dtype.startswith("int"):
         raise TypeRelationError(f"{op} expects an integer valid_count of shape (batch,), got {valid}")
-    if indices.ndim != 2 or not indices.dtype.startswith("int"):
+    # Without return_indices the indices are never read, and TVM's frontends (MXNet's
+    # MultiBoxDetection, TFLite's detection post-process) pass the 1-D valid count for them.
+    if attrs["return_indices"] and (indices.ndim != 2 or not indices.dtype.startswith("int")):
         raise TypeRelationError(f"{op} expects integer indices of shape (batch, num_anchors), got {indices}")
     if max_out.ndim != 0 or not max_out.dtype.startswith("int"):
         raise TypeRelationError(f"{op} expects an integer scalar max_output_size, got {max_out}")

@@ -13,6 +13,7 @@ import binascii
 import json
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +44,19 @@ _DL_TYPES: dict[str, tuple[int, int]] = {
 }
 _DTYPE_OF_DL = {code_bits: name for name, code_bits in _DL_TYPES.items()}
 _HEADER = struct.Struct("<QQiiiBBH")  # magic, reserved, device type, device id, ndim, code, bits, lanes
+
+
+@dataclass(frozen=True)
+class MetaAttrs:
+    """A call's attributes printed as `meta[relay.attrs.<Name>Attrs][i]`: TVM's printer falls
+    back to that when a call's attrs are not of its op's registered attrs type (TVM 0.8's TFLite
+    detection post-process prints NMS and get_valid_counts so). `fields` are the JSON's
+    strings: plain values (ints, bools, floats, dtypes, std::string) as text, object fields
+    (arrays, IntImm, FloatImm, String, null) as node indices that `resolve` decodes."""
+
+    type_key: str
+    fields: Mapping[str, str]
+    resolve: Callable[[str], object]
 
 
 class MetaTable:
@@ -76,6 +90,13 @@ class MetaTable:
             raise ParseError(f"{reference} is not a VirtualDevice in the metadata section", span)
         return entry
 
+    def call_attrs(self, reference: str, span: Span) -> MetaAttrs:
+        """The attributes node for the text `meta[relay.attrs.<Name>][<index>]` at `span`."""
+        entry = self._entry(reference, span)
+        if not isinstance(entry, MetaAttrs):
+            raise ParseError(f"{reference} is not an attributes node in the metadata section", span)
+        return entry
+
     def _entry(self, reference: str, span: Span) -> object:
         key, _, rest = reference[len("meta[") :].partition("]")
         index = int(rest.strip("[]"))
@@ -107,7 +128,7 @@ class MetaTable:
         return self.constants[index]
 
 
-class _MetadataError(Exception):
+class _MetadataError(ValueError):
     """A malformed section; decode_metadata turns it into a located ParseError."""
 
 
@@ -163,10 +184,40 @@ def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
                 if blob_index not in decoded_blobs:
                     decoded_blobs[blob_index] = decode_ndarray(_as_str(blobs[blob_index], "b64ndarrays entry"))
                 items.append(Constant(decoded_blobs[blob_index], span))
+            elif str(element.get("type_key", "")).startswith("relay.attrs."):
+                items.append(_meta_attrs(element, node))
             else:
                 items.append(element)
         table[key] = items
     return table
+
+
+def _meta_attrs(element: Mapping[str, object], node: Callable[[object], dict[str, object]]) -> MetaAttrs:
+    attrs = element.get("attrs", {})
+    if not isinstance(attrs, dict) or not all(isinstance(v, str) for v in attrs.values()):
+        raise _MetadataError(f"{element.get('type_key')} attrs must be an object of strings")
+
+    def resolve(index: str) -> object:
+        if index == "0":
+            return None  # node 0 is TVM's null
+        found = node(index)
+        type_key = found.get("type_key")
+        fields = found.get("attrs", {})
+        if type_key == "Array":
+            return [resolve(str(i)) for i in _int_list(found.get("data", []), "Array data")]
+        if type_key in ("IntImm", "FloatImm") and isinstance(fields, dict):
+            text = str(fields.get("value", ""))
+            try:
+                if type_key == "FloatImm":
+                    return float(text)
+                return bool(int(text)) if fields.get("dtype") == "bool" else int(text)
+            except ValueError:
+                raise _MetadataError(f"{type_key} node {index} has value {text!r}") from None
+        if type_key in ("runtime.String", "String"):
+            return _as_str(found.get("repr_str"), "String repr_str")
+        raise _MetadataError(f"node {index} ({type_key}) is not an attribute value")
+
+    return MetaAttrs(str(element["type_key"]), dict(attrs), resolve)
 
 
 def _virtual_device(element: Mapping[str, object], node: Callable[[object], dict[str, object]]) -> VirtualDevice:

@@ -95,6 +95,32 @@ _NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
 _T = GenericVar("_T")
+# The key under which call_arguments keeps a `meta[relay.attrs.X][i]` reference.
+META_ATTRS = "meta[relay.attrs]"
+
+
+def _meta_field(spec: ops.AttrSpec | None, text: str, resolve: Callable[[str], object]) -> object:
+    """One field of a metadata attributes node, read by the kind of the attribute: TVM writes
+    plain fields (int, bool, double, DataType, std::string) as text and object fields (arrays,
+    optional or expression ints, String) as node indices."""
+    if spec is None:
+        return text  # an unknown attribute: make_attrs names it
+    kind, nullable = spec.kind, spec.optional or spec.default is None
+    if kind == "bool":
+        return bool(int(text))
+    if kind == "dtype":
+        return text
+    if kind in ("int", "float") and not nullable:
+        return int(text) if kind == "int" else float(text)
+    if kind == "str":
+        if text.isdigit():
+            try:
+                value = resolve(text)
+            except ValueError:
+                return text
+            return value if value is None or isinstance(value, str) else text
+        return text
+    return resolve(text)
 
 
 def parse_module(source: Source) -> IRModule:
@@ -532,6 +558,8 @@ class _Parser:
                 return expr
 
     def call_arguments(self) -> tuple[list[Expr], dict[str, AttrValue], dict[str, Token]]:
+        """Arguments, then attributes: `key=value`s, or one `meta[relay.attrs.X][i]` (kept as
+        the reference token under the key META_ATTRS until the callee is known)."""
         self.enter()
         self.expect("(")
         args: list[Expr] = []
@@ -539,7 +567,14 @@ class _Parser:
         keys: dict[str, Token] = {}
 
         def argument_or_attribute() -> None:
-            if self.at_attribute():
+            if self.at("meta") and self.peek().text.startswith("meta[relay.attrs."):
+                if attrs:
+                    raise self.error("attributes are given twice", self.peek())
+                keys[META_ATTRS] = self.advance()
+                attrs[META_ATTRS] = None
+            elif self.at_attribute():
+                if META_ATTRS in attrs:
+                    raise self.error("attributes are given twice", self.peek())
                 self.attribute(attrs, keys)
             elif attrs:
                 raise self.error("positional arguments must come before attributes", self.peek())
@@ -561,11 +596,30 @@ class _Parser:
         opdef = ops.get(callee.name)
         if opdef.num_inputs is not None and len(args) != opdef.num_inputs:
             raise self.error(f"{callee.name} takes {opdef.num_inputs} arguments, got {len(args)}", start)
+        if META_ATTRS in keys:
+            reference = keys[META_ATTRS]
+            attrs = self.meta_call_attrs(opdef, reference)
+            keys = {name: reference for name in attrs}
         try:
             made = opdef.make_attrs(attrs)
         except ops.AttrError as exc:
             raise self.error(str(exc), keys.get(exc.key, start) if exc.key else start) from None
         return Call(callee, tuple(args), made, self.span(start))
+
+    def meta_call_attrs(self, opdef: ops.OpDef, reference: Token) -> dict[str, AttrValue]:
+        """Decode `meta[relay.attrs.X][i]` for `opdef`: each field by the kind of its AttrSpec
+        (fields TVM keeps as objects are node references; the rest are text)."""
+        node = self.meta.call_attrs(reference.text, self.span(reference))
+        specs = {spec.name: spec for spec in opdef.attrs}
+        out: dict[str, AttrValue] = {}
+        for name, text in node.fields.items():
+            spec = specs.get(name)
+            try:
+                out[name] = _meta_field(spec, text, node.resolve)  # type: ignore[assignment]
+            except (ValueError, ParseError) as exc:
+                detail = exc.message if isinstance(exc, ParseError) else str(exc)
+                raise self.error(f"{reference.text} field {name}: {detail}", reference) from None
+        return out
 
     def operator(self, name: str, token: Token) -> Op:
         if ops.lookup(name) is None:

@@ -4,7 +4,9 @@ Before: any module; calls of `on_device` and `device_copy`, parameters with
 `{virtual_device=...}` and functions with a `virtual_device` attribute may appear.
 After: none of them does. `on_device(x, ...)` and `device_copy(x, ...)` are replaced by `x`
 (both are the identity on one device), parameters lose their virtual device (each becomes a new
-variable, substituted at every use) and functions lose the attribute. Nothing else changes;
+variable, substituted at every use) and functions lose the attribute (and TVM 0.8's `param_device_types` / `result_device_type`;
+its `on_device(x, device_type=.., is_fixed=..)` and `device_copy(x, src_dev_type=..,
+dst_dev_type=..)` go like the newer forms). Nothing else changes;
 a module without placement is returned as it is.
 """
 
@@ -18,6 +20,11 @@ from compiler.ir.module import IRModule
 from compiler.ir.visitor import ExprMutator
 from compiler.ops.device import DEVICE_OPS
 from compiler.passes.pass_infra import Pass, PassContext
+
+
+# The function attributes of placement: TVM 0.9+ and, for TVM 0.8's PlanDevices, the device
+# types of the parameters and of the result.
+_FUNCTION_DEVICE_ATTRS = ("virtual_device", "param_device_types", "result_device_type")
 
 
 class _Strip(ExprMutator):
@@ -34,9 +41,8 @@ class _Strip(ExprMutator):
 
     def rewrite_function(self, pre: Function, post: Expr) -> Expr:
         assert isinstance(post, Function)
-        if "virtual_device" in post.attrs:
-            return post.with_attrs(virtual_device=None)
-        return post
+        placed = {key: None for key in _FUNCTION_DEVICE_ATTRS if key in post.attrs}
+        return post.with_attrs(**placed) if placed else post
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.ir.device import VirtualDevice
 from compiler.parser.metadata import encode_metadata
 
 WEIGHT_FORMS = ("params", "constants")
@@ -46,6 +47,7 @@ _ATEN = {
     "nn.batch_matmul": "matmul", "strided_slice": "slice", "where": "where", "erf": "gelu",
     "power": "pow", "mean": "mean", "nn.pad": "constant_pad_nd", "nn.dropout": "dropout",
     "expand_dims": "unsqueeze", "cast": "to", "arange": "arange", "less_equal": "le", "zeros": "zeros",
+    "nn.log_softmax": "log_softmax",
 }
 
 
@@ -87,7 +89,7 @@ class Printed:
         rng = np.random.default_rng(seed)
         out: dict[str, np.ndarray] = {}
         for name, (shape, dtype) in self.inputs.items():
-            if dtype.startswith("int"):
+            if dtype.startswith(("int", "uint")):
                 out[name] = rng.integers(0, self.int_high[name], size=shape).astype(dtype)
             else:
                 out[name] = rng.standard_normal(shape).astype(dtype)
@@ -112,6 +114,13 @@ class Builder:
         self.lines: list[str] = []
         self.counter = 0
         self.aten_counts: Counter[str] = Counter()
+        # Device placement as PlanDevices prints it: meta[VirtualDevice] entries, the index of
+        # each placed parameter's (by its ref) and of @main's own virtual device.
+        self.virtual_devices: list[VirtualDevice] = []
+        self.param_devices: dict[str, int] = {}
+        self.function_device: int | None = None
+        # The span of every binding while one aten node expands to many (aten::lstm_0).
+        self.span_source: str | None = None
         # Non-default normalization epsilons (printed, as TVM does, only when not 1e-5).
         self.bn_epsilon = 1e-5
         self.ln_epsilon = 1e-5
@@ -126,10 +135,14 @@ class Builder:
             self.int_high[name] = high
         return value
 
-    def weight(self, name: str, shape: Sequence[int], kind: str = "normal", scale: float | None = None) -> Value:
-        """A trained weight: He-scaled normal, or `positive` (variances), `gamma` (near 1)."""
+    def weight(self, name: str, shape: Sequence[int], kind: str = "normal", scale: float | None = None,
+               array: np.ndarray | None = None) -> Value:
+        """A trained weight: He-scaled normal, or `positive` (variances), `gamma` (near 1), or
+        the given `array` (any dtype: quantized weights, anchors)."""
         shape = tuple(shape)
-        if kind == "positive":
+        if array is not None:
+            assert array.shape == shape, (name, array.shape, shape)
+        elif kind == "positive":
             array = self.rng.uniform(0.5, 1.5, shape)
         elif kind == "gamma":
             array = self.rng.uniform(0.8, 1.2, shape)
@@ -137,10 +150,10 @@ class Builder:
             fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
             sigma = scale if scale is not None else (math.sqrt(2.0 / fan_in) if len(shape) > 1 else 0.1)
             array = self.rng.standard_normal(shape) * sigma
-        array = array.astype("float32")
+        array = array if array.dtype != np.float64 else array.astype("float32")
         self.weights[name] = array
         if self.form == "params":
-            value = Value(f"%{name}", shape)
+            value = Value(f"%{name}", shape, str(array.dtype))
             self.params.append(value)
             return value
         return self.constant(array)
@@ -165,7 +178,9 @@ class Builder:
         self.counter += 1
         value = Value(ref, value_shape, dtype, fields)
         comment = f"ty={value.ty}"
-        if self.spans and span_op is not None and span_op in _ATEN:
+        if self.spans and self.span_source is not None:
+            comment += f" span={self.span_source}:0:0"
+        elif self.spans and span_op is not None and span_op in _ATEN:
             aten = _ATEN[span_op]
             comment += f" span=aten::{aten}_{self.aten_counts[aten]}:0:0"
             self.aten_counts[aten] += 1
@@ -182,7 +197,8 @@ class Builder:
         return self._bind(f"{op}({text})", (), "float32", op, tuple(fields))
 
     def tuple(self, items: Sequence[Value]) -> Value:
-        return self._bind("(" + ", ".join(i.ref for i in items) + ")", (), "float32", None, tuple(items))
+        text = "(" + ", ".join(i.ref for i in items) + ("," if len(items) == 1 else "") + ")"
+        return self._bind(text, (), "float32", None, tuple(items))
 
     def get(self, tup: Value, index: int) -> Value:
         assert tup.fields is not None
@@ -198,11 +214,18 @@ class Builder:
             body = self.lines[:-1] + ["  " + last[len(f"  {result.ref} = "):-1]]
         else:
             body = self.lines + [f"  {result.ref}"]
-        params = ", ".join(f"{p.ref}: {p.ty} /* ty={p.ty} */" for p in self.params)
-        text = ['#[version = "0.0.5"]', f"def @main({params}) -> {result.ty} {{", *body, "}", ""]
+        def param(p: Value) -> str:
+            device = self.param_devices.get(p.ref)
+            placed = f" {{virtual_device=meta[VirtualDevice][{device}]}}" if device is not None else ""
+            return f"{p.ref}{placed}: {p.ty} /* ty={p.ty} */"
+
+        params = [param(p) for p in self.params]
+        if self.function_device is not None:
+            params.append(f"virtual_device=meta[VirtualDevice][{self.function_device}]")
+        text = ['#[version = "0.0.5"]', f"def @main({', '.join(params)}) -> {result.ty} {{", *body, "}", ""]
         source = "\n".join(text)
-        if self.constants:
-            source += "\n#[metadata]\n" + encode_metadata(self.constants) + "\n"
+        if self.constants or self.virtual_devices:
+            source += "\n#[metadata]\n" + encode_metadata(self.constants, self.virtual_devices) + "\n"
         return Printed(self.name, source, self.inputs, self.weights, self.form, self.int_high)
 
 

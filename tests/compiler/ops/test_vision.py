@@ -201,6 +201,19 @@ def test_nms_types_and_errors() -> None:
         infer("vision.non_max_suppression", data, valid, ind, scalars[0], scalars[0])
 
 
+def test_nms_without_return_indices_takes_the_valid_count_for_indices_as_tvm_frontends_pass_it() -> None:
+    # MXNet's MultiBoxDetection and TFLite's detection post-process call
+    # non_max_suppression(boxes, count, count, ...): the indices are unread then.
+    data, valid = TensorType((2, 7, 6), F32), TensorType((2,), "int32")
+    scalars = (TensorType((), "int32"), TensorType((), F32))
+    assert infer("vision.non_max_suppression", data, valid, valid, *scalars, return_indices=False) == data
+    with pytest.raises(TypeRelationError, match="integer indices of shape"):
+        infer("vision.non_max_suppression", data, valid, valid, *scalars)
+    boxes = run("vision.non_max_suppression", NMS_BOXES, np.array([4], "int32"), np.array([4], "int32"),
+                np.array(-1, "int32"), np.array(0.5, F32), return_indices=False, force_suppress=True)
+    np.testing.assert_array_equal(boxes, nms(4, [0, 1, 2, 3], return_indices=False, force_suppress=True))
+
+
 # --- roi_align and roi_pool -----------------------------------------------------------------------
 
 RAMP = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)  # value = 4 * y + x

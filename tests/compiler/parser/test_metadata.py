@@ -12,8 +12,9 @@ import pytest
 
 from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.expr import Constant
-from compiler.ir.types import DTYPES
-from compiler.parser.metadata import decode_metadata, encode_metadata, encode_ndarray
+from compiler.ir.types import DTYPES, TensorType
+from compiler.parser import astext, parse
+from compiler.parser.metadata import MetaAttrs, decode_metadata, encode_metadata, encode_ndarray
 
 # TVM's own encoding of float32 [[1, 2], [3, 4]] (tvm-facts §1.4).
 FLOAT32_2X2_BLOB = "P6G0lvBAXt0AAAAAAAAAAAEAAAAAAAAAAgAAAAIgAQACAAAAAAAAAAIAAAAAAAAAEAAAAAAAAAAAAIA/AAAAQAAAQEAAAIBA"
@@ -85,13 +86,15 @@ def test_encode_metadata_lays_out_nodes_in_tvms_discovery_order():
 
 def test_decode_metadata_keeps_other_type_keys_as_raw_nodes():
     graph = json.loads(encode_metadata([sample("int32")]))
-    graph["nodes"][1]["keys"].append("relay.attrs.Conv2DAttrs")
-    graph["nodes"][1]["data"].append(len(graph["nodes"]))
-    graph["nodes"].append({"type_key": "Array", "data": [len(graph["nodes"]) + 1]})
-    graph["nodes"].append({"type_key": "relay.attrs.Conv2DAttrs", "attrs": {"groups": "1"}})
+    for key, fields in (("relay.attrs.Conv2DAttrs", {"groups": "1"}), ("relay.Var", {"span": "0"})):
+        graph["nodes"][1]["keys"].append(key)
+        graph["nodes"][1]["data"].append(len(graph["nodes"]))
+        graph["nodes"].append({"type_key": "Array", "data": [len(graph["nodes"]) + 1]})
+        graph["nodes"].append({"type_key": key, "attrs": fields})
     table = decode_metadata(json.dumps(graph), SPAN)
     (attrs_node,) = table["relay.attrs.Conv2DAttrs"]
-    assert attrs_node == {"type_key": "relay.attrs.Conv2DAttrs", "attrs": {"groups": "1"}}
+    assert isinstance(attrs_node, MetaAttrs) and attrs_node.fields == {"groups": "1"}
+    assert table["relay.Var"] == [{"type_key": "relay.Var", "attrs": {"span": "0"}}]
     assert isinstance(table["relay.Constant"][0], Constant)
 
 
@@ -146,3 +149,69 @@ def test_decode_metadata_reports_malformed_sections_at_the_header(text, fragment
         decode_metadata(text, SPAN)
     assert fragment in info.value.message
     assert info.value.span is SPAN
+
+
+# --- call attributes printed as meta[relay.attrs.*] ----------------------------------------------
+
+
+def attrs_section(entries: dict[str, list[dict[str, str]]], extra: list[dict[str, object]]) -> str:
+    """A section holding attributes nodes (their object fields refer into `extra`, numbered
+    from 1 + 2 * len(entries) ... as TVM lays out a graph: null, Map, Arrays, nodes)."""
+    nodes: list[dict[str, object]] = [{"type_key": ""}, {"type_key": "Map", "keys": list(entries), "data": []}]
+    for key, items in entries.items():
+        nodes[1]["data"].append(len(nodes))  # type: ignore[union-attr]
+        array: dict[str, object] = {"type_key": "Array", "data": []}
+        nodes.append(array)
+        for fields in items:
+            array["data"].append(len(nodes))  # type: ignore[union-attr]
+            nodes.append({"type_key": key, "attrs": fields})
+    return json.dumps({"root": 1, "nodes": nodes + extra, "b64ndarrays": [], "attrs": {"tvm_version": "0.8.0"}})
+
+
+CONV = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 5, 5), float32], %w: Tensor[(4, 2, 3, 3), float32]) {
+  nn.conv2d(%x, %w, meta[relay.attrs.Conv2DAttrs][0])
+}
+#[metadata]
+"""
+# Nodes 4.. : strides [2, 2], padding [1, 1, 1, 1], channels 4, kernel_size [3, 3], layout "NCHW".
+CONV_NODES: list[dict[str, object]] = [
+    {"type_key": "Array", "data": [5, 5]},
+    {"type_key": "IntImm", "attrs": {"dtype": "int64", "span": "0", "value": "2"}},
+    {"type_key": "Array", "data": [7, 7, 7, 7]},
+    {"type_key": "IntImm", "attrs": {"dtype": "int64", "span": "0", "value": "1"}},
+    {"type_key": "IntImm", "attrs": {"dtype": "int32", "span": "0", "value": "4"}},
+    {"type_key": "Array", "data": [10, 10]},
+    {"type_key": "IntImm", "attrs": {"dtype": "int64", "span": "0", "value": "3"}},
+    {"type_key": "runtime.String", "repr_str": "NCHW"},
+]
+CONV_FIELDS = {"strides": "4", "padding": "6", "dilation": "0", "groups": "1", "channels": "8",
+               "kernel_size": "9", "data_layout": "11", "kernel_layout": "OIHW", "out_layout": "",
+               "out_dtype": ""}
+
+
+def test_call_attributes_printed_as_metadata_are_read_by_their_kinds() -> None:
+    fields = {k: v for k, v in CONV_FIELDS.items() if k != "dilation"}
+    mod = parse(CONV + attrs_section({"relay.attrs.Conv2DAttrs": [fields]}, CONV_NODES))
+    call = mod.main.body
+    assert call.attrs["strides"] == (2, 2) and call.attrs["padding"] == (1, 1, 1, 1)
+    assert call.attrs["channels"] == 4 and call.attrs["kernel_size"] == (3, 3)
+    assert call.attrs["data_layout"] == "NCHW" and call.attrs["kernel_layout"] == "OIHW"
+    assert mod.main.checked_type.ret_type == TensorType((1, 4, 3, 3), "float32")
+    assert "nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3])" in astext(mod)
+
+
+def test_call_attributes_in_metadata_errors_are_located_at_the_reference() -> None:
+    bad = {**CONV_FIELDS, "dilation": "11"}  # a String where an array belongs
+    with pytest.raises(ParseError) as info:
+        parse(CONV + attrs_section({"relay.attrs.Conv2DAttrs": [bad]}, CONV_NODES), "m.relay")
+    assert (info.value.line, info.value.column) == (3, 21)
+    assert "dilation" in info.value.message
+    with pytest.raises(ParseError) as info:
+        parse(CONV + attrs_section({"relay.attrs.Conv2DAttrs": [{**CONV_FIELDS, "tile": "1"}]}, CONV_NODES))
+    assert "has no attribute tile" in info.value.message and (info.value.line, info.value.column) == (3, 21)
+    with pytest.raises(ParseError, match=r"meta\[relay.attrs.Conv2DAttrs\]\[1\] is out of range"):
+        parse(CONV.replace("[0])", "[1])") + attrs_section({"relay.attrs.Conv2DAttrs": [CONV_FIELDS]}, CONV_NODES))
+    with pytest.raises(ParseError, match="attributes are given twice"):
+        parse(CONV.replace("[0])", "[0], groups=1)") + attrs_section({"relay.attrs.Conv2DAttrs": [CONV_FIELDS]},
+                                                                      CONV_NODES))

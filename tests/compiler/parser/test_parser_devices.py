@@ -72,3 +72,33 @@ def test_virtual_device_reference_without_metadata_is_a_located_error():
         parse(BODY, "dev.relay")
     assert "printed without its metadata section" in info.value.message
     assert (info.value.line, info.value.column) == (2, 30)
+
+
+TVM08 = """#[version = "0.0.5"]
+def @main(%a: Tensor[(2), float32], %b: Tensor[(2), float32], param_device_types=[1, 2], result_device_type=2) {
+  %0 = on_device(%a, device_type=1, is_fixed=True);
+  %1 = device_copy(%0, src_dev_type=1, dst_dev_type=2);
+  add(%1, %b)
+}
+"""
+
+
+def test_tvm_0_8_device_types_parse_print_and_interpret_as_the_identity():
+    """TVM 0.8's PlanDevices printed device types, not virtual devices."""
+    mod = parse(TVM08, "dev08.relay")
+    copy = mod.main.body.args[0]
+    assert (copy.attrs["src_dev_type"], copy.attrs["dst_dev_type"]) == (1, 2)
+    assert (copy.args[0].attrs["device_type"], copy.args[0].attrs["is_fixed"]) == (1, True)
+    assert mod.main.attrs["result_device_type"] == 2
+    text = astext(mod)
+    assert "on_device(%a, device_type=1, is_fixed=True)" in text and "src_dev_type=1, dst_dev_type=2" in text
+    assert structural_equal(parse(text), mod)
+    a, b = np.array([1, 2], "float32"), np.array([3, 5], "float32")
+    np.testing.assert_array_equal(run_main(mod, {"a": a, "b": b})[0], a + b)
+
+
+def test_unknown_device_op_attribute_is_a_located_error():
+    with pytest.raises(ParseError) as info:
+        parse(TVM08.replace("is_fixed=True", "fixed=True"), "dev08.relay")
+    assert info.value.message.startswith("operator on_device has no attribute fixed (known: virtual_device,")
+    assert (info.value.line, info.value.column) == (3, 37)

@@ -37,3 +37,17 @@ def test_strip_devices_substitutes_the_new_parameter_at_every_use():
 def test_strip_devices_leaves_a_module_without_placement_alone():
     mod = parse(PLAIN)
     assert StripDevices()(mod) is mod
+
+
+TVM08 = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], param_device_types=[1], result_device_type=2) {
+  %0 = on_device(%x, device_type=1, is_fixed=True);
+  %1 = add(%0, %0);
+  device_copy(%1, src_dev_type=1, dst_dev_type=2)
+}"""
+
+
+def test_strip_devices_removes_tvm_0_8_device_types_and_their_function_attributes():
+    after = StripDevices()(parse(TVM08))
+    assert structural_equal(after, parse(PLAIN))
+    assert not {"param_device_types", "result_device_type"} & set(after.main.attrs)

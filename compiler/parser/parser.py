@@ -85,12 +85,9 @@ BINARY_OPERATORS = {
     "==": (7, "equal"),
     "!=": (7, "not_equal"),
 }
-_UNSUPPORTED_KEYWORDS = {
-    "extern": "`extern type` definitions are not supported",
-}
 # `ref(e)`, `ref_read(r)`, `ref_write(r, v)`: keyword -> number of operands.
 _REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
-_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type")
+_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type", "extern")
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
@@ -245,13 +242,16 @@ class _Parser:
         functions: dict[GlobalVar, Function] = {}
         while not self.at("eof") and not self.at("metadata"):
             token = self.peek()
-            if token.kind == "ident" and token.text in _UNSUPPORTED_KEYWORDS:
-                raise self.error(_UNSUPPORTED_KEYWORDS[token.text], token)
+            if self.at_keyword("extern"):
+                if not (self.peek(1).kind == "ident" and self.peek(1).text == "type"):
+                    raise self.error(f"expected `type` after `extern`, found {self.peek(1).describe()}", self.peek(1))
+                self.advance()
             if self.at_keyword("type"):
                 self.pos = type_ends[self.pos]
                 continue
             if not self.at_keyword("def"):
-                raise self.error(f"expected `def`, `type` or end of input, found {token.describe()}", token)
+                message = f"expected `def`, `type`, `extern type` or end of input, found {token.describe()}"
+                raise self.error(message, token)
             gv, func = self.definition()
             functions[gv] = func
         self.finish()
@@ -290,13 +290,16 @@ class _Parser:
         resume = self.pos
         for start in starts:
             self.pos = start
-            data = self.type_definition()
+            previous = self.tokens[start - 1] if start else None
+            extern = previous if previous is not None and previous.kind == "ident" and previous.text == "extern" else None
+            data = self.type_definition(extern)
             self.type_definitions[data.name] = data
             ends[start] = self.pos
         self.pos = resume
         return ends
 
-    def type_definition(self) -> TypeData:
+    def type_definition(self, extern: Token | None = None) -> TypeData:
+        """`type Name[params] { constructors }`, or after `extern` a `type Name[params]` without any."""
         start = self.advance()
         name = self.advance()
         params = self.type_parameters() if self.at("[") else []
@@ -314,10 +317,14 @@ class _Parser:
             self.constructors[token.text] = made
             constructors.append(made)
 
-        if self.accept("{"):
+        brace = self.accept("{")
+        if brace is not None:
             self.separated(constructor, "}", "`,` or `}` after a constructor")
         self.type_vars.pop()
-        return TypeData(name.text, tuple(params), tuple(constructors), self.span(start))
+        if extern is not None and constructors:
+            raise self.error(f"an external type may not have any constructors (extern type {name.text})", brace or start)
+        span = self.span(extern or start)
+        return TypeData(name.text, tuple(params), tuple(constructors), span, extern is not None)
 
     def type_parameters(self) -> list[TypeVar]:
         """`[A, B]` after a type or function name."""
@@ -623,8 +630,6 @@ class _Parser:
         if constructor is not None:
             self.advance()
             return constructor
-        if text in _UNSUPPORTED_KEYWORDS:
-            raise self.error(_UNSUPPORTED_KEYWORDS[text], token)
         if text in _NO_VALUE_KEYWORDS:
             raise self.error(f"expected an expression, found `{text}`", token)
         self.advance()

@@ -348,10 +348,12 @@ class _Printer:
 
     def module(self, mod: IRModule) -> str:
         parts = [VERSION_HEADER + "\n"]
-        for name in sorted(mod.type_definitions):
-            parts.append(_type_definition(mod.type_definitions[name]))
+        types = [mod.type_definitions[name] for name in sorted(mod.type_definitions)]
+        for data in types:
+            if not data.extern:
+                parts.append(_type_definition(data))
         for i, (gv, definition) in enumerate(mod.items()):
-            if i or mod.type_definitions:
+            if i or any(not data.extern for data in types):
                 parts.append("\n")
             if isinstance(definition, Function):
                 self.names = _Names()
@@ -360,6 +362,12 @@ class _Printer:
                 parts.append(_render([header, block]) + "\n")
             else:
                 parts.append(_foreign_definition(gv.name_hint, definition))
+        # TVM's parser reads no definition after an `extern type` (it stops there), so these
+        # come last, where TVM's parser accepts them as well as ours.
+        for data in types:
+            if data.extern:
+                params = f"[{', '.join(p.name for p in data.type_params)}]" if data.type_params else ""
+                parts.append(f"extern type {data.name}{params}\n")
         return "".join(parts)
 
     def expression(self, expr: Expr) -> str:

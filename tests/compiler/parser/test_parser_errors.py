@@ -176,10 +176,10 @@ def test_parser_reports_a_malformed_metadata_section_at_its_header():
 
 
 def test_parser_rejects_top_level_items_other_than_definitions():
-    error = parse_error(HEADER + "extern type Opaque")
-    assert "`extern type` definitions are not supported" in error.message and (error.line, error.column) == (2, 1)
+    error = parse_error(HEADER + "extern def @main(%x: float32) { %x }")
+    assert error.message == "expected `type` after `extern`, found `def`" and (error.line, error.column) == (2, 8)
     error = parse_error(HEADER + "def @main(%x: float32) { %x }\n%x")
-    assert error.message == "expected `def`, `type` or end of input, found `%x`"
+    assert error.message == "expected `def`, `type`, `extern type` or end of input, found `%x`"
     assert (error.line, error.column) == (3, 1)
 
 

@@ -87,6 +87,8 @@ BINARY_OPERATORS = {
 }
 # `ref(e)`, `ref_read(r)`, `ref_write(r, v)`: keyword -> number of operands.
 _REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
+# Ops whose first argument is a lowered function (a PrimFunc global after LowerTE).
+_CALLS_LOWERED = ("call_lowered", "vm.invoke_tvm_op", "vm.shape_func")
 _NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type", "extern")
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
@@ -139,6 +141,9 @@ class _Parser:
         self.graph_frames: list[dict[int, Token]] = []
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, Token] = {}
+        # Globals named as the callee of call_lowered / vm.invoke_tvm_op (name -> op), or in an
+        # attribute value: when undefined, they are the PrimFuncs of an already lowered module.
+        self.lowered_callees: dict[str, str] = {}
         self.definitions: dict[str, Token] = {}
         # Algebraic data types: name -> (its token, number of type params), then the parsed ones.
         self.type_names: dict[str, tuple[Token, int]] = {}
@@ -352,11 +357,21 @@ class _Parser:
     def finish(self) -> None:
         self.accept("metadata")
         self.expect("eof", "end of input")
-        undefined = [t for name, t in self.global_uses.items() if name not in self.definitions]
+        undefined = [(t, name) for name, t in self.global_uses.items() if name not in self.definitions]
         if undefined:
-            first = min(undefined, key=lambda t: t.offset)
-            raise self.error(f"undefined global {first.text}", first)
+            first, name = min(undefined, key=lambda u: u[0].offset)
+            raise self.error(self.undefined_global_message(name, first), first)
         self.meta.validate()
+
+    def undefined_global_message(self, name: str, token: Token) -> str:
+        user = self.lowered_callees.get(name)
+        if user is None and token.kind != "quoted_global":
+            return f"undefined global @{name}"
+        where = f"{user} refers to" if user is not None else "an attribute names"
+        return (
+            f"{where} @{name}, a PrimFunc the text does not contain: Relay text cannot carry PrimFuncs "
+            "(TVM prints them apart from the module, or not at all); give the module as it was before LowerTE"
+        )
 
     def definition(self) -> tuple[GlobalVar, Function]:
         def_token = self.advance()
@@ -568,6 +583,11 @@ class _Parser:
         opdef = ops.get(callee.name)
         if opdef.num_inputs is not None and len(args) != opdef.num_inputs:
             raise self.error(f"{callee.name} takes {opdef.num_inputs} arguments, got {len(args)}", start)
+        if args and isinstance(args[0], GlobalVar) and callee.name in _CALLS_LOWERED:
+            self.lowered_callees.setdefault(args[0].name_hint, callee.name)
+        if opdef.extras.get("any_attrs") and set(attrs) == {"__dict__"} and isinstance(attrs["__dict__"], Attrs):
+            # TVM's debug printer writes DictAttrs of an op call as `__dict__={...}`.
+            attrs = dict(attrs["__dict__"])
         try:
             made = opdef.make_attrs(attrs)
         except ops.AttrError as exc:
@@ -649,8 +669,8 @@ class _Parser:
             raise self.error(f"undefined variable {token.text}", token)
         return bound[-1]
 
-    def global_ref(self, token: Token) -> GlobalVar:
-        name = token.text[1:]
+    def global_ref(self, token: Token, name: str | None = None) -> GlobalVar:
+        name = name if name is not None else token.text[1:]
         self.global_uses.setdefault(name, token)
         return self.globals.setdefault(name, GlobalVar(name, self.span(token)))
 
@@ -770,10 +790,11 @@ class _Parser:
     def attribute(self, attrs: dict[str, AttrValue], keys: dict[str, Token]) -> None:
         key = self.advance()
         self.advance()  # `=`
-        if key.text in attrs:
-            raise self.error(f"attribute {key.text} is given twice", key)
-        attrs[key.text] = self.attribute_value()
-        keys[key.text] = key
+        name = key.text[1:-1] if key.kind == "string" else key.text
+        if name in attrs:
+            raise self.error(f"attribute {name} is given twice", key)
+        attrs[name] = self.attribute_value()
+        keys[name] = key
 
     def attribute_value(self) -> AttrValue:
         token = self.peek()
@@ -793,6 +814,11 @@ class _Parser:
             return None
         if kind == "global":
             return self.global_ref(self.advance())
+        if kind == "quoted_global":
+            return self.global_ref(self.advance(), token.text[1:-1])
+        if kind == "?":
+            self.advance()
+            return ANY
         if kind in ("[", "("):
             return self.attribute_list()
         if kind == "{":
@@ -800,6 +826,10 @@ class _Parser:
         if kind == "meta" and token.text.startswith("meta[VirtualDevice]"):
             self.advance()
             return self.meta.virtual_device(token.text, self.span(token))
+        if kind == "meta" and token.text.startswith("meta[relay.Constant]"):
+            # memory.alloc_tensor's const_shape.
+            self.advance()
+            return self.meta.constant(token.text, self.span(token))
         if kind == "meta":
             raise self.error("meta[...] references are not supported as attribute values", token)
         raise self.error(f"expected an attribute value, found {token.describe()}", token)
@@ -820,11 +850,14 @@ class _Parser:
         attrs: dict[str, AttrValue] = {}
 
         def entry() -> None:
-            if not self.at_attribute():
+            if not (self.at_attribute() or (self.at("string") and self.peek(1).kind == "=")):
                 raise self.error(f"expected key=value, found {self.peek().describe()}", self.peek())
             self.attribute(attrs, {})
 
         self.separated(entry, "}", "`,` or `}` in the attribute map")
+        if set(attrs) == {"__dict__"} and isinstance(attrs["__dict__"], Attrs):
+            # TVM's debug printer writes DictAttrs (call_lowered's relay_attrs) as {__dict__={...}}.
+            attrs = dict(attrs["__dict__"])
         self.leave()
         return Attrs(attrs)
 

@@ -67,7 +67,7 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  match (%x) { (%a, %a) => %x }", "%a)", "%a is bound twice in this pattern"),
         ("  match (%x) { _ -> %x }", "->", "expected `=>` after the pattern"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
-        ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
+        ("  nn.conv2d(%x, %w, padding=meta[relay.attrs.Conv2DAttrs][0])", "meta", "not supported as attribute values"),
         ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "dtype `bfloat16` is not supported"),
         ("  let %y: Tensor[(2), float32x4] = %x;\n  %y", "float32x4", "vector dtype `float32x4` (lanes)"),
         ("  let %y: Tensor[(2), int4] = %x;\n  %y", "int4", "dtype `int4` is not supported; bit widths"),

@@ -27,7 +27,7 @@ from compiler.backend.function_metadata import UpdateFunctionMetadata
 from compiler.backend.interface_c import TensorInfo
 from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
-from compiler.backend.targets import TARGETS, compiler_names
+from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
 from compiler.backend.te_compiler import LowerTE
 from compiler.byoc.codegen_config import CodegenSpec
 from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
@@ -208,7 +208,9 @@ def lower(
     options = options.validated()
     target = Target.parse(options.target, known_codegens(options.codegens))
     # Before anything runs: every codegen exists and its library defines what it calls.
-    codegens = ExternalCodegens.resolve(target.external, options.codegens, options.cflags, compiler_names(mod))
+    codegens = ExternalCodegens.resolve(
+        target.external, options.codegens, options.cflags, compiler_names(mod), compiler_spans(mod)
+    )
     timer = PassTimer()
     ctx = PassContext(
         opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments)

@@ -345,3 +345,14 @@ def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path:
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
         np.testing.assert_array_equal(saved["out0"], x + x)
+
+
+def test_lowered_output_read_back_is_one_located_error_in_every_command(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", SUM_AND_PRODUCT)
+    assert run_relaycc("lower", model, "-o", tmp_path / "out").returncode == 0
+    lowered = tmp_path / "out" / "lowered.relay"
+    inputs = save_npz(tmp_path / "in.npz", x=np.ones(3, np.float32), y=np.ones(3, np.float32))
+    for command in (["inspect"], ["compile", "-o", tmp_path / "again"], ["interpret", "--inputs", inputs, "-o", tmp_path / "o.npz"]):
+        line = assert_one_line_error(run_relaycc(command[0], lowered, *command[1:]))
+        assert re.match(rf"{re.escape(str(lowered))}:\d+:\d+: error: call_lowered refers to @tvmgen_default_fused_\w+, "
+                        "a PrimFunc the text does not contain", line), line

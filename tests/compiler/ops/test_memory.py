@@ -215,3 +215,13 @@ def test_memory_ops_are_internal_and_left_out_of_the_catalog():
     for name in MEMORY_OPS:
         op = ops.get(name)
         assert op.extras.get("internal") and op.domain is None and name not in names
+
+
+def test_shapes_in_metadata_without_the_section_are_one_located_error():
+    # What TVM's astext(show_meta_data=False) gives: the section replaced by a comment.
+    text = OLD_FORM + "/* For debugging purposes the metadata section has been omitted. */\n"
+    with pytest.raises(ParseError) as info:
+        parse(text, "nometa.relay")
+    assert "printed without its metadata section" in info.value.message
+    assert (info.value.span.line, info.value.span.column) == (9, 57)
+    assert str(info.value).count("error:") == 1

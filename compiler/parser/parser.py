@@ -91,6 +91,7 @@ _REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
 _CALLS_LOWERED = ("call_lowered", "vm.invoke_tvm_op", "vm.shape_func")
 _NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type", "extern")
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
+_BITLESS_DTYPES = {"int": "int32", "uint": "uint32", "float": "float32"}
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
 _T = TypeVar("_T")
@@ -938,6 +939,9 @@ class _Parser:
         return int(token.literal.value)
 
     def dtype(self, token: Token) -> str:
+        # TVM reads a kind without bits as 32 bits (`def @main(%x: int)` in its pass tests).
+        if token.text in _BITLESS_DTYPES:
+            return _BITLESS_DTYPES[token.text]
         if not is_valid_dtype(token.text):
             reason = unsupported_dtype_reason(token.text)
             raise self.error(reason or f"unknown type or dtype `{token.text}`", token)

@@ -225,3 +225,34 @@ def test_shapes_in_metadata_without_the_section_are_one_located_error():
     assert "printed without its metadata section" in info.value.message
     assert (info.value.span.line, info.value.span.column) == (9, 57)
     assert str(info.value).count("error:") == 1
+
+
+# TVM's ManifestLifetimes test module (tests/python/relay/test_pass_manifest_lifetimes.py,
+# test_simple_match), as TVM's parser reads it: `int` dtypes, a parenthesised match.
+LIFETIMES_MATCH = HEADER + """type List[A] {
+    Cons(A, List[A]),
+    Nil,
+}
+def @main(%x: int) {
+    let %l : List[int] = Nil;
+    let %m = (match (%l) {
+        Cons(%head, %rest) => {
+            let %y = %x + 1;
+            let %_0 = memory.kill(%x);
+            let %z = %y + %y;
+            let %_1 = memory.kill(%y);
+            %z
+        },
+        Nil => -1
+    });
+    let %_2 = memory.kill(%l);
+    %m
+}
+"""
+
+
+def test_tvm_manifest_lifetimes_output_with_a_match_round_trips_and_runs():
+    mod = round_trip(LIFETIMES_MATCH)
+    assert let_types(mod.main.body)["_2"] == TupleType(())
+    (out,) = run_main(mod, {"x": np.array(3, dtype="int32")})
+    assert out == -1

@@ -366,7 +366,7 @@ class _Parser:
 
     def undefined_global_message(self, name: str, token: Token) -> str:
         user = self.lowered_callees.get(name)
-        if user is None and token.kind != "quoted_global":
+        if user is None and token.kind not in ("quoted_global", "meta"):
             return f"undefined global @{name}"
         where = f"{user} refers to" if user is not None else "an attribute names"
         return (
@@ -587,7 +587,7 @@ class _Parser:
         if args and isinstance(args[0], GlobalVar) and callee.name in _CALLS_LOWERED:
             self.lowered_callees.setdefault(args[0].name_hint, callee.name)
         if opdef.extras.get("any_attrs") and set(attrs) == {"__dict__"} and isinstance(attrs["__dict__"], Attrs):
-            # TVM's debug printer writes DictAttrs of an op call as `__dict__={...}`.
+            # TVM prints DictAttrs of an op call as `__dict__={...}` (or `__dict__=meta[Map][i]`).
             attrs = dict(attrs["__dict__"])
         try:
             made = opdef.make_attrs(attrs)
@@ -831,6 +831,10 @@ class _Parser:
             # memory.alloc_tensor's const_shape.
             self.advance()
             return self.meta.constant(token.text, self.span(token))
+        if kind == "meta" and token.text.startswith(("meta[Map]", "meta[DictAttrs]", "meta[Array]")):
+            # TVM's astext() keeps map-valued attributes in the metadata section.
+            self.advance()
+            return self.meta.attribute(token.text, self.span(token), lambda name: self.global_ref(token, name))
         if kind == "meta":
             raise self.error("meta[...] references are not supported as attribute values", token)
         raise self.error(f"expected an attribute value, found {token.describe()}", token)

@@ -8,6 +8,8 @@ types TVM's relations give, and runs in the interpreter to the numpy result comp
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -256,3 +258,30 @@ def test_tvm_manifest_lifetimes_output_with_a_match_round_trips_and_runs():
     assert let_types(mod.main.body)["_2"] == TupleType(())
     (out,) = run_main(mod, {"x": np.array(3, dtype="int32")})
     assert out == -1
+
+
+def with_dict_attrs_in_metadata(section: str, items: dict[str, object]) -> str:
+    """`section` with meta[Map][0] added: a string-keyed Map of IntImm and String nodes, as
+    TVM's astext() stores invoke_tvm_op's DictAttrs."""
+    graph = json.loads(section)
+    nodes = graph["nodes"]
+    root = nodes[graph["root"]]
+    array, the_map = len(nodes), len(nodes) + 1
+    nodes += [{"type_key": "Array", "data": [the_map]}, {"type_key": "Map", "keys": list(items), "data": []}]
+    for value in items.values():
+        nodes[the_map]["data"].append(len(nodes))
+        if isinstance(value, int):
+            nodes.append({"type_key": "IntImm", "attrs": {"dtype": "int32", "span": "0", "value": str(value)}})
+        else:
+            nodes.append({"type_key": "runtime.String", "repr_str": str(value)})
+    root["keys"].append("Map")
+    root["data"].append(array)
+    return json.dumps(graph, indent=2)
+
+
+def test_tvm_astext_form_keeps_invoke_tvm_op_dict_attrs_in_the_metadata_section():
+    text, section = static_module().split("#[metadata]\n")
+    text = text.replace('Primitive=1, hash="6a1c2b3d4e5f6a7b");\n  let %_1', "__dict__=meta[Map][0]);\n  let %_1")
+    section = with_dict_attrs_in_metadata(section, {"Primitive": 1, "hash": "6a1c2b3d4e5f6a7b"})
+    mod = parse(text + "#[metadata]\n" + section, "astext.relay")
+    assert structural_equal(mod, parse(static_module()))

@@ -8,6 +8,8 @@ PrimFunc is never part of Relay text, so a call_lowered of one is a located erro
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,47 @@ def test_an_undefined_global_in_an_ordinary_call_keeps_the_plain_message():
         parse(HEADER + "def @main(%x: float32) -> float32 {\n  %0 = negative(%x);\n  @missing(%0)\n}", "m.relay")
     assert info.value.message == "undefined global @missing"
     assert (info.value.span.line, info.value.span.column) == (4, 3)
+
+
+def tvm_map_section(callee: str) -> str:
+    """The metadata section TVM's astext() writes for call_lowered's `metadata=meta[Map][0]`:
+    a string-keyed Map, DictAttrs over a Map of IntImm and String, an Array of GlobalVar."""
+    nodes = [
+        {"type_key": ""},
+        {"type_key": "Map", "keys": ["Map"], "data": [2]},
+        {"type_key": "Array", "data": [3]},
+        {"type_key": "Map", "keys": ["relay_attrs", "all_prim_fn_vars"], "data": [4, 8]},
+        {"type_key": "DictAttrs", "attrs": {"__dict__": "5"}},
+        {"type_key": "Map", "keys": ["Primitive", "hash"], "data": [6, 7]},
+        {"type_key": "IntImm", "attrs": {"dtype": "int32", "span": "0", "value": "1"}},
+        {"type_key": "runtime.String", "repr_str": "a4b80ec818532480"},
+        {"type_key": "Array", "data": [9]},
+        {"type_key": "GlobalVar", "attrs": {"_checked_type_": "0", "name_hint": "10", "span": "0",
+                                             "virtual_device_": "0"}},
+        {"type_key": "runtime.String", "repr_str": callee},
+    ]
+    return json.dumps({"root": 1, "nodes": nodes, "b64ndarrays": [], "attrs": {"tvm_version": "0.16.0"}}, indent=2)
+
+
+TVM_ASTEXT = TVMS.replace(
+    """metadata={"relay_attrs"={__dict__={"Primitive"=1, "hash"="a4b80ec818532480"}}, "all_prim_fn_vars"=['tvmgen_default_fused_add_nn_relu']}""",
+    "metadata=meta[Map][0]",
+)
+
+
+def test_tvm_astext_keeps_call_lowered_metadata_in_the_section_and_it_reads_like_ours():
+    assert "meta[Map][0]" in TVM_ASTEXT
+    text = HEADER + KERNEL + TVM_ASTEXT + "#[metadata]\n" + tvm_map_section("tvmgen_default_fused_add_nn_relu")
+    tvms = parse(text, "astext.relay")
+    assert structural_equal(tvms, parse(HEADER + KERNEL + OURS))
+    (named,) = tvms.main.body.attrs["metadata"]["all_prim_fn_vars"]
+    assert named is tvms.main.body.args[0]
+
+
+def test_a_primfunc_named_in_the_metadata_section_is_a_located_error_at_the_reference():
+    text = HEADER + KERNEL + TVM_ASTEXT + "#[metadata]\n" + tvm_map_section("tvmgen_default_fused_add")
+    with pytest.raises(ParseError) as info:
+        parse(text, "astext.relay")
+    assert info.value.message.startswith("an attribute names @tvmgen_default_fused_add, a PrimFunc the text does not")
+    line = text.splitlines()[info.value.span.line - 1]
+    assert info.value.span.line == 8 and line[info.value.span.column - 1 :].startswith("meta[Map][0])")

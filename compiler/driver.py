@@ -1,6 +1,6 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
-    Relay text ─parse─▶ IRModule ─StripDevices─▶ UnwrapCallLowered ─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+    Relay text ─parse─▶ IRModule ─StripDevices─▶ UnwrapCallLowered, UndoManifestAlloc ─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
         ─▶ BYOC (per external codegen: partition, outline, its own passes)
         ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
@@ -53,6 +53,7 @@ from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.passes.strip_devices import StripDevices
+from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
 from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import build_shared_library
 from compiler.tir.stmt import PrimFunc
@@ -186,6 +187,8 @@ def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     mod = StripDevices()(mod)
     # A call_lowered of a Relay function in the text is a call of it; LowerTE lowers it anew.
     mod = UnwrapCallLowered()(mod)
+    # Storages, tensors and invoke_tvm_op from TVM's ManifestAlloc: relaycc plans memory itself.
+    mod = UndoManifestAlloc()(mod)
     mod = InferType()(mod)
     # ADTs, references and closures have no C form; say so before inlining trips on recursion.
     mod = CheckCompilable()(mod)

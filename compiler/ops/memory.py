@@ -16,8 +16,9 @@ destination-passing style.
 
 They type-check and run in the interpreter, where storages are byte buffers and tensors are
 numpy views of them, so a module TVM printed after ManifestAlloc computes what it did before.
-The AOT executor plans memory itself and compiles none of them (CheckCompilable says so). They
-are internal ops: not in `relaycc ops`, not drawn by the generic op tests (no domain).
+The AOT executor plans memory itself and compiles none of them: UndoManifestAlloc turns them
+back into calls where that is exact, and CheckCompilable refuses what remains. They are
+internal ops: not in `relaycc ops`, not drawn by the generic op tests (no domain).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ names the construct and points to `relaycc interpret`, which runs every construc
 * closures: a function literal bound by a let or passed around as a value, and calls of a
   function held in a variable (a recursive let-bound loop is one),
 * @main inputs or results whose type is not made of tensors and tuples,
-* what TVM writes after LowerTE and ManifestAlloc (`call_lowered`, `memory.*`, `vm.*`): the
-  module is already lowered, and the back end lowers and plans memory itself. These are
-  reported before anything else in the module, since they say which module to give instead.
+* what TVM writes after LowerTE and ManifestAlloc (`call_lowered`, `memory.*`, `vm.*`) that
+  UnwrapCallLowered and UndoManifestAlloc could not turn back into plain calls: the back end
+  lowers and plans memory itself. These are reported before anything else in the module,
+  since they say which module to give instead.
 
 The driver runs it before InlineGlobals, which would otherwise stop at the first recursive
 call (recursive functions over lists are the usual way these constructs appear) with an error

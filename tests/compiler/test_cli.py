@@ -383,3 +383,35 @@ def test_call_lowered_of_a_relay_function_compiles_and_matches_the_interpreter(t
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
         np.testing.assert_array_equal(ran["out0"], (x + y) * x)
         np.testing.assert_array_equal(interpreted["out0"], (x + y) * x)
+
+
+def test_a_module_after_manifest_alloc_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    from compiler.parser.metadata import encode_metadata
+
+    model = write(tmp_path / "vm.relay", """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
+  %0 = fn (%p0: Tensor[(2, 3), float32], %p1: Tensor[(2, 3), float32], Primitive=1) -> Tensor[(2, 3), float32] {
+    %1 = subtract(%p0, %p1);
+    nn.relu(%1)
+  };
+  let %storage_0 = memory.alloc_storage(24i64, meta[relay.Constant][0], 64i64);
+  let %tensor_0 = memory.alloc_tensor(%storage_0, 0i64, meta[relay.Constant][0], const_shape=None, assert_shape=[2, 3]);
+  let %_0 = vm.invoke_tvm_op(%0, (%x, %y), (%tensor_0,), Primitive=1);
+  let %_1 = memory.kill(%storage_0);
+  multiply(%tensor_0, %x)
+}
+extern type Storage
+#[metadata]
+""" + encode_metadata([np.array([2, 3], dtype="int64")]))
+    x = np.array([[1, -2, 3], [4, 0.5, -6]], np.float32)
+    y = np.array([[0.5, 1, 3.5], [-1, 2, -8]], np.float32)
+    inputs = save_npz(tmp_path / "in.npz", x=x, y=y)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    for result in (
+        run_relaycc("run", tmp_path / "out", "--inputs", inputs, "-o", tmp_path / "ran.npz"),
+        run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "interpreted.npz"),
+    ):
+        assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
+        np.testing.assert_array_equal(ran["out0"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(interpreted["out0"], np.maximum(x - y, 0) * x)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from compiler import ops
 from compiler.ir.attrs import EMPTY_ATTRS
 from compiler.ir.expr import Call, Expr, Function, Let, Op, Tuple, TupleGetItem, Var, children
 from compiler.ir.module import IRModule
@@ -33,7 +34,6 @@ from compiler.ir.types import ANY, FuncType, TupleType
 from compiler.ir.visitor import ExprMutator, post_order
 from compiler.ops.memory import MEMORY_OPS
 from compiler.passes.pass_infra import Pass, PassContext
-from compiler import ops
 
 
 def _op_call(node: Expr, name: str) -> bool:
@@ -86,11 +86,12 @@ class _Plan:
                     written[out] = let
                     self.replace[out] = TupleGetItem(result, i, out.span) if tuple_result else result
                     allowed_uses.add((outputs, out))
-                if isinstance(callee, Var) and callee in bound and isinstance(bound[callee].value, Function):
-                    self.inline[callee] = bound[callee].value  # type: ignore[assignment]  # checked above
+                function = bound[callee].value if isinstance(callee, Var) and callee in bound else None
+                if isinstance(callee, Var) and isinstance(function, Function):
+                    self.inline[callee] = function
                     allowed_uses.add((value, callee))
-            elif any(_op_call(value, name) for name in ("vm.shape_func",)):
-                return False
+            elif _op_call(value, "vm.shape_func"):
+                return False  # shapes computed at run time: dynamic, which the AOT executor lacks
             elif _op_call(value, "vm.reshape_tensor"):
                 assert isinstance(value, Call)
                 if any(d is ANY for d in _dims(value.attrs["newshape"])):
@@ -100,10 +101,8 @@ class _Plan:
         kills = {n for n in nodes if _op_call(n, "memory.kill")}
         after = {let: set(post_order(let.body)) for let in self.invokes}
         for node in nodes:
-            for child in children(node):
+            for child in _uses(node):
                 if not isinstance(child, Var) or node in kills or (node, child) in allowed_uses:
-                    continue
-                if isinstance(node, Let) and node.var is child:
                     continue
                 if child in storages:
                     return False
@@ -115,7 +114,12 @@ class _Plan:
             self.drop.add(bound[var])
         # The result of an invoke_tvm_op (`()`) must not be used.
         results = {let.var for let in self.invokes}
-        return not any(isinstance(c, Var) and c in results for n in nodes for c in children(n) if not (isinstance(n, Let) and n.var is c))
+        return not any(c in results for n in nodes for c in _uses(n))
+
+
+def _uses(node: Expr) -> list[Expr]:
+    """The children of `node` it reads (a let's own variable is bound, not read)."""
+    return [c for c in children(node) if not (isinstance(node, Let) and node.var is c)]
 
 
 def _dims(value: object) -> tuple[object, ...]:
@@ -149,20 +153,23 @@ class _Undo(ExprMutator):
         if result is None:
             return post
         invoke = post.value
-        assert isinstance(invoke, Call)
+        assert isinstance(invoke, Call) and isinstance(pre.value, Call)
         callee, inputs = invoke.args[0], invoke.args[1]
         assert isinstance(inputs, Tuple)
-        if isinstance(pre.value, Call) and pre.value.args[0] in self.plan.inline:
-            callee = self.memo.get(self.plan.inline[pre.value.args[0]], self.plan.inline[pre.value.args[0]])  # type: ignore[index]  # a Var
+        function = self.plan.inline.get(pre.value.args[0])  # type: ignore[call-overload]  # Var keys; others miss
+        if function is not None:
+            # The function literal's rewritten form (its body has no memory ops, so usually itself).
+            callee = self.memo.get(function, function)
         call = Call(callee, inputs.fields, EMPTY_ATTRS, invoke.span)
         return Let(result, call, post.body, post.span)
 
     def rewrite_call(self, pre: Call, post: Expr) -> Expr:
         assert isinstance(post, Call)
         if _op_call(post, "vm.shape_of"):
-            return Call(Op.get("shape_of"), post.args, ops.get("shape_of").make_attrs({"dtype": post.attrs["dtype"]}), post.span)
+            attrs = ops.get("shape_of").make_attrs({"dtype": post.attrs["dtype"]})
+            return Call(Op.get("shape_of"), post.args, attrs, post.span)
         if _op_call(post, "vm.reshape_tensor"):
-            newshape = tuple(int(d) for d in _dims(post.attrs["newshape"]))  # type: ignore[call-overload]  # static, checked
+            newshape = tuple(int(str(d)) for d in _dims(post.attrs["newshape"]))  # static: checked by _Plan
             attrs = ops.get("reshape").make_attrs({"newshape": newshape})
             return Call(Op.get("reshape"), post.args[:1], attrs, post.span)
         return post

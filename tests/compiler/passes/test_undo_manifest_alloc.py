@@ -68,3 +68,9 @@ def test_a_tensor_no_invoke_writes_and_a_storage_used_otherwise_are_left_alone()
 def test_a_module_without_memory_ops_is_returned_as_it_is():
     mod = parse(EXPECTED)
     assert UndoManifestAlloc()(mod) is mod
+
+
+def test_vm_shape_of_becomes_shape_of():
+    before = parse(HEADER + 'def @main(%x: Tensor[(2, 3), float32]) { vm.shape_of(%x, dtype="int64") }')
+    after = InferType()(UndoManifestAlloc()(before))
+    assert structural_equal(after, parse(HEADER + 'def @main(%x: Tensor[(2, 3), float32]) { shape_of(%x, dtype="int64") }'))

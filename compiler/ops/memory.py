@@ -260,9 +260,17 @@ def _invoke(args: list[object], attrs: Attrs, apply: Apply) -> object:
     func, inputs, outputs = args
     assert isinstance(inputs, tuple) and isinstance(outputs, tuple)
     results = _flat_values(apply(func, list(inputs)))
-    for out, result in zip(outputs, results):
-        np.copyto(out, result.reshape(np.shape(out)))  # type: ignore[arg-type]  # outputs are arrays
+    for i, (out, result) in enumerate(zip(outputs, results)):
+        _write(out, result, f"vm.invoke_tvm_op output {i}")
     return ()
+
+
+def _write(out: object, result: np.ndarray, what: str) -> None:
+    """Copy `result` into the allocated tensor `out`, which must have its shape and dtype."""
+    if not isinstance(out, np.ndarray) or out.shape != result.shape or out.dtype != result.dtype:
+        given = f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise InputError(f"{what}: the result is {result.dtype}{list(result.shape)}, the tensor allocated for it {given}")
+    np.copyto(out, result)
 
 
 # The function's attributes (Primitive=1, hash=...) ride along as a free-form dictionary.
@@ -352,8 +360,8 @@ def _shape_func(args: list[object], attrs: Attrs, apply: Apply) -> object:
             dtype = params[i].checked_type.dtype
         values.append(np.zeros(tuple(int(d) for d in np.asarray(value).reshape(-1)), dtype=dtype))
     results = _flat_values(apply(func, values))
-    for out, result in zip(outputs, results):
-        np.copyto(out, np.asarray(result.shape, dtype=np.int64).reshape(np.shape(out)))  # type: ignore[arg-type]  # arrays
+    for i, (out, result) in enumerate(zip(outputs, results)):
+        _write(out, np.asarray(result.shape, dtype=np.int64), f"vm.shape_func output {i}")
     return ()
 
 

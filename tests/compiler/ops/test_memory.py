@@ -285,3 +285,14 @@ def test_tvm_astext_form_keeps_invoke_tvm_op_dict_attrs_in_the_metadata_section(
     section = with_dict_attrs_in_metadata(section, {"Primitive": 1, "hash": "6a1c2b3d4e5f6a7b"})
     mod = parse(text + "#[metadata]\n" + section, "astext.relay")
     assert structural_equal(mod, parse(static_module()))
+
+
+def test_a_dynamic_output_allocated_with_the_wrong_size_is_an_input_error_when_run():
+    # The output's storage and shape come from a constant (5, 3) instead of the shape function.
+    text = DYNAMIC.replace("%size = multiply(prod(%out_shape_0), 4i64)", "%size = 60i64").replace(
+        "memory.alloc_tensor(%storage_0, 0i64, %out_shape_0,", "memory.alloc_tensor(%storage_0, 0i64, meta[relay.Constant][1],"
+    )
+    text = with_metadata(text, [np.array([2], dtype="int64"), np.array([5, 3], dtype="int64")], devices=0)
+    message = r"vm.invoke_tvm_op output 0: the result is float32\[4, 3\], the tensor allocated for it float32\[5, 3\]"
+    with pytest.raises(InputError, match=message):
+        run_main(parse(text), {"x": np.zeros((4, 3), "float32")})

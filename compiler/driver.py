@@ -1,6 +1,6 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
-    Relay text ─parse─▶ IRModule ─StripDevices─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+    Relay text ─parse─▶ IRModule ─StripDevices─▶ UnwrapCallLowered, UndoManifestAlloc ─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
         ─▶ BYOC (per external codegen: partition, outline, its own passes)
         ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
@@ -27,7 +27,7 @@ from compiler.backend.function_metadata import UpdateFunctionMetadata
 from compiler.backend.interface_c import TensorInfo
 from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
-from compiler.backend.targets import TARGETS, compiler_names
+from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
 from compiler.backend.te_compiler import LowerTE
 from compiler.byoc.codegen_config import CodegenSpec
 from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
@@ -53,6 +53,8 @@ from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.passes.strip_devices import StripDevices
+from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
+from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import build_shared_library
 from compiler.tir.stmt import PrimFunc
 
@@ -183,6 +185,10 @@ class CompiledModel:
 def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     # One CPU: device placement (on_device, device_copy, virtual devices) means nothing here.
     mod = StripDevices()(mod)
+    # A call_lowered of a Relay function in the text is a call of it; LowerTE lowers it anew.
+    mod = UnwrapCallLowered()(mod)
+    # Storages, tensors and invoke_tvm_op from TVM's ManifestAlloc: relaycc plans memory itself.
+    mod = UndoManifestAlloc()(mod)
     mod = InferType()(mod)
     # ADTs, references and closures have no C form; say so before inlining trips on recursion.
     mod = CheckCompilable()(mod)
@@ -208,7 +214,9 @@ def lower(
     options = options.validated()
     target = Target.parse(options.target, known_codegens(options.codegens))
     # Before anything runs: every codegen exists and its library defines what it calls.
-    codegens = ExternalCodegens.resolve(target.external, options.codegens, options.cflags, compiler_names(mod))
+    codegens = ExternalCodegens.resolve(
+        target.external, options.codegens, options.cflags, compiler_names(mod), compiler_spans(mod)
+    )
     timer = PassTimer()
     ctx = PassContext(
         opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments)

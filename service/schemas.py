@@ -287,6 +287,50 @@ class MetadataReport(BaseModel):
     passes: list[dict[str, JsonValue]]
 
 
+# --- GET /modules/{id}/inspect -------------------------------------------------------------
+
+
+class InspectedTensor(BaseModel):
+    name: str = Field(description="A parameter name (without `%`), or `out0`, `out1`, ...")
+    shape: list[int | Literal["?"]] | None = Field(default=None, description="Dims; `?` for a dynamic one.")
+    dtype: str | None = None
+    type: str | None = Field(default=None, description="The Relay type, for a value that is not a tensor.")
+
+
+class InspectedFunction(BaseModel):
+    name: str = Field(description="The global's name, without `@`.")
+    params: int | None = None
+    attrs: dict[str, str] | None = Field(default=None, description="The function's attributes, as text.")
+    kind: str | None = Field(default=None, description="For a definition that is not a Relay function.")
+
+
+class ModuleInspection(BaseModel):
+    """What `relaycc inspect --json` prints for the module's Relay text."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{
+                "inputs": [{"name": "x", "shape": [1, 4], "dtype": "float32"},
+                           {"name": "w", "shape": [2, 4], "dtype": "float32"}],
+                "outputs": [{"name": "out0", "shape": [1, 2], "dtype": "float32"}],
+                "operators": {"nn.dense": 1, "nn.relu": 1},
+                "functions": [{"name": "main", "params": 2, "attrs": {}}],
+                "compiles_to_c": True,
+                "interpreter_only_because": None,
+            }]
+        }
+    )
+
+    inputs: list[InspectedTensor]
+    outputs: list[InspectedTensor]
+    operators: dict[str, int] = Field(description="Operator name to number of calls, over every function.")
+    functions: list[InspectedFunction]
+    compiles_to_c: bool = Field(description="Whether the pipeline gets through the AOT executor codegen.")
+    interpreter_only_because: str | None = Field(
+        description="The located error that stops compilation (the model then runs in the interpreter only)."
+    )
+
+
 # --- POST /modules/{id}/run -----------------------------------------------------------------
 
 

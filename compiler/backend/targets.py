@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from compiler.diagnostics import Span
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import post_order
@@ -130,6 +131,19 @@ def compiler_names(mod: IRModule) -> list[str]:
                 if isinstance(compiler, str):
                     names.add(compiler)
     return sorted(names)
+
+
+def compiler_spans(mod: IRModule) -> dict[str, Span | None]:
+    """Where each `Compiler` value is first used: the span of the first function (global or
+    literal, globals in name order) that carries it."""
+    spans: dict[str, Span | None] = {}
+    for _, func in mod.functions():
+        for node in post_order(func):
+            if isinstance(node, Function):
+                compiler = node.attrs.get("Compiler")
+                if isinstance(compiler, str) and spans.get(compiler) is None:
+                    spans[compiler] = node.span
+    return spans
 
 
 def run_relay_to_tir_hooks(mod: IRModule, registry: TargetRegistry | None = None) -> IRModule:

@@ -19,7 +19,7 @@ The driver uses this in four steps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.backend.targets import TargetKind
@@ -31,7 +31,7 @@ from compiler.byoc.compiler_function_utils import OutlineCompilerFunctionsWithEx
 from compiler.byoc.extern_call_codegen import ExternCallCodegen
 from compiler.byoc.external_module import ExternalModule
 from compiler.byoc.partition import partition_for
-from compiler.diagnostics import InputError
+from compiler.diagnostics import InputError, Span
 from compiler.ir.module import IRModule
 from compiler.tir.stmt import PrimFunc
 
@@ -68,10 +68,12 @@ class ExternalCodegens:
         given: Sequence[CodegenSpec],
         cflags: Sequence[str] | None = None,
         partitioned_for: Sequence[str] = (),
+        spans: Mapping[str, Span | None] | None = None,
     ) -> ExternalCodegens:
         """The codegens `names` (a target string's external part), then the given specs it does
         not name, then those the model was already partitioned for (`Compiler` attributes), each
-        with its library checked."""
+        with its library checked. `spans` locates the functions of each `Compiler` name, for the
+        error when no codegen of that name exists."""
         by_name: dict[str, CodegenSpec] = {}
         for spec in given:
             if spec.name in by_name:
@@ -90,7 +92,7 @@ class ExternalCodegens:
             spec = builtin(name)
             if spec is None:
                 raise InputError(f'the model has functions for Compiler="{name}", a codegen that is neither '
-                                 "built in nor given with --codegen")
+                                 "built in nor given with --codegen", (spans or {}).get(name))
             specs.append(spec)
         return ExternalCodegens(tuple(ExternalCodegen(s, check_library(s, cflags=cflags)) for s in specs))
 

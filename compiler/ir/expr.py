@@ -289,12 +289,18 @@ class Constructor(Expr):
 
 @dataclass(frozen=True, eq=False)
 class TypeData:
-    """`type List[A] { Cons(A, List[A]), Nil }`: an algebraic data type definition."""
+    """`type List[A] { Cons(A, List[A]), Nil }`: an algebraic data type definition.
+
+    `extern` marks `extern type Storage`: a type with no constructors whose values only
+    operators make (memory.alloc_storage's storage). TVM keeps no such flag (an extern type is a
+    type without constructors); it is kept here so the text prints back as it was written.
+    """
 
     name: str
     type_params: tuple[TypeVar, ...]
     constructors: tuple[Constructor, ...]
     span: Span | None = None
+    extern: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "type_params", tuple(self.type_params))

@@ -18,7 +18,7 @@ from compiler.ops.registry import (  # noqa: F401  (re-exported API)
 from compiler.ops import elemwise, broadcast, nn, reduce, transform  # noqa: E402,F401  isort:skip
 from compiler.ops import conv, pool, norm, slicing, creation  # noqa: E402,F401  isort:skip
 from compiler.ops import call  # noqa: E402,F401  isort:skip
-from compiler.ops import annotation, device  # noqa: E402,F401  isort:skip
+from compiler.ops import annotation, device, memory  # noqa: E402,F401  isort:skip
 from compiler.ops import repeat, gather, shape_ops  # noqa: E402,F401  isort:skip
 from compiler.ops import sorting, index_ops, einsum  # noqa: E402,F401  isort:skip
 from compiler.ops import conv_nd, conv_transpose, conv_nchwc  # noqa: E402,F401  isort:skip

@@ -3,12 +3,14 @@
 LowerTE rewrites every call of a primitive, extern or PrimFunc global into this form. The
 callee is a GlobalVar, the arguments one tuple; `metadata` records what later stages need
 (relay_attrs, all_prim_fn_vars, shape-function cross links). Its type is the callee's result.
-It has no numpy reference: the interpreter runs the model before lowering, not after.
+The interpreter runs it as a call of the callee when the callee is a Relay function of the
+module (a `Primitive=1` or `Extern=1` def printed with its body); a callee that is a PrimFunc
+is never in Relay text, which the parser reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -38,7 +40,13 @@ def _type_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _no_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    raise NotImplementedError("call_lowered runs only in compiled code")
+    raise NotImplementedError("call_lowered runs through its `evaluate` hook")
+
+
+def _evaluate(values: list[object], attrs: Attrs, apply: Callable[[object, list[object]], object]) -> object:
+    callee, args = values
+    assert isinstance(args, tuple)
+    return apply(callee, list(args))
 
 
 CALL_LOWERED = register(
@@ -49,6 +57,6 @@ CALL_LOWERED = register(
         OpPattern.OPAQUE,
         _no_reference,
         attrs=(AttrSpec("metadata", "any", default=None, optional=True),),
-        extras={"internal": True},
+        extras={"internal": True, "evaluate": _evaluate},
     )
 )

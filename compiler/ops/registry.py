@@ -175,6 +175,11 @@ class OpDef:
     `extras["dynamic_extents"]` marks an op whose kernel accepts buffers with `?` dims (dim
     expressions of the kernel's scalar parameters); other kernels are refused them.
 
+    `extras["evaluate"]`, for ops whose meaning needs the interpreter (they call a function
+    value or make values that are not arrays, like memory.alloc_storage), is
+    `evaluate(values, attrs, apply)`, where `apply(function_value, args)` runs a function value;
+    the interpreter calls it instead of `reference`.
+
     `extras["constant_args"]` marks an op whose result type depends on the values of constant
     arguments (arange's length): InferType then calls `type_rel(types, attrs, values)` with the
     data of each Constant argument (a tuple of them for a tuple of Constants; None for the
@@ -201,7 +206,12 @@ class OpDef:
     extras: Mapping[str, object] = field(default_factory=dict)
 
     def make_attrs(self, given: Mapping[str, object]) -> Attrs:
-        """Validated attrs: unknown keys and missing required fields raise AttrError."""
+        """Validated attrs: unknown keys and missing required fields raise AttrError.
+
+        An op with `extras["any_attrs"]` takes any keys, as TVM's DictAttrs ops do
+        (vm.invoke_tvm_op carries its callee's attributes)."""
+        if self.extras.get("any_attrs"):
+            return Attrs(dict(given))
         specs = {s.name: s for s in self.attrs}
         for key in given:
             if key not in specs:
@@ -233,8 +243,10 @@ def register(opdef: OpDef) -> OpDef:
         raise ValueError(f"operator {opdef.name} registered twice")
     _REGISTRY[opdef.name] = opdef
     _FAMILIES[opdef.name] = _registering_family()
-    # The IR node carries the fields, so printing and comparing calls need no registry.
-    Op.get(opdef.name).declare_attr_fields([(s.name, s.default) for s in opdef.attrs])
+    # The IR node carries the fields, so printing and comparing calls need no registry. Ops
+    # with free-form attrs declare none: every attr they are given is printed.
+    if not opdef.extras.get("any_attrs"):
+        Op.get(opdef.name).declare_attr_fields([(s.name, s.default) for s in opdef.attrs])
     return opdef
 
 

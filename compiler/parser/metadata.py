@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.diagnostics import ParseError, Span
+from compiler.ir.attrs import Attrs
 from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import Constant
 
@@ -70,12 +71,13 @@ class MetaTable:
         self.json_text = json_text
         self.section_span = section_span
         self.table: dict[str, list[object]] | None = None
+        self.node: Callable[[object], dict[str, object]] | None = None
         self.constants: dict[int, Constant] = {}
 
     def entries(self) -> dict[str, list[object]]:
         if self.table is None:
             assert self.json_text is not None
-            self.table = decode_metadata(self.json_text, self.section_span)
+            self.table, self.node = _decode_text(self.json_text, self.section_span)
         return self.table
 
     def validate(self) -> None:
@@ -114,6 +116,20 @@ class MetaTable:
             raise ParseError(f"{reference} is out of range: the metadata section holds {len(entries)}", span)
         return entries[index]
 
+    def attribute(self, reference: str, span: Span, global_var: Callable[[str], object]) -> object:
+        """An attribute value kept in the section, as TVM's `astext()` keeps maps there
+        (`metadata=meta[Map][0]` of call_lowered, `__dict__=meta[Map][0]` of DictAttrs):
+        maps and DictAttrs become Attrs, arrays tuples, IntImm/FloatImm numbers, strings
+        strings; `global_var(name)` makes the value of a GlobalVar node."""
+        entry = self._entry(reference, span)
+        if isinstance(entry, (Constant, VirtualDevice)):
+            return entry
+        assert isinstance(entry, dict) and self.node is not None
+        try:
+            return _node_value(entry, self.node, global_var, span)
+        except _MetadataError as exc:
+            raise ParseError(f"{reference}: {exc}", span) from None
+
     def constant(self, reference: str, span: Span) -> Constant:
         """The Constant for the text `meta[<key>][<index>]` found at `span`."""
         key, _, rest = reference[len("meta[") :].partition("]")
@@ -138,6 +154,12 @@ def decode_metadata(json_text: str, span: Span | None) -> dict[str, list[object]
     `relay.Constant` entries become `Constant`s (with `span`); entries of other type keys are
     kept as their raw JSON node dicts, which the parser refuses to use.
     """
+    return _decode_text(json_text, span)[0]
+
+
+def _decode_text(
+    json_text: str, span: Span | None
+) -> tuple[dict[str, list[object]], Callable[[object], dict[str, object]]]:
     try:
         graph = json.loads(json_text)
     except json.JSONDecodeError as exc:
@@ -149,7 +171,9 @@ def decode_metadata(json_text: str, span: Span | None) -> dict[str, list[object]
         raise ParseError(f"malformed metadata section: {exc}", span) from None
 
 
-def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
+def _decode_graph(
+    graph: object, span: Span | None
+) -> tuple[dict[str, list[object]], Callable[[object], dict[str, object]]]:
     if not isinstance(graph, dict):
         raise _MetadataError("expected a JSON object with `root` and `nodes`")
     nodes = graph.get("nodes")
@@ -189,7 +213,47 @@ def _decode_graph(graph: object, span: Span | None) -> dict[str, list[object]]:
             else:
                 items.append(element)
         table[key] = items
-    return table
+    return table, node
+
+
+def _node_value(
+    element: Mapping[str, object],
+    node: Callable[[object], dict[str, object]],
+    global_var: Callable[[str], object],
+    span: Span | None,
+    depth: int = 0,
+) -> object:
+    """The attribute value a node of the graph stands for (see MetaTable.attribute)."""
+    if depth > 64:
+        raise _MetadataError("values nest too deeply")
+
+    def value(index: object) -> object:
+        if str(index) == "0":
+            return None
+        return _node_value(node(index), node, global_var, span, depth + 1)
+
+    kind = element.get("type_key")
+    if kind in ("Map", "DictAttrs"):
+        entries = _map_entries(node(_attr(element, "__dict__")) if kind == "DictAttrs" else element, node)
+        return Attrs({key: value(index) for key, index in entries})
+    if kind == "Array":
+        return tuple(value(i) for i in _int_list(element.get("data", []), "Array data"))
+    if kind == "runtime.String":
+        return str(element.get("repr_str", ""))
+    if kind in ("IntImm", "FloatImm"):
+        dtype, text = str(_attr(element, "dtype")), str(_attr(element, "value"))
+        try:
+            if kind == "FloatImm":
+                return float(text)
+            return bool(int(text)) if dtype == "bool" else int(text)
+        except ValueError:
+            raise _MetadataError(f"{kind} value {text!r} is not a number") from None
+    if kind == "GlobalVar":
+        name = value(_attr(element, "name_hint"))
+        return global_var(_as_str(name, "GlobalVar name_hint"))
+    if kind == DEVICE_KEY:
+        return _virtual_device(element, node)
+    raise _MetadataError(f"holds a {kind} node, which relaycc cannot read as an attribute value")
 
 
 def _meta_attrs(element: Mapping[str, object], node: Callable[[object], dict[str, object]]) -> MetaAttrs:

@@ -85,13 +85,13 @@ BINARY_OPERATORS = {
     "==": (7, "equal"),
     "!=": (7, "not_equal"),
 }
-_UNSUPPORTED_KEYWORDS = {
-    "extern": "`extern type` definitions are not supported",
-}
 # `ref(e)`, `ref_read(r)`, `ref_write(r, v)`: keyword -> number of operands.
 _REF_KEYWORDS = {"ref": 1, "ref_read": 1, "ref_write": 2}
-_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type")
+# Ops whose first argument is a lowered function (a PrimFunc global after LowerTE).
+_CALLS_LOWERED = ("call_lowered", "vm.invoke_tvm_op", "vm.shape_func")
+_NO_VALUE_KEYWORDS = ("let", "def", "else", "free_var", "None", "nullptr", "type", "extern")
 # In a bare type position only these words name dtypes (as in TVM); others are ADTs or type vars.
+_BITLESS_DTYPES = {"int": "int32", "uint": "uint32", "float": "float32"}
 _DTYPE_PREFIXES = ("int", "uint", "float", "bfloat", "bool", "handle")
 AttrValue = object
 _T = GenericVar("_T")
@@ -168,6 +168,9 @@ class _Parser:
         self.graph_frames: list[dict[int, Token]] = []
         self.globals: dict[str, GlobalVar] = {}
         self.global_uses: dict[str, Token] = {}
+        # Globals named as the callee of call_lowered / vm.invoke_tvm_op (name -> op), or in an
+        # attribute value: when undefined, they are the PrimFuncs of an already lowered module.
+        self.lowered_callees: dict[str, str] = {}
         self.definitions: dict[str, Token] = {}
         # Algebraic data types: name -> (its token, number of type params), then the parsed ones.
         self.type_names: dict[str, tuple[Token, int]] = {}
@@ -271,13 +274,16 @@ class _Parser:
         functions: dict[GlobalVar, Function] = {}
         while not self.at("eof") and not self.at("metadata"):
             token = self.peek()
-            if token.kind == "ident" and token.text in _UNSUPPORTED_KEYWORDS:
-                raise self.error(_UNSUPPORTED_KEYWORDS[token.text], token)
+            if self.at_keyword("extern"):
+                if not (self.peek(1).kind == "ident" and self.peek(1).text == "type"):
+                    raise self.error(f"expected `type` after `extern`, found {self.peek(1).describe()}", self.peek(1))
+                self.advance()
             if self.at_keyword("type"):
                 self.pos = type_ends[self.pos]
                 continue
             if not self.at_keyword("def"):
-                raise self.error(f"expected `def`, `type` or end of input, found {token.describe()}", token)
+                message = f"expected `def`, `type`, `extern type` or end of input, found {token.describe()}"
+                raise self.error(message, token)
             gv, func = self.definition()
             functions[gv] = func
         self.finish()
@@ -316,13 +322,16 @@ class _Parser:
         resume = self.pos
         for start in starts:
             self.pos = start
-            data = self.type_definition()
+            previous = self.tokens[start - 1] if start else None
+            extern = previous if previous is not None and previous.kind == "ident" and previous.text == "extern" else None
+            data = self.type_definition(extern)
             self.type_definitions[data.name] = data
             ends[start] = self.pos
         self.pos = resume
         return ends
 
-    def type_definition(self) -> TypeData:
+    def type_definition(self, extern: Token | None = None) -> TypeData:
+        """`type Name[params] { constructors }`, or after `extern` a `type Name[params]` without any."""
         start = self.advance()
         name = self.advance()
         params = self.type_parameters() if self.at("[") else []
@@ -340,10 +349,14 @@ class _Parser:
             self.constructors[token.text] = made
             constructors.append(made)
 
-        if self.accept("{"):
+        brace = self.accept("{")
+        if brace is not None:
             self.separated(constructor, "}", "`,` or `}` after a constructor")
         self.type_vars.pop()
-        return TypeData(name.text, tuple(params), tuple(constructors), self.span(start))
+        if extern is not None and constructors:
+            raise self.error(f"an external type may not have any constructors (extern type {name.text})", brace or start)
+        span = self.span(extern or start)
+        return TypeData(name.text, tuple(params), tuple(constructors), span, extern is not None)
 
     def type_parameters(self) -> list[TypeVar]:
         """`[A, B]` after a type or function name."""
@@ -371,11 +384,21 @@ class _Parser:
     def finish(self) -> None:
         self.accept("metadata")
         self.expect("eof", "end of input")
-        undefined = [t for name, t in self.global_uses.items() if name not in self.definitions]
+        undefined = [(t, name) for name, t in self.global_uses.items() if name not in self.definitions]
         if undefined:
-            first = min(undefined, key=lambda t: t.offset)
-            raise self.error(f"undefined global {first.text}", first)
+            first, name = min(undefined, key=lambda u: u[0].offset)
+            raise self.error(self.undefined_global_message(name, first), first)
         self.meta.validate()
+
+    def undefined_global_message(self, name: str, token: Token) -> str:
+        user = self.lowered_callees.get(name)
+        if user is None and token.kind not in ("quoted_global", "meta"):
+            return f"undefined global @{name}"
+        where = f"{user} refers to" if user is not None else "an attribute names"
+        return (
+            f"{where} @{name}, a PrimFunc the text does not contain: Relay text cannot carry PrimFuncs "
+            "(TVM prints them apart from the module, or not at all); give the module as it was before LowerTE"
+        )
 
     def definition(self) -> tuple[GlobalVar, Function]:
         def_token = self.advance()
@@ -600,6 +623,11 @@ class _Parser:
             reference = keys[META_ATTRS]
             attrs = self.meta_call_attrs(opdef, reference)
             keys = {name: reference for name in attrs}
+        if args and isinstance(args[0], GlobalVar) and callee.name in _CALLS_LOWERED:
+            self.lowered_callees.setdefault(args[0].name_hint, callee.name)
+        if opdef.extras.get("any_attrs") and set(attrs) == {"__dict__"} and isinstance(attrs["__dict__"], Attrs):
+            # TVM prints DictAttrs of an op call as `__dict__={...}` (or `__dict__=meta[Map][i]`).
+            attrs = dict(attrs["__dict__"])
         try:
             made = opdef.make_attrs(attrs)
         except ops.AttrError as exc:
@@ -677,8 +705,6 @@ class _Parser:
         if constructor is not None:
             self.advance()
             return constructor
-        if text in _UNSUPPORTED_KEYWORDS:
-            raise self.error(_UNSUPPORTED_KEYWORDS[text], token)
         if text in _NO_VALUE_KEYWORDS:
             raise self.error(f"expected an expression, found `{text}`", token)
         self.advance()
@@ -698,8 +724,8 @@ class _Parser:
             raise self.error(f"undefined variable {token.text}", token)
         return bound[-1]
 
-    def global_ref(self, token: Token) -> GlobalVar:
-        name = token.text[1:]
+    def global_ref(self, token: Token, name: str | None = None) -> GlobalVar:
+        name = name if name is not None else token.text[1:]
         self.global_uses.setdefault(name, token)
         return self.globals.setdefault(name, GlobalVar(name, self.span(token)))
 
@@ -819,10 +845,11 @@ class _Parser:
     def attribute(self, attrs: dict[str, AttrValue], keys: dict[str, Token]) -> None:
         key = self.advance()
         self.advance()  # `=`
-        if key.text in attrs:
-            raise self.error(f"attribute {key.text} is given twice", key)
-        attrs[key.text] = self.attribute_value()
-        keys[key.text] = key
+        name = key.text[1:-1] if key.kind == "string" else key.text
+        if name in attrs:
+            raise self.error(f"attribute {name} is given twice", key)
+        attrs[name] = self.attribute_value()
+        keys[name] = key
 
     def attribute_value(self) -> AttrValue:
         token = self.peek()
@@ -842,6 +869,11 @@ class _Parser:
             return None
         if kind == "global":
             return self.global_ref(self.advance())
+        if kind == "quoted_global":
+            return self.global_ref(self.advance(), token.text[1:-1])
+        if kind == "?":
+            self.advance()
+            return ANY
         if kind in ("[", "("):
             return self.attribute_list()
         if kind == "{":
@@ -849,6 +881,14 @@ class _Parser:
         if kind == "meta" and token.text.startswith("meta[VirtualDevice]"):
             self.advance()
             return self.meta.virtual_device(token.text, self.span(token))
+        if kind == "meta" and token.text.startswith("meta[relay.Constant]"):
+            # memory.alloc_tensor's const_shape.
+            self.advance()
+            return self.meta.constant(token.text, self.span(token))
+        if kind == "meta" and token.text.startswith(("meta[Map]", "meta[DictAttrs]", "meta[Array]")):
+            # TVM's astext() keeps map-valued attributes in the metadata section.
+            self.advance()
+            return self.meta.attribute(token.text, self.span(token), lambda name: self.global_ref(token, name))
         if kind == "meta":
             raise self.error("meta[...] references are not supported as attribute values", token)
         raise self.error(f"expected an attribute value, found {token.describe()}", token)
@@ -869,11 +909,14 @@ class _Parser:
         attrs: dict[str, AttrValue] = {}
 
         def entry() -> None:
-            if not self.at_attribute():
+            if not (self.at_attribute() or (self.at("string") and self.peek(1).kind == "=")):
                 raise self.error(f"expected key=value, found {self.peek().describe()}", self.peek())
             self.attribute(attrs, {})
 
         self.separated(entry, "}", "`,` or `}` in the attribute map")
+        if set(attrs) == {"__dict__"} and isinstance(attrs["__dict__"], Attrs):
+            # TVM's debug printer writes DictAttrs (call_lowered's relay_attrs) as {__dict__={...}}.
+            attrs = dict(attrs["__dict__"])
         self.leave()
         return Attrs(attrs)
 
@@ -954,6 +997,9 @@ class _Parser:
         return int(token.literal.value)
 
     def dtype(self, token: Token) -> str:
+        # TVM reads a kind without bits as 32 bits (`def @main(%x: int)` in its pass tests).
+        if token.text in _BITLESS_DTYPES:
+            return _BITLESS_DTYPES[token.text]
         if not is_valid_dtype(token.text):
             reason = unsupported_dtype_reason(token.text)
             raise self.error(reason or f"unknown type or dtype `{token.text}`", token)

@@ -69,7 +69,7 @@ from compiler.ir.expr import (
     pattern_vars,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import FuncType, Type, type_text
+from compiler.ir.types import ANY, FuncType, Type, type_text
 from compiler.ir.visitor import free_vars, post_order
 from compiler.parser.metadata import encode_metadata
 
@@ -98,14 +98,17 @@ def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
 def format_attr_value(value: object, meta: Callable[[object], str] | None = None) -> str:
     """An attribute value as the parser reads it back (`1e-05f`, `"NCHW"`, `[1, 2]`, `@f`).
 
-    `meta` writes values that live in the metadata section (VirtualDevices) as `meta[...]`.
+    `meta` writes values that live in the metadata section (VirtualDevices, and Constants such
+    as memory.alloc_tensor's const_shape) as `meta[...]`.
     """
-    if isinstance(value, VirtualDevice):
+    if isinstance(value, (VirtualDevice, Constant)):
         if meta is None:
-            raise TypeError("a VirtualDevice attribute needs a printer with a metadata section")
+            raise TypeError(f"a {type(value).__name__} attribute needs a printer with a metadata section")
         return meta(value)
     if value is None:
         return "None"
+    if value is ANY:
+        return "?"
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
     if isinstance(value, (int, np.integer)):
@@ -348,11 +351,12 @@ class _Printer:
 
     def module(self, mod: IRModule) -> str:
         parts = [VERSION_HEADER + "\n"]
-        for i, name in enumerate(sorted(mod.type_definitions)):
+        types = [mod.type_definitions[name] for name in sorted(mod.type_definitions)]
+        for i, data in enumerate(d for d in types if not d.extern):
             # A blank line between definitions, types included, as TVM prints a module.
-            parts.append(("\n" if i else "") + _type_definition(mod.type_definitions[name]))
+            parts.append(("\n" if i else "") + _type_definition(data))
         for i, (gv, definition) in enumerate(mod.items()):
-            if i or mod.type_definitions:
+            if i or any(not data.extern for data in types):
                 parts.append("\n")
             if isinstance(definition, Function):
                 self.names = _Names()
@@ -361,6 +365,12 @@ class _Printer:
                 parts.append(_render([header, block]) + "\n")
             else:
                 parts.append(_foreign_definition(gv.name_hint, definition))
+        # TVM's parser reads no definition after an `extern type` (it stops there), so these
+        # come last, where TVM's parser accepts them as well as ours.
+        for data in types:
+            if data.extern:
+                params = f"[{', '.join(p.name for p in data.type_params)}]" if data.type_params else ""
+                parts.append(f"extern type {data.name}{params}\n")
         return "".join(parts)
 
     def expression(self, expr: Expr) -> str:
@@ -515,6 +525,8 @@ class _Printer:
         return text
 
     def _device_ref(self, device: object) -> str:
+        if isinstance(device, Constant):
+            return self._meta_constant(device)
         assert isinstance(device, VirtualDevice)
         if device not in self.devices:
             self.devices.append(device)
@@ -549,6 +561,9 @@ class _Printer:
         literal = scalar_literal(const.data)
         if literal is not None:
             return literal
+        return self._meta_constant(const)
+
+    def _meta_constant(self, const: Constant) -> str:
         index = self.meta_index.get(const)
         if index is None:
             index = self.meta_index[const] = len(self.meta)

@@ -47,6 +47,8 @@ _MASTER = re.compile(
     r"|(?P<nested_comment>/\*)"
     rf"|(?P<global>@{_NAME})"
     r"|(?P<string>\"[^\"\n]*\")"
+    # TVM's debug printer writes a global named in an attribute value as 'name'.
+    rf"|(?P<quoted_global>'{_NAME}')"
     r"|(?P<bad_string>\")"
     r"|(?P<hash>\#\[)"
     r"|(?P<other>[^ \t\r\n]))"
@@ -171,7 +173,7 @@ class _Scanner:
                     self.number_token(start, digits.end(), None)
                     return digits.end()
                 self.number_token(start, start + len(word), None)
-            elif kind in ("local", "graph", "global", "string"):
+            elif kind in ("local", "graph", "global", "string", "quoted_global"):
                 append(Token(kind, word, start))
             elif kind == "nested_comment":
                 return self.skip_block_comment(start)

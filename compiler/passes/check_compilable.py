@@ -9,7 +9,11 @@ global) names the construct and points to `relaycc interpret`, which runs every 
 * references (`ref`, `ref_read`, `ref_write`),
 * closures: a function literal bound by a let or passed around as a value, and calls of a
   function held in a variable (a recursive let-bound loop is one),
-* @main inputs or results whose type is not made of tensors and tuples.
+* @main inputs or results whose type is not made of tensors and tuples,
+* what TVM writes after LowerTE and ManifestAlloc (`call_lowered`, `memory.*`, `vm.*`) that
+  UnwrapCallLowered and UndoManifestAlloc could not turn back into plain calls: the back end
+  lowers and plans memory itself. These are reported before anything else in the module,
+  since they say which module to give instead.
 
 The driver runs it before InlineGlobals, which would otherwise stop at the first recursive
 call (recursive functions over lists are the usual way these constructs appear) with an error
@@ -31,6 +35,7 @@ from compiler.ir.expr import (
     GlobalVar,
     Let,
     Match,
+    Op,
     RefCreate,
     RefRead,
     RefWrite,
@@ -40,10 +45,25 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import post_order
+from compiler.ops.memory import MEMORY_OPS
 from compiler.passes.pass_infra import Pass, PassContext
 
 _HINT = "; run it with relaycc interpret"
 _OWNED = ("Primitive", "Compiler", "Composite")
+# Op -> (what it is, the pass of TVM that writes it).
+_LOWERED_FORMS = {"call_lowered": "LowerTE", **{name: "ManifestAlloc" for name in MEMORY_OPS}}
+_LOWERED_FORMS["memory.kill"] = "ManifestLifetimes"
+
+
+def _lowered_form(node: Expr) -> str | None:
+    """What a call TVM's lowering writes is, or None for any other node."""
+    if not (isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in _LOWERED_FORMS):
+        return None
+    name = node.op.name
+    return (
+        f"`{name}` calls, which TVM's {_LOWERED_FORMS[name]} writes; give the module as it was "
+        f"before {_LOWERED_FORMS[name]}, or run it with relaycc interpret"
+    )
 
 
 def _tensors_only(ty: Type) -> bool:
@@ -109,9 +129,15 @@ class CheckCompilable(Pass):
             raise UnsupportedError(
                 f"the AOT executor cannot compile a @main result of type {ty.ret_type}{_HINT}", main.span
             )
+        reachable = _reachable_functions(mod)
+        lowered: list[tuple[Expr, str]] = []
+        for _, func in reachable:
+            lowered += [(n, what) for n in post_order(func) if (what := _lowered_form(n)) is not None]
+        if lowered:
+            node, what = min(lowered, key=lambda o: _position(o[0].span))
+            raise UnsupportedError(f"the AOT executor cannot compile {what}", node.span)
         # @main's own constructs first: in a printed module the prelude (List, tensor arrays, ...)
         # comes before @main, and an error inside a library helper says little about the model.
-        reachable = _reachable_functions(mod)
         in_main = [(o, "") for name, f in reachable if name == "main" for o in _offences(f)]
         in_helpers = [
             (o, f" (in @{name}, reached from @main)") for name, f in reachable if name != "main" for o in _offences(f)

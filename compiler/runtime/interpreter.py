@@ -131,6 +131,12 @@ class Interpreter:
         frame = self._enter(closure, args)
         return self.eval(closure.func.body, frame)
 
+    def _apply(self, callee: Value, args: list[Value]) -> Value:
+        """Run a function value for an op that calls one (vm.invoke_tvm_op, call_lowered)."""
+        if not isinstance(callee, Closure):
+            raise UnsupportedError(f"an operator called {callee!r}, which is not a function")
+        return self.call(callee, args)
+
     def _enter(self, closure: Closure, args: list[Value]) -> Frame:
         params = closure.func.params
         if len(params) != len(args):
@@ -278,6 +284,9 @@ class Interpreter:
         assert isinstance(node, Call) and isinstance(node.op, Op)
         opdef = ops.get(node.op.name)
         args = [self._value(a, frame) for a in node.args]
+        evaluate = opdef.extras.get("evaluate")
+        if evaluate is not None:
+            return evaluate(args, node.attrs, self._apply)  # type: ignore[operator]  # see OpDef.extras
         result = opdef.reference(args, node.attrs)
         if isinstance(result, (list, tuple)):
             return tuple(np.asarray(r) for r in result)

@@ -1,14 +1,22 @@
-"""`/modules/{id}`: a module's status, its metadata report, its artifacts, and running it."""
+"""`/modules/{id}`: a module's status, its metadata report, its artifacts, a description of its
+model, and running it."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
-from service.problems import ProblemError
+from compiler.diagnostics import CompileError
+from compiler.driver import BuildOptions
+from compiler.inspection import inspect_module
+from compiler.parser import parse
+from service.normalize import SOURCE_NAME
+
+from service.problems import ProblemError, compile_error_problem
 from service.routes.docs import AUTHENTICATED, problem_responses
 from service.running import run_module
-from service.schemas import ArtifactList, MetadataReport, ModuleStatus, RunRequest, RunResponse
+from service.schemas import ArtifactList, MetadataReport, ModuleInspection, ModuleStatus, RunRequest, RunResponse
 from service.security import ClientDep, client_identity
 from service.state import ServiceState, StateDep
 from service.store import Status
@@ -121,6 +129,35 @@ def _etag_matches(header: str | None, etag: str) -> bool:
         if candidate == "*" or candidate.removeprefix("W/") == etag:
             return True
     return False
+
+
+@router.get(
+    "/{module_id}/inspect",
+    summary="Describe the model",
+    description="What `relaycc inspect --json` prints for the module's Relay text: `@main`'s inputs "
+    "and outputs, the operators used with counts, the global functions and their attributes, and "
+    "whether the model compiles to AOT C for the host target `c` or runs in the interpreter only "
+    "(with the located error that stops it). Available in every state of the module's job; "
+    "no C is built.",
+    # Members the description does not have (`type` of a tensor input) are left out, as the CLI does.
+    response_model_exclude_unset=True,
+    responses=problem_responses(*AUTHENTICATED, 404, 422),
+)
+async def inspect(module_id: str, state: StateDep) -> ModuleInspection:
+    _status(state, module_id)
+    relay = state.store.request(module_id)["relay"]
+    assert isinstance(relay, str)
+    info = await run_in_threadpool(_inspect_relay, relay)
+    return ModuleInspection.model_validate(info)
+
+
+def _inspect_relay(relay: str) -> dict[str, object]:
+    # The text was parsed and type-checked when the request came in; a module stored by an
+    # older compiler has another id, so this only fails if the compiler itself changed.
+    try:
+        return inspect_module(parse(relay, SOURCE_NAME), BuildOptions())
+    except CompileError as err:
+        raise ProblemError(compile_error_problem(err)) from None
 
 
 @router.post(

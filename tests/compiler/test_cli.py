@@ -345,3 +345,73 @@ def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path:
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
         np.testing.assert_array_equal(saved["out0"], x + x)
+
+
+def test_lowered_output_read_back_is_one_located_error_in_every_command(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", SUM_AND_PRODUCT)
+    assert run_relaycc("lower", model, "-o", tmp_path / "out").returncode == 0
+    lowered = tmp_path / "out" / "lowered.relay"
+    inputs = save_npz(tmp_path / "in.npz", x=np.ones(3, np.float32), y=np.ones(3, np.float32))
+    for command in (["inspect"], ["compile", "-o", tmp_path / "again"], ["interpret", "--inputs", inputs, "-o", tmp_path / "o.npz"]):
+        line = assert_one_line_error(run_relaycc(command[0], lowered, *command[1:]))
+        assert re.match(rf"{re.escape(str(lowered))}:\d+:\d+: error: call_lowered refers to @tvmgen_default_fused_\w+, "
+                        "a PrimFunc the text does not contain", line), line
+
+
+CALL_LOWERED_OF_RELAY = """#[version = "0.0.5"]
+def @tvmgen_default_fused_add(%p0: Tensor[(3), float32], %p1: Tensor[(3), float32], Primitive=1) -> Tensor[(3), float32] {
+  add(%p0, %p1)
+}
+def @main(%x: Tensor[(3), float32], %y: Tensor[(3), float32]) -> Tensor[(3), float32] {
+  %0 = (%x, %y);
+  %1 = call_lowered(@tvmgen_default_fused_add, %0, metadata={"relay_attrs"={__dict__={"Primitive"=1}}, "all_prim_fn_vars"=['tvmgen_default_fused_add']});
+  multiply(%1, %x)
+}
+"""
+
+
+def test_call_lowered_of_a_relay_function_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", CALL_LOWERED_OF_RELAY)
+    x, y = np.array([1, -2, 3], np.float32), np.array([0.5, 4, -1], np.float32)
+    inputs = save_npz(tmp_path / "in.npz", x=x, y=y)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    for result in (
+        run_relaycc("run", tmp_path / "out", "--inputs", inputs, "-o", tmp_path / "ran.npz"),
+        run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "interpreted.npz"),
+    ):
+        assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
+        np.testing.assert_array_equal(ran["out0"], (x + y) * x)
+        np.testing.assert_array_equal(interpreted["out0"], (x + y) * x)
+
+
+def test_a_module_after_manifest_alloc_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    from compiler.parser.metadata import encode_metadata
+
+    model = write(tmp_path / "vm.relay", """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
+  %0 = fn (%p0: Tensor[(2, 3), float32], %p1: Tensor[(2, 3), float32], Primitive=1) -> Tensor[(2, 3), float32] {
+    %1 = subtract(%p0, %p1);
+    nn.relu(%1)
+  };
+  let %storage_0 = memory.alloc_storage(24i64, meta[relay.Constant][0], 64i64);
+  let %tensor_0 = memory.alloc_tensor(%storage_0, 0i64, meta[relay.Constant][0], const_shape=None, assert_shape=[2, 3]);
+  let %_0 = vm.invoke_tvm_op(%0, (%x, %y), (%tensor_0,), Primitive=1);
+  let %_1 = memory.kill(%storage_0);
+  multiply(%tensor_0, %x)
+}
+extern type Storage
+#[metadata]
+""" + encode_metadata([np.array([2, 3], dtype="int64")]))
+    x = np.array([[1, -2, 3], [4, 0.5, -6]], np.float32)
+    y = np.array([[0.5, 1, 3.5], [-1, 2, -8]], np.float32)
+    inputs = save_npz(tmp_path / "in.npz", x=x, y=y)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    for result in (
+        run_relaycc("run", tmp_path / "out", "--inputs", inputs, "-o", tmp_path / "ran.npz"),
+        run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "interpreted.npz"),
+    ):
+        assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
+        np.testing.assert_array_equal(ran["out0"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(interpreted["out0"], np.maximum(x - y, 0) * x)

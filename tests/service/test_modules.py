@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import signal
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -18,6 +21,7 @@ from service.settings import Settings
 from tests.service.support import MODELS, make_app, make_settings, small_relay, wait_until_done
 
 PROBLEMS = "https://relaycc.dev/problems/"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MLP_RELAY = (MODELS / "mlp_seed001.relay").read_text()
 
 
@@ -118,10 +122,44 @@ def test_names_outside_the_artifact_list_are_not_found(mlp_client: TestClient, m
 
 @pytest.mark.parametrize("module_id", ["0" * 64, "not-an-id", "..", "A" * 64])
 def test_unknown_module_ids_answer_404_problem(mlp_client: TestClient, module_id: str) -> None:
-    for path in ("", "/metadata", "/artifacts", "/artifacts/metadata.json"):
+    for path in ("", "/metadata", "/artifacts", "/artifacts/metadata.json", "/inspect"):
         response = mlp_client.get(f"/modules/{module_id}{path}")
         assert response.status_code == 404, path
         assert response.json()["type"] == PROBLEMS + "not-found"
+
+
+def test_inspect_is_what_relaycc_inspect_json_prints_for_the_stored_text(
+    mlp_client: TestClient, mlp_id: str, tmp_path: Path
+) -> None:
+    response = mlp_client.get(f"/modules/{mlp_id}/inspect")
+
+    assert response.status_code == 200
+    model = tmp_path / "mlp.relay"
+    model.write_text(MLP_RELAY)
+    cli = subprocess.run(
+        [sys.executable, "-m", "compiler", "inspect", "--json", str(model)],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert response.json() == json.loads(cli.stdout)
+    assert response.json()["compiles_to_c"] is True
+
+
+def test_inspect_of_a_failed_module_says_why_it_runs_in_the_interpreter_only(tmp_path: Path) -> None:
+    relay = """#[version = "0.0.5"]
+def @main(%c: bool, %x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  if (%c) { %x } else { negative(%x) }
+}
+"""
+    with TestClient(make_app(make_settings(tmp_path / "store"))) as client:
+        module_id = client.post("/compile", json={"relay": relay}).json()["id"]
+        assert wait_until_done(client, module_id)["state"] == "failed"
+        info = client.get(f"/modules/{module_id}/inspect").json()
+
+    assert info["inputs"] == [{"name": "c", "shape": [], "dtype": "bool"}, {"name": "x", "shape": [2], "dtype": "float32"}]
+    assert info["operators"] == {"negative": 1}
+    assert info["compiles_to_c"] is False
+    assert info["interpreter_only_because"].startswith("relay:3:3: error: ")
 
 
 def test_a_module_that_is_not_built_has_no_artifacts_yet(tmp_path: Path) -> None:

@@ -115,3 +115,21 @@ def test_codegens_the_model_was_partitioned_for_must_be_known():
                                          "neither built in nor given with --codegen"):
         ExternalCodegens.resolve((), (), partitioned_for=("toy_cg_thflow",))
     assert ExternalCodegens.resolve((), (toy(),), partitioned_for=("toy_cg_thflow",)).names == ("toy_cg_thflow",)
+
+
+def test_an_unknown_codegen_of_a_partitioned_function_is_reported_at_that_function():
+    from compiler.backend.targets import compiler_spans
+    from compiler.parser import parse
+
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3), float32], %w: Tensor[(4, 3), float32]) -> Tensor[(2, 4), float32] {
+  %0 = fn (%a: Tensor[(2, 3), float32], %b: Tensor[(4, 3), float32], Primitive=1, Compiler="acme") -> Tensor[(2, 4), float32] {
+    nn.dense(%a, %b, units=None)
+  };
+  %0(%x, %w)
+}""", "partitioned.relay")
+    spans = compiler_spans(mod)
+    with pytest.raises(InputError) as info:
+        ExternalCodegens.resolve((), (), partitioned_for=("acme",), spans=spans)
+    assert info.value.message.startswith('the model has functions for Compiler="acme", a codegen that is neither')
+    assert (info.value.line, info.value.column) == (3, 8)

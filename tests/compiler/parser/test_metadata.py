@@ -215,3 +215,22 @@ def test_call_attributes_in_metadata_errors_are_located_at_the_reference() -> No
     with pytest.raises(ParseError, match="attributes are given twice"):
         parse(CONV.replace("[0])", "[0], groups=1)") + attrs_section({"relay.attrs.Conv2DAttrs": [CONV_FIELDS]},
                                                                       CONV_NODES))
+
+
+def test_a_map_entry_of_a_node_kind_relaycc_cannot_read_is_a_located_error():
+    from compiler.parser import parse
+
+    graph = json.loads(encode_metadata([]))
+    graph["nodes"][1]["keys"].append("Map")
+    graph["nodes"][1]["data"].append(len(graph["nodes"]))
+    graph["nodes"].append({"type_key": "Array", "data": [len(graph["nodes"]) + 1]})
+    graph["nodes"].append({"type_key": "Map", "keys": ["layout"], "data": [len(graph["nodes"]) + 1]})
+    graph["nodes"].append({"type_key": "tir.Layout", "attrs": {"name": "0"}})
+    text = '#[version = "0.0.5"]\ndef @main(%x: float32) {\n  %0 = (%x,);\n  call_lowered(@f, %0, metadata=meta[Map][0])\n}\n'
+    text += 'def @f(%a: float32) -> float32 { %a }\n#[metadata]\n' + json.dumps(graph)
+    with pytest.raises(ParseError) as info:
+        parse(text, "m.relay")
+    assert info.value.message == (
+        "meta[Map][0]: holds a tir.Layout node, which relaycc cannot read as an attribute value"
+    )
+    assert (info.value.span.line, info.value.span.column) == (4, 33)

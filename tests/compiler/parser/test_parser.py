@@ -585,3 +585,10 @@ def test_parser_reads_from_pytorch_parameter_names_with_sequential_indices():
     body = main.body
     assert isinstance(body, Call) and all(isinstance(a, TupleGetItem) for a in body.args)
     assert body.args[0].tuple_value.fields[1] is main.params[2]
+
+
+@pytest.mark.parametrize("spelling, dtype", [("int", "int32"), ("uint", "uint32"), ("float", "float32")])
+def test_a_dtype_kind_without_bits_is_32_bits_as_in_tvm(spelling, dtype):
+    main = parse_untyped(f"def @main(%x: Tensor[(2), {spelling}], %y: {spelling}) {{ %x }}").main
+    assert main.params[0].type_annotation == TensorType((2,), dtype)
+    assert main.params[1].type_annotation == TensorType((), dtype)

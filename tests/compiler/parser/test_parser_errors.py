@@ -67,7 +67,7 @@ def expected_position(body: str, marker: str | object) -> tuple[int, int]:
         ("  match (%x) { (%a, %a) => %x }", "%a)", "%a is bound twice in this pattern"),
         ("  match (%x) { _ -> %x }", "->", "expected `=>` after the pattern"),
         ("  meta[relay.attrs.Conv2DAttrs][0]", "meta", "only meta[relay.Constant]"),
-        ("  nn.conv2d(%x, %w, padding=meta[relay.Constant][0])", "meta", "not supported as attribute values"),
+        ("  nn.conv2d(%x, %w, padding=meta[relay.attrs.Conv2DAttrs][0])", "meta", "not supported as attribute values"),
         ("  let %y: Tensor[(2), bfloat16] = %x;\n  %y", "bfloat16", "dtype `bfloat16` is not supported"),
         ("  let %y: Tensor[(2), float32x4] = %x;\n  %y", "float32x4", "vector dtype `float32x4` (lanes)"),
         ("  let %y: Tensor[(2), int4] = %x;\n  %y", "int4", "dtype `int4` is not supported; bit widths"),
@@ -176,10 +176,10 @@ def test_parser_reports_a_malformed_metadata_section_at_its_header():
 
 
 def test_parser_rejects_top_level_items_other_than_definitions():
-    error = parse_error(HEADER + "extern type Opaque")
-    assert "`extern type` definitions are not supported" in error.message and (error.line, error.column) == (2, 1)
+    error = parse_error(HEADER + "extern def @main(%x: float32) { %x }")
+    assert error.message == "expected `type` after `extern`, found `def`" and (error.line, error.column) == (2, 8)
     error = parse_error(HEADER + "def @main(%x: float32) { %x }\n%x")
-    assert error.message == "expected `def`, `type` or end of input, found `%x`"
+    assert error.message == "expected `def`, `type`, `extern type` or end of input, found `%x`"
     assert (error.line, error.column) == (3, 1)
 
 

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from compiler.diagnostics import UnsupportedError
 from compiler.parser import parse
+from compiler.parser.metadata import encode_metadata
 from compiler.passes.check_compilable import CheckCompilable
 
 LIST = """#[version = "0.0.5"]
@@ -74,3 +76,35 @@ def @main(%x: float32) -> float32 {
 def test_a_primitive_main_is_left_to_the_back_end():
     mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32], Primitive=1) { add(%x, %x) }')
     assert CheckCompilable()(mod) is mod
+
+
+def test_memory_ops_after_manifest_alloc_are_refused_before_other_constructs():
+    error = refusal("""#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  let %f = fn (%p0: Tensor[(2), float32], Primitive=1) -> Tensor[(2), float32] { negative(%p0) };
+  let %storage_0 = memory.alloc_storage(8i64, 64i64);
+  let %tensor_0 = memory.alloc_tensor(%storage_0, 0i64, meta[relay.Constant][0], const_shape=meta[relay.Constant][0], assert_shape=None);
+  let %_ = vm.invoke_tvm_op(%f, (%x,), (%tensor_0,));
+  %tensor_0
+}
+#[metadata]
+""" + encode_metadata([np.array([2], dtype="int64")]))
+    assert error.message == (
+        "the AOT executor cannot compile `memory.alloc_storage` calls, which TVM's ManifestAlloc writes; "
+        "give the module as it was before ManifestAlloc, or run it with relaycc interpret"
+    )
+    assert (error.line, error.column) == (4, 20)
+
+
+def test_call_lowered_of_a_relay_function_is_refused_naming_lower_te():
+    error = refusal("""#[version = "0.0.5"]
+def @f(%a: Tensor[(2), float32], Primitive=1) -> Tensor[(2), float32] { negative(%a) }
+def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
+  %0 = (%x,);
+  call_lowered(@f, %0, metadata={relay_attrs={Primitive=1}, all_prim_fn_vars=[@f]})
+}""")
+    assert error.message == (
+        "the AOT executor cannot compile `call_lowered` calls, which TVM's LowerTE writes; "
+        "give the module as it was before LowerTE, or run it with relaycc interpret"
+    )
+    assert (error.line, error.column) == (5, 3)

@@ -120,10 +120,12 @@ def _is_define(flag: str) -> bool:
 def params_digest(params: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:
     digest = {}
     for name in sorted(params):
-        array = np.ascontiguousarray(params[name])
+        given = np.asarray(params[name])
+        # Not the contiguous copy's shape: np.ascontiguousarray makes a 0-d array 1-d.
+        array = np.ascontiguousarray(given)
         digest[name] = {
-            "dtype": str(array.dtype),
-            "shape": list(array.shape),
+            "dtype": str(given.dtype),
+            "shape": list(given.shape),
             "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
         }
     return digest

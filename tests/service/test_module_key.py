@@ -89,6 +89,14 @@ def test_params_with_the_same_bytes_but_another_shape_or_dtype_get_another_key()
     assert len({key(base), key(reshaped), key(retyped)}) == 3
 
 
+def test_a_scalar_param_and_a_one_element_vector_get_different_keys() -> None:
+    # Found by the property test above: the digest took the shape after
+    # np.ascontiguousarray, which makes a 0-d array 1-d.
+    scalar = (TEXTS[0], "c", "default", 0, {}, {"w": np.array(0.0, "float32")})
+    vector = scalar[:5] + ({"w": np.array([0.0], "float32")},)
+    assert key(scalar) != key(vector)
+
+
 def test_spellings_of_one_target_share_a_key() -> None:
     base = (TEXTS[0], "cblas, c", "default", 3, {}, {})
     assert key(base) == key((TEXTS[0], "cblas ,c", "default", 3, {}, {}))

@@ -54,7 +54,8 @@ def key(request: tuple[object, ...], *, reverse_params: bool = False, fortran: b
     items = list(arrays.items())  # type: ignore[attr-defined]
     if reverse_params:
         items.reverse()
-    given_params = {k: (np.asfortranarray(v) if fortran else v) for k, v in items}
+    # np.asfortranarray makes a 0-d array 1-d, so 0-d arrays are passed as they are.
+    given_params = {k: (np.asfortranarray(v) if fortran and np.ndim(v) else v) for k, v in items}
     return module_id(normal_form(text, options, given_params))  # type: ignore[arg-type]
 
 

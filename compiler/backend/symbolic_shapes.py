@@ -17,9 +17,9 @@ from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from compiler.ir.types import ANY, TensorType, TupleType, Type, flatten_tensor_types, is_dynamic
 from compiler.ir.visitor import post_order
+from compiler.ops.common import same_dim
 from compiler.ops.shape_rules import ShapeArg, ShapeRuleError
 from compiler.tir import expr as te
-from compiler.tir.analysis import expr_equal
 from compiler.tir.simplify import simplify_expr
 
 
@@ -33,20 +33,10 @@ def has_dynamic_types(func: Function) -> bool:
     )
 
 
-def dim_equal(a: object, b: object) -> bool:
-    """Two dims are known equal: equal ints, or expressions equal after simplification."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    if isinstance(a, (int, te.PrimExpr)) and isinstance(b, (int, te.PrimExpr)):
-        x, y = simplify_expr(te.as_expr(a)), simplify_expr(te.as_expr(b))
-        return expr_equal(x, y) or expr_equal(simplify_expr(x - y), te.const(0, x.dtype))
-    return False
-
-
 def shapes_equal(a: Type, b: Type) -> bool:
     return (
         isinstance(a, TensorType) and isinstance(b, TensorType) and a.ndim == b.ndim
-        and all(dim_equal(x, y) for x, y in zip(a.shape, b.shape))
+        and all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
     )
 
 

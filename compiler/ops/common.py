@@ -8,7 +8,9 @@ from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.registry import TypeRelationError
-from compiler.tir.expr import Const, PrimExpr
+from compiler.tir.analysis import expr_equal
+from compiler.tir.expr import Const, PrimExpr, as_expr
+from compiler.tir.simplify import simplify_expr
 
 
 def tensor_arg(types: Sequence[Type], index: int, op: str) -> TensorType:
@@ -111,6 +113,31 @@ def row_major_index(offset: PrimExpr, shape: Sequence[int]) -> tuple[PrimExpr, .
         out.append(coord)
         stride *= shape[k]
     return tuple(reversed(out))
+
+
+def same_dim(a: object, b: object) -> bool:
+    """Two dims are known equal: equal ints, or loop-level expressions equal after
+    simplification (the dims of a kernel with `?` dims)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, (int, PrimExpr)) and isinstance(b, (int, PrimExpr)):
+        x, y = simplify_expr(as_expr(a)), simplify_expr(as_expr(b))
+        return expr_equal(x, y) or expr_equal(simplify_expr(x - y), Const(0, x.dtype))
+    return False
+
+
+def reshape_index_dynamic(
+    idx: Sequence[PrimExpr], out_shape: Sequence[object], in_shape: Sequence[object], op: str
+) -> tuple[PrimExpr, ...]:
+    """`reshape_index` where the leading dims may be known only at run time: dims the two
+    shapes share in front (a batch) map directly, the rest must be static."""
+    lead = 0
+    while lead < min(len(out_shape), len(in_shape)) and same_dim(out_shape[lead], in_shape[lead]):
+        if isinstance(out_shape[lead], int) and isinstance(in_shape[lead], int):
+            break  # static from here on: the static mapping handles the rest, 1s included
+        lead += 1
+    rest = reshape_index(idx[lead:], static_dims(out_shape[lead:], op), static_dims(in_shape[lead:], op))
+    return (*idx[:lead], *rest)
 
 
 def reshape_index(

@@ -27,7 +27,7 @@ from compiler.ops.common import (
     dims_equal,
     normalize_axis,
     product,
-    reshape_index,
+    reshape_index_dynamic,
     static_dims,
     tensor_arg,
 )
@@ -58,8 +58,8 @@ def reshape_compute(op: str) -> Compute:
 
     def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
         data = inputs[0]
-        out_shape = static_dims(_tensor_out(out_type, op).shape, op)
-        return data[reshape_index(idx, out_shape, static_dims(data.shape, op))]
+        out_shape = _tensor_out(out_type, op).shape
+        return data[reshape_index_dynamic(idx, out_shape, data.shape, op)]
 
     return compute
 

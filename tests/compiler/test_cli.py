@@ -415,3 +415,32 @@ extern type Storage
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
         np.testing.assert_array_equal(ran["out0"], np.maximum(x - y, 0) * x)
         np.testing.assert_array_equal(interpreted["out0"], np.maximum(x - y, 0) * x)
+
+
+DYNAMIC_CNN = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], %b: Tensor[(4), float32],
+          %w2: Tensor[(10, 64), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, %b);
+  %2 = nn.relu(%1);
+  %3 = nn.max_pool2d(%2, pool_size=[2, 2], strides=[2, 2]);
+  %4 = nn.batch_flatten(%3);
+  %5 = nn.dense(%4, %w2, units=10);
+  nn.softmax(%5)
+}
+"""
+
+
+def test_lower_takes_a_cnn_with_an_unknown_batch(tmp_path: Path) -> None:
+    import json
+
+    model = write(tmp_path / "cnn.relay", DYNAMIC_CNN)
+    result = run_relaycc("lower", model, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    lowered = (tmp_path / "out" / "lowered.relay").read_text()
+    kernels = re.findall(r"^primfn (tvmgen_default_fused_\w+)\((.*)\) ->", lowered, re.M)
+    assert len(kernels) == 5 and all(params.endswith("p0_dim0: int64") for _, params in kernels)
+    report = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    text = json.dumps(report)
+    assert text.count("prim_shape_fn_var") >= 5

@@ -449,7 +449,10 @@ def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
              lower(DYNAMIC_BATCH_MATMUL, "dyn_batch_matmul"),
              lower(DYNAMIC_CONV, "dyn_conv"),
              lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2])"), "dyn_pool"),
-             lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.softmax(%p0)"), "dyn_softmax")]
+             lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.softmax(%p0)"), "dyn_softmax"),
+             lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { nn.batch_flatten(%p0) }", "dyn_flatten"),
+             lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { reshape(%p0, newshape=[0, 3, 2]) }",
+                   "dyn_reshape")]
     return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive_dynamic"))
 
 
@@ -531,6 +534,15 @@ def test_kernel_whose_unknown_dim_is_not_its_batch_is_refused() -> None:
         lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.softmax(%p0, axis=0) }")
     with pytest.raises(UnsupportedError, match="nn.max_pool2d: its kernel needs static shapes"):
         lower("fn (%p0: Tensor[(1, 3, ?, 8), float32], Primitive=1) { nn.max_pool2d(%p0, pool_size=[2, 2]) }")
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_reshapes_keeping_an_unknown_batch_map_it_directly(dynamic_library: PrimLibrary, batch: int) -> None:
+    x = np.arange(batch * 6, dtype="float32").reshape(batch, 2, 3)
+    (flat,) = dynamic_library.run("dyn_flatten", [x])
+    np.testing.assert_array_equal(flat, x.reshape(batch, 6))
+    (reshaped,) = dynamic_library.run("dyn_reshape", [x])
+    np.testing.assert_array_equal(reshaped, x.reshape(batch, 3, 2))
 
 
 def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:

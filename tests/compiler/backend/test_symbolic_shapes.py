@@ -9,7 +9,8 @@ import pytest
 
 from compiler import ops
 
-from compiler.backend.symbolic_shapes import SymbolicShapes, dim_equal, has_dynamic_types, shapes_equal
+from compiler.backend.symbolic_shapes import SymbolicShapes, has_dynamic_types, shapes_equal
+from compiler.ops.common import same_dim as dim_equal
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Function
 from compiler.ir.types import TensorType

@@ -1,0 +1,44 @@
+"""Helpers shared by the op families: dims known at run time, reshapes over them and the
+batch-rows predicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.attrs import Attrs
+from compiler.ops.common import batch_first, reshape_index_dynamic, rows_unless_axis_zero, same_dim
+from compiler.tir import expr as te
+
+N = te.Var("n", "int64")
+
+
+def test_same_dim_compares_ints_and_expressions_after_simplification() -> None:
+    assert same_dim(4, 4) and not same_dim(4, 5)
+    assert same_dim(N, N) and same_dim(N + 2, 2 + N) and not same_dim(N, N + 1)
+    assert not same_dim(N, 4)
+
+
+def test_reshape_keeps_a_shared_unknown_batch_and_reshapes_the_rest() -> None:
+    b, i = te.Var("b", "int32"), te.Var("i", "int32")
+    index = reshape_index_dynamic((b, i), (N, 6), (N, 2, 3), "nn.batch_flatten")
+    assert index[0] is b and len(index) == 3
+
+
+def test_reshape_of_an_unknown_dim_it_cannot_follow_is_refused() -> None:
+    with pytest.raises(UnsupportedError, match="reshape: the loop lowering needs static shapes"):
+        reshape_index_dynamic((te.Var("i", "int32"),), (N * 6,), (N, 6), "reshape")
+
+
+def test_batch_first_reads_every_named_layout() -> None:
+    rows = batch_first("data_layout", "out_layout")
+    assert rows(Attrs({"data_layout": "NCHW", "out_layout": ""}), 4)
+    assert not rows(Attrs({"data_layout": "CHWN", "out_layout": ""}), 4)
+    assert not rows(Attrs({"data_layout": "NCHW", "out_layout": "CNHW"}), 4)
+
+
+def test_rows_are_independent_unless_the_axis_is_the_first() -> None:
+    assert rows_unless_axis_zero(Attrs({"axis": -1}), 2)
+    assert not rows_unless_axis_zero(Attrs({"axis": 0}), 2)
+    assert not rows_unless_axis_zero(Attrs({"axis": -2}), 2)
+    assert not rows_unless_axis_zero(Attrs({"axis": 0}), 1)

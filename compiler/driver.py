@@ -52,7 +52,7 @@ from compiler.passes.inline_globals import InlineGlobals
 from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
-from compiler.passes.strip_devices import StripDevices
+from compiler.passes.strip_devices import StripDevices, device_placements
 from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
 from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import build_shared_library
@@ -224,6 +224,7 @@ def lower(
     functions = UpdateFunctionMetadata(options.workspace_byte_alignment)
     prefix = f"tvmgen_{options.module_name}"
     # The codegens' target kinds (their LowerTE hooks) exist only while this build runs.
+    placements = device_placements(mod)
     with ctx.scope(), TARGETS.scoped(*codegens.target_kinds()):
         mod = optimize(mod, params or {})
         # BYOC: each external codegen, in target order, takes what its patterns match; its own
@@ -251,6 +252,9 @@ def lower(
     )
     annotate_report(report, lowered, codegens)
     report["compiler_version"] = __version__
+    if placements:
+        # On one CPU, placement is an identity; the report says what was seen and dropped.
+        report["devices"] = placements
     if aot is not None:
         report["interface"] = interface_section(aot, options)
     return CompiledModel(

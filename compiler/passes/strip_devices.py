@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from compiler import ops
 from compiler.ir.expr import Call, Expr, Function, Op, Var
 from compiler.ir.module import IRModule
-from compiler.ir.visitor import ExprMutator
+from compiler.ir.visitor import ExprMutator, post_order
 from compiler.ops.device import DEVICE_OPS
 from compiler.passes.pass_infra import Pass, PassContext
 
@@ -43,6 +44,32 @@ class _Strip(ExprMutator):
         assert isinstance(post, Function)
         placed = {key: None for key in _FUNCTION_DEVICE_ATTRS if key in post.attrs}
         return post.with_attrs(**placed) if placed else post
+
+
+def device_placements(mod: IRModule) -> list[dict[str, object]]:
+    """What StripDevices removes from `mod`, for the report: each `on_device` and `device_copy`
+    call, placed parameter and placed function, with its location and the devices it named.
+    On one CPU they change nothing; the list tells a user their placement was seen."""
+    found: list[dict[str, object]] = []
+    for gv, func in mod.functions():
+        for node in post_order(func):
+            entry: dict[str, object] | None = None
+            if isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in DEVICE_OPS:
+                defaults = {spec.name: spec.default for spec in ops.get(node.op.name).attrs}
+                shown = {k: str(v) for k, v in node.attrs.items() if v != defaults.get(k)}
+                entry = {"kind": node.op.name, "attrs": shown}
+            elif isinstance(node, Var) and node.virtual_device is not None:
+                entry = {"kind": "parameter", "name": f"%{node.name_hint}", "attrs": {"virtual_device": str(node.virtual_device)}}
+            elif isinstance(node, Function):
+                placed = {k: str(node.attrs[k]) for k in _FUNCTION_DEVICE_ATTRS if k in node.attrs}
+                if placed:
+                    name = f"@{gv.name_hint}" if node is func else "a function literal"
+                    entry = {"kind": "function", "name": name, "attrs": placed}
+            if entry is not None:
+                if node.span is not None:
+                    entry["location"] = f"{node.span.line}:{node.span.column}"
+                found.append(entry)
+    return found
 
 
 @dataclass(frozen=True)

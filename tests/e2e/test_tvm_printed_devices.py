@@ -85,3 +85,14 @@ def test_placement_does_not_change_the_program(name: str, tmp_path: Path) -> Non
         assert result.returncode == 0, result.stderr
         lowered.append((tmp_path / label / "lowered.relay").read_text())
     assert lowered[0] == lowered[1]
+
+
+def test_report_lists_the_placement_it_dropped() -> None:
+    from compiler.driver import lower
+
+    printed = MODELS["cnn_plan_devices"]("params")
+    report = lower(parse(printed.text), executor=False).report
+    kinds = {entry["kind"] for entry in report["devices"]}  # type: ignore[union-attr]
+    assert {"parameter", "function", "device_copy"} <= kinds
+    data = next(e for e in report["devices"] if e.get("name") == "%data")  # type: ignore[union-attr]
+    assert "virtual_device" in data["attrs"] and re.fullmatch(r"\d+:\d+", data["location"])

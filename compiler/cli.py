@@ -28,6 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompileError as err:
         print(err.one_line(), file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`relaycc ops | head`): stop quietly, as other tools do, and keep
+        # Python's final flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -444,3 +444,13 @@ def test_lower_takes_a_cnn_with_an_unknown_batch(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "out" / "metadata.json").read_text())
     text = json.dumps(report)
     assert text.count("prim_shape_fn_var") >= 5
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "compiler", "ops", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.read(10)
+    proc.stdout.close()  # like `relaycc ops --json | head -c 10`
+    _, stderr = proc.communicate(timeout=60)
+    assert b"Traceback" not in stderr

@@ -59,6 +59,11 @@ def save_reproducer(out: Path, model: object) -> None:
     out.mkdir(parents=True, exist_ok=True)
     seed = model.seed  # type: ignore[attr-defined]
     (out / f"seed{seed}.relay").write_text(model.text)  # type: ignore[attr-defined]
+    # How it was built: the codegens a target names change the build entirely.
+    (out / f"seed{seed}.build.json").write_text(json.dumps({
+        "target": model.target, "opt_level": model.opt_level,  # type: ignore[attr-defined]
+        "codegens": [s.origin for s in model.codegens],  # type: ignore[attr-defined]
+    }))
     np.savez(out / f"seed{seed}.inputs.npz", **model.inputs)  # type: ignore[attr-defined]
 
 

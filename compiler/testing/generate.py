@@ -346,7 +346,7 @@ class _Builder:
         if op.domain is None:
             return None
         for _ in range(REGION_ATTEMPTS):
-            sample = op.domain.draw(RegionDraw(self.rng, below))
+            sample = op.domain.draw(RegionDraw(self.rng, below, float32=not motif.any_attrs))
             if region_friendly(motif, link, sample, below) and self.library_takes(link.op, sample):
                 return sample
         return None

@@ -8,7 +8,9 @@ bias_add, then relu). The generator draws each call of the chain from its op's d
 a `RegionDraw`, which leans towards what a codegen's library takes (float32, each choice's
 first option, the shape of the call below), and keeps a draw only when `region_friendly`
 accepts it: float32 tensors, the pattern's attribute constraints, and every attribute at its
-default except those the pattern hands to the library and those a shape already implies.
+default except those the pattern hands to the library and those a shape already implies. A
+function-at-a-time codegen has no library (the host compiles its regions): any dtype and
+attribute values do.
 
 A library may accept less than its patterns claim (a dense of 2-D data only): the generator's
 `accepts` hook, given by whoever knows the library, vetoes such draws.
@@ -65,7 +67,7 @@ class Motif:
     chain: tuple[Link, ...]  # innermost first
     passed_attrs: frozenset[tuple[str, str]] = field(default=frozenset())  # (op, attr) the library gets
     # A function-at-a-time codegen compiles its regions with the host's loops: any attribute
-    # values do.
+    # values and dtypes do.
     any_attrs: bool = False
 
     def allowed(self, op: str) -> frozenset[str] | None:
@@ -109,9 +111,10 @@ class RegionDraw(RandomDraw):
     """Draws leaning towards a library's common case; `below` is the type of the call under
     this one in the chain, whose shape every shape draw of a matching rank returns."""
 
-    def __init__(self, rng: np.random.Generator, below: TensorType | None = None):
+    def __init__(self, rng: np.random.Generator, below: TensorType | None = None, float32: bool = True):
         super().__init__(rng)
         self.below = below
+        self.float32 = float32
 
     def choice(self, options: Sequence[object]) -> object:  # type: ignore[override]
         if len(options) > 1 and self.rng.random() < FIRST_CHOICE:
@@ -119,7 +122,9 @@ class RegionDraw(RandomDraw):
         return super().choice(options)
 
     def dtype(self, options: Sequence[str]) -> str:
-        return REGION_DTYPE if REGION_DTYPE in options else super().dtype(options)
+        if self.float32 and REGION_DTYPE in options:
+            return REGION_DTYPE
+        return super().dtype(options)
 
     def shape(self, min_rank: int = 1, max_rank: int = 4, min_dim: int = 1, max_dim: int = 5) -> tuple[int, ...]:
         if self.below is not None and min_rank <= self.below.ndim <= max_rank:
@@ -132,7 +137,9 @@ def region_friendly(motif: Motif, link: Link, sample: Sample, below: TensorType 
     for k, entry in enumerate(sample.inputs):
         if k in link.constants:
             continue
-        if not (isinstance(entry, TensorType) and entry.dtype == REGION_DTYPE and not entry.is_dynamic):
+        if not (isinstance(entry, TensorType) and not entry.is_dynamic):
+            return False
+        if entry.dtype != REGION_DTYPE and not motif.any_attrs:
             return False
     if below is not None and (link.inner_at is None or link.inner_at >= len(sample.inputs)
                               or sample.inputs[link.inner_at] != below):

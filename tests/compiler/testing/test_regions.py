@@ -54,10 +54,10 @@ def test_a_library_call_is_float32_with_the_other_attributes_at_their_defaults()
     assert not region_friendly(motif, conv, _conv(out_dtype="float64"), None)
 
 
-def test_a_function_at_a_time_codegen_takes_any_attributes() -> None:
+def test_a_function_at_a_time_codegen_takes_any_attributes_and_dtypes() -> None:
     (motif,) = motifs(_spec("nn.relu(nn.conv2d(*, *))", mode="function_at_a_time"))
-    assert region_friendly(motif, motif.chain[0], _conv(padding=[1], data_layout="NCHW", groups=1), None)
-    assert not region_friendly(motif, motif.chain[0], _conv("float64"), None)
+    assert region_friendly(motif, motif.chain[0], _conv(padding=[1], strides=[2]), None)
+    assert region_friendly(motif, motif.chain[0], _conv("float64"), None)
 
 
 def test_a_required_attribute_value_must_be_drawn() -> None:

@@ -12,6 +12,11 @@ A model is reproducible from its seed and options alone. Inputs come with the mo
 the value range the domain declared, so the interpreter and the compiled code see the same
 arrays.
 
+A model compiled for a target that names external codegens also gets chains of calls shaped
+like their patterns (compiler/testing/regions.py), drawn the way their libraries take them, so
+that BYOC regions form; drawn one op at a time, `nn.relu(nn.conv2d(...))` in float32 with
+default layouts would be rare.
+
 Arguments whose domain narrows their values (a positive range for `log`, indices as arrays,
 non-zero divisors) are never connected to other values: nothing guarantees an arbitrary value
 stays in that range. They become parameters or constants of their own.
@@ -26,12 +31,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import ops
+from compiler.byoc.codegen_config import CodegenSpec, builtin
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars, post_order
 from compiler.ir.types import TensorType, TupleType, Type, dtype_of
 from compiler.ops.domain import RandomDraw
-from compiler.byoc.codegen_config import CodegenSpec, builtin
 from compiler.ops.registry import AttrError, OpDef, Sample, TypeRelationError
 from compiler.parser.printer import astext
 from compiler.passes.infer_type import InferType, constant_data

@@ -48,3 +48,21 @@ def test_one_value_strides_and_dilation_reach_the_library_as_two(tmp_path: Path)
     assert [o.shape for o in outputs] == [(1, 4, 5, 4), (1, 4, 5, 2)]
     for got, want in zip(outputs, expected):
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_cblas_takes_one_value_strides_and_dilation_and_computes_them(tmp_path: Path) -> None:
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 3, 9, 8), float32], %w: Tensor[(4, 3, 3, 2), float32]) {
+  nn.conv2d(%x, %w, strides=[2], padding=[1, 0], dilation=[2])
+}
+"""
+    mod = parse(text)
+    model = lower(mod, BuildOptions(target="cblas, c"))
+    assert [c["kind"] for c in model.report["calls"]] == ["extern"]
+    export(model, tmp_path, text)
+    rng = np.random.default_rng(1000015)
+    inputs = {"x": rng.uniform(-1, 1, (2, 3, 9, 8)).astype("float32"),
+              "w": rng.uniform(-1, 1, (4, 3, 3, 2)).astype("float32")}
+    (out,) = CompiledModule(tmp_path).run(inputs).outputs
+    (expected,) = run_main(mod, inputs)
+    np.testing.assert_allclose(out, np.asarray(expected), rtol=1e-5, atol=1e-5)

@@ -44,8 +44,9 @@ test: install
 serve: install
 	$(VENV)/bin/relaycc serve
 
-# Differential testing at length: N generated models compiled and compared with the
-# interpreter (make test runs a seeded sample of 100).
+# Differential testing at length: N generated models compiled (for c, cblas and the test
+# codegens of tests/codegens, alone and together) and compared with the interpreter (make
+# test runs a seeded sample of 75).
 N ?= 1000
 fuzz-diff: install
 	$(VENV_PYTHON) -m tests.differential.run $(N)

@@ -30,7 +30,8 @@ The `dltensor` calling convention of a composite call:
   planned in the workspace);
 * attrs: the values of the pattern's `attrs` (`nn.conv2d.strides`), read from the first call of
   that operator in the composite, as `int64_t` each; lists are flattened, booleans are 0/1, and
-  the `padding` of a 2-D operator is always four values (top, left, bottom, right).
+  the `padding` of a 2-D operator is always four values (top, left, bottom, right), its
+  `strides`, `dilation`, `pool_size` and `kernel_size` always two (height, width).
 Operators outside composites (say the `layout_transform`s ConvertLayout puts around a
 composite) are compiled to loop kernels by the host machinery and called with plain pointers.
 A non-zero return value is returned by the PrimFunc, and so fails the run.
@@ -57,7 +58,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import FuncType, TensorType, TupleType, Type, flatten_tensor_types
 from compiler.ir.visitor import ExprMutator, post_order
 from compiler.passes.infer_type import infer_expr
-from compiler.ops.window import padding4
+from compiler.ops.window import pair, padding4
 from compiler.tir.analysis import walk_stmts, workspace_bytes, workspace_layout
 from compiler.tir.compute import KernelContext
 from compiler.tir.dtypes import c_type
@@ -67,6 +68,8 @@ from compiler.tir.stmt import Allocate, Evaluate, PrimFunc, Seq, Stmt, seq
 CALLING_CONVENTION = "dltensor"
 # PrimFunc attribute: the loop kernels (host PrimFuncs) an extern-call PrimFunc calls.
 KERNELS_ATTR = "kernels"
+# Window attributes of 2-D operators that TVM's text lets one value stand for both axes.
+WINDOW_PAIRS = frozenset({"strides", "dilation", "pool_size", "kernel_size"})
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,8 @@ def attr_arguments(codegen: str, pattern: PatternSpec, composite: Function) -> l
         value = call.attrs.get(ref.attr)
         if ref.attr == "padding" and ref.op.endswith("2d") and isinstance(value, tuple):
             value = padding4(value, ref.op)  # one form for the library: (top, left, bottom, right)
+        elif ref.attr in WINDOW_PAIRS and ref.op.endswith("2d") and isinstance(value, tuple) and len(value) == 1:
+            value = pair(value, ref.attr, ref.op)  # `strides=[2]` reaches the library as (2, 2)
         values = _flatten_attr(value)
         if values is None:
             raise UnsupportedError(f"codegen {codegen}: pattern {pattern.name} passes {ref} = "

@@ -12,6 +12,11 @@ A model is reproducible from its seed and options alone. Inputs come with the mo
 the value range the domain declared, so the interpreter and the compiled code see the same
 arrays.
 
+A model compiled for a target that names external codegens also gets chains of calls shaped
+like their patterns (compiler/testing/regions.py), drawn the way their libraries take them, so
+that BYOC regions form; drawn one op at a time, `nn.relu(nn.conv2d(...))` in float32 with
+default layouts would be rare.
+
 Arguments whose domain narrows their values (a positive range for `log`, indices as arrays,
 non-zero divisors) are never connected to other values: nothing guarantees an arbitrary value
 stays in that range. They become parameters or constants of their own.
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import ops
+from compiler.byoc.codegen_config import CodegenSpec, builtin
 from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.visitor import free_vars, post_order
@@ -34,6 +40,7 @@ from compiler.ops.domain import RandomDraw
 from compiler.ops.registry import AttrError, OpDef, Sample, TypeRelationError
 from compiler.parser.printer import astext
 from compiler.passes.infer_type import InferType, constant_data
+from compiler.testing.regions import Accepts, Link, Motif, RegionDraw, motifs, region_friendly
 
 # Ops that move data around between the heavy ones: the shapes fusion and the memory planner
 # most often get wrong, so they are drawn more often.
@@ -48,6 +55,8 @@ HEAVY_OPS = frozenset({
 # Ops SimplifyInference rewrites before fusion: compiled through their decomposition.
 DECOMPOSED = frozenset({"nn.batch_norm", "nn.dropout", "nn.layer_norm"})
 MAX_ELEMENTS = 1 << 14
+# Draws of one call of a motif before giving the motif up.
+REGION_ATTEMPTS = 40
 DEFAULT_SAMPLE = Sample(())
 
 
@@ -55,7 +64,15 @@ DEFAULT_SAMPLE = Sample(())
 class GeneratorOptions:
     """What a generated model may hold. `ops` restricts the ops drawn (by name); `targets` are
     the target strings a model may be compiled for; `constant_chance` is the probability that
-    an unconnected argument becomes a constant rather than a parameter."""
+    an unconnected argument becomes a constant rather than a parameter.
+
+    `codegens` are the specs of external codegens the targets name that are not built in (the
+    check builds with those its model's target names). When a model's target names codegens
+    with patterns, each draw is, with probability `region_chance`, a chain of calls shaped like
+    one of their patterns (compiler/testing/regions.py) rather than one op. `accepts` vetoes
+    the calls a codegen's library does not take although its patterns match them: it is asked
+    about every call drawn (in a chain or not) of an op in the patterns of a codegen the
+    model's target names."""
 
     min_ops: int = 1
     max_ops: int = 20
@@ -66,6 +83,17 @@ class GeneratorOptions:
     constant_chance: float = 0.15
     extra_output_chance: float = 0.2
     max_outputs: int = 16
+    codegens: tuple[CodegenSpec, ...] = ()
+    region_chance: float = 0.2
+    accepts: Accepts | None = None
+
+    def codegen_specs(self, target: str) -> tuple[CodegenSpec, ...]:
+        """The specs of the external codegens `target` names, given or built in (unknown
+        names are left to the driver to report)."""
+        given = {s.name: s for s in self.codegens}
+        names = [k.strip() for k in target.split(",")][:-1]
+        found = (given.get(n) or builtin(n) for n in names)
+        return tuple(s for s in found if s is not None)
 
 
 @dataclass
@@ -78,6 +106,10 @@ class GeneratedModel:
     target: str
     opt_level: int
     ops: list[str] = field(default_factory=list)
+    # The specs of the external codegens `target` names (to build with) and, per codegen, how
+    # many pattern-shaped chains the generator drew for it.
+    codegens: tuple[CodegenSpec, ...] = ()
+    motifs: dict[str, int] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -159,12 +191,26 @@ class _Builder:
     def __init__(self, rng: np.random.Generator, options: GeneratorOptions):
         self.rng = rng
         self.options = options
+        self.motifs: dict[str, int] = {}
+        # Op name -> the codegens of the target whose patterns hold it (for `accepts`).
+        self.claimed: dict[str, list[str]] = {}
         self.params: list[Var] = []
         self.inputs: dict[str, np.ndarray] = {}
         self.values: list[Expr] = []  # tensor-typed values, in creation order
         self.types: dict[Expr, TensorType] = {}
         self.reads: dict[Expr, int] = {}
         self.ops: list[str] = []
+
+    def claim(self, shapes: Sequence[Motif]) -> None:
+        for motif in shapes:
+            for link in motif.chain:
+                owners = self.claimed.setdefault(link.op, [])
+                if motif.codegen not in owners:
+                    owners.append(motif.codegen)
+
+    def library_takes(self, op: str, sample: Sample) -> bool:
+        accepts = self.options.accepts
+        return accepts is None or all(accepts(c, op, sample) for c in self.claimed.get(op, ()))
 
     def snapshot(self) -> tuple[object, ...]:
         return list(self.params), dict(self.inputs), list(self.values), dict(self.types), dict(self.reads), list(self.ops)
@@ -180,8 +226,9 @@ class _Builder:
         self.types[expr] = ty
         self.reads[expr] = 0
 
-    def argument(self, entry: object, sample: Sample) -> tuple[Expr, Type]:
-        """An argument for one sample input: an existing value, a new parameter or a constant."""
+    def argument(self, entry: object, sample: Sample, connect: bool = True) -> tuple[Expr, Type]:
+        """An argument for one sample input: an existing value (when `connect`), a new
+        parameter or a constant."""
         if isinstance(entry, np.ndarray):
             return Constant(entry), TensorType(entry.shape, dtype_of(entry))
         if isinstance(entry, (TupleType, tuple)):
@@ -189,7 +236,7 @@ class _Builder:
             parts = [self.argument(f, sample) for f in fields]
             return Tuple(tuple(p for p, _ in parts)), TupleType(tuple(t for _, t in parts))
         assert isinstance(entry, TensorType), f"sample input {entry!r}"
-        if _is_default_range(sample) and self.rng.random() < self.options.connect_chance:
+        if connect and _is_default_range(sample) and self.rng.random() < self.options.connect_chance:
             found = self.existing_value(entry)
             if found is not None:
                 return found, entry
@@ -229,6 +276,8 @@ class _Builder:
         """Draws one call of `op` and adds its results; False when the draw did not fit."""
         assert op.domain is not None
         sample = op.domain.draw(GraphDraw(self.rng, self.tensor_types()))
+        if not self.library_takes(op.name, sample):
+            return False
         saved = self.snapshot()
         try:
             attrs = op.make_attrs(sample.attrs)
@@ -255,6 +304,57 @@ class _Builder:
             assert isinstance(result, TensorType)
             self.add_value(call, result)
         return True
+
+    def try_motif(self, motif: Motif) -> bool:
+        """Draws a chain of calls shaped like `motif`'s pattern; False when a call of it could
+        not be drawn the way the codegen takes it."""
+        saved = self.snapshot()
+        below: Expr | None = None
+        below_ty: TensorType | None = None
+        for link in motif.chain:
+            op = ops.get(link.op)
+            sample = self._region_sample(motif, link, below_ty)
+            if sample is None or op.domain is None:
+                self.restore(saved)
+                return False
+            try:
+                attrs = op.make_attrs(sample.attrs)
+                parts = []
+                for k, entry in enumerate(sample.inputs):
+                    if k == link.inner_at and below is not None:
+                        parts.append((below, below_ty))
+                    elif k in link.constants and isinstance(entry, TensorType):
+                        parts.append((Constant(random_array(entry, sample, self.rng)), entry))
+                    else:
+                        # Above the first call, an operand read from the model might be
+                        # computed from the chain itself (a bias reshaped from the dense below
+                        # it): no region could hold that.
+                        parts.append(self.argument(entry, sample, connect=below is None))
+                result = op.type_rel([t for _, t in parts], attrs)
+            except (TypeRelationError, AttrError):
+                self.restore(saved)
+                return False
+            if not isinstance(result, TensorType) or not _small_enough(result):
+                self.restore(saved)
+                return False
+            call = Call(Op.get(op.name), tuple(p for p, _ in parts), attrs)
+            self.ops.append(op.name)
+            if below is not None:
+                self.reads[below] += 1
+            self.add_value(call, result)
+            below, below_ty = call, result
+        self.motifs[motif.codegen] = self.motifs.get(motif.codegen, 0) + 1
+        return True
+
+    def _region_sample(self, motif: Motif, link: Link, below: TensorType | None) -> Sample | None:
+        op = ops.get(link.op)
+        if op.domain is None:
+            return None
+        for _ in range(REGION_ATTEMPTS):
+            sample = op.domain.draw(RegionDraw(self.rng, below, float32=not motif.any_attrs))
+            if region_friendly(motif, link, sample, below) and self.library_takes(link.op, sample):
+                return sample
+        return None
 
     def outputs(self) -> list[Expr]:
         sinks = [v for v in self.values if self.reads[v] == 0]
@@ -283,6 +383,11 @@ def _ops_in(body: Expr) -> list[str]:
     return [n.op.name for n in post_order(body) if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
+def _drawable(found: list[Motif], names: Sequence[str] | None) -> list[Motif]:
+    """The motifs whose ops are all among `names` (all of them when `names` is None)."""
+    return [m for m in found if names is None or all(link.op in names for link in m.chain)]
+
+
 def _small_enough(ty: Type) -> bool:
     if isinstance(ty, TupleType):
         return all(_small_enough(f) for f in ty.fields)
@@ -298,10 +403,20 @@ def generate(seed: int, options: GeneratorOptions = GeneratorOptions()) -> Gener
     weights = np.array([_weight(op) for op in candidates])
     weights /= weights.sum()
     builder = _Builder(rng, options)
+    # The target first: it decides which codegens' patterns are drawn.
+    target = options.targets[int(rng.integers(0, len(options.targets)))]
+    specs = options.codegen_specs(target)
+    # A codegen first, then one of its patterns: each codegen of the target gets its regions.
+    shapes = [found for found in (_drawable(motifs(spec), options.ops) for spec in specs) if found]
+    builder.claim([m for found in shapes for m in found])
     wanted = int(rng.integers(options.min_ops, options.max_ops + 1))
     attempts = 0
     while len(builder.ops) < wanted and attempts < wanted * 10:
         attempts += 1
+        if shapes and rng.random() < options.region_chance:
+            chosen = shapes[int(rng.integers(0, len(shapes)))]
+            builder.try_motif(chosen[int(rng.integers(0, len(chosen)))])
+            continue
         builder.try_call(candidates[int(rng.choice(len(candidates), p=weights))])
     outputs = builder.outputs()
     if not outputs:
@@ -311,6 +426,5 @@ def generate(seed: int, options: GeneratorOptions = GeneratorOptions()) -> Gener
     params = tuple(p for p in builder.params if p in used)
     inputs = {p.name_hint: builder.inputs[p.name_hint] for p in params}
     module = InferType()(IRModule.from_expr(Function(params, body)))
-    target = options.targets[int(rng.integers(0, len(options.targets)))]
     opt_level = options.opt_levels[int(rng.integers(0, len(options.opt_levels)))]
-    return GeneratedModel(seed, module, inputs, target, opt_level, _ops_in(body))
+    return GeneratedModel(seed, module, inputs, target, opt_level, _ops_in(body), specs, builder.motifs)

@@ -47,6 +47,8 @@ class Outcome:
     message: str = ""
     fusion_kinds: list[str] = field(default_factory=list)
     plan_checked: bool = False
+    # Per external codegen, the functions it took over (its BYOC regions).
+    regions: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind
@@ -125,13 +127,15 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
             warnings.simplefilter("ignore")
             expected = run_main(model.module, model.inputs)
         stage = "compile"
-        options = BuildOptions(target=model.target, opt_level=model.opt_level, module_name="fuzz")
+        options = BuildOptions(target=model.target, opt_level=model.opt_level, module_name="fuzz",
+                               codegens=model.codegens)
         compiled = lower(model.module, options)
         assert compiled.aot is not None
         kinds = fusion_kinds(compiled.source)
+        regions = region_counts(compiled.source)
         problems = plan_problems(compiled.aot)
         if problems:
-            return Outcome("mismatched", "memory plan", "; ".join(problems[:3]), kinds, True)
+            return Outcome("mismatched", "memory plan", "; ".join(problems[:3]), kinds, True, regions)
         export(compiled, workdir, text)
         stage = "run"
         actual = CompiledModule(workdir).run(model.inputs).outputs
@@ -148,10 +152,10 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
         difference = compare([a for a, f in zip(actual, floats) if not f],
                              [np.asarray(e) for e, f in zip(expected, floats) if not f])
         if not difference:
-            return Outcome("matched", "", "float outputs not compared: values near overflow", kinds, True)
+            return Outcome("matched", "", "float outputs not compared: values near overflow", kinds, True, regions)
     if difference:
-        return Outcome("mismatched", "compare", difference, kinds, True)
-    return Outcome("matched", "", "", kinds, True)
+        return Outcome("mismatched", "compare", difference, kinds, True, regions)
+    return Outcome("matched", "", "", kinds, True, regions)
 
 
 def integers_from_floats(mod: IRModule) -> frozenset[int]:
@@ -200,3 +204,13 @@ def fusion_kinds(mod: IRModule) -> list[str]:
                 }
                 kinds.append("+".join(p.name for p in sorted(patterns, reverse=True)))
     return kinds
+
+
+def region_counts(mod: IRModule) -> dict[str, int]:
+    """Per external codegen, how many functions of the built module it owns (`Compiler`)."""
+    counts: dict[str, int] = {}
+    for _, func in mod.items():
+        compiler = getattr(func, "attrs", {}).get("Compiler")
+        if isinstance(func, Function) and isinstance(compiler, str):
+            counts[compiler] = counts.get(compiler, 0) + 1
+    return counts

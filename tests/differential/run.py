@@ -8,7 +8,10 @@ crashed. Failing models are written to --out (fuzz-out/ by default) as Relay tex
 inputs, to be reduced and kept as regression tests. The last lines are the summary:
 
     fuzz-diff: <g> generated, <c> compiled, <m> matched, <x> mismatched, <k> crashed
-    coverage: ...
+    coverage: ... ; models with BYOC regions: <codegen> <models> (<functions> functions), ...
+
+By default the models are compiled for every target of tests/differential/codegens.py: host
+code alone, cblas, and the test codegens of tests/codegens (given with --codegen otherwise).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler.testing.generate import generatable_ops
+from tests.differential.codegens import TARGETS
 
 
 @dataclass
@@ -62,9 +66,16 @@ class Tally:
         unused = sorted(set(available) - set(used))
         plans = sum(1 for r in self.results.values() if r.get("plan"))
         targets = Counter(f"{r.get('target')} O{r.get('opt_level')}" for r in self.results.values() if "target" in r)
+        # Per external codegen: models with a region of it (its functions in all of them).
+        with_region = Counter(c for r in self.results.values() for c in r.get("regions") or {})  # type: ignore[union-attr]
+        functions = Counter()  # type: Counter[str]
+        for r in self.results.values():
+            functions.update(r.get("regions") or {})  # type: ignore[arg-type]
+        region_text = ", ".join(f"{c} {with_region[c]} ({functions[c]} functions)" for c in sorted(with_region))
         lines.append(f"coverage: {len(set(used) & set(available))} of {len(available)} ops used "
                      f"({sum(used.values())} calls); {len(fusion)} fusion kinds "
-                     f"({sum(fusion.values())} fused functions); {plans} memory plans checked")
+                     f"({sum(fusion.values())} fused functions); {plans} memory plans checked; "
+                     f"models with BYOC regions: {region_text or 'none'}")
         lines.append("targets: " + ", ".join(f"{k}: {v}" for k, v in sorted(targets.items())))
         lines.append("fusion kinds: " + ", ".join(f"{k} {v}" for k, v in fusion.most_common()))
         if unused:
@@ -76,6 +87,7 @@ def run_range(first: int, stop: int, args: argparse.Namespace, tally: Tally) -> 
     command = [
         sys.executable, "-m", "tests.differential.worker", "--seeds", str(first), str(stop),
         "--max-ops", str(args.max_ops), "--targets", args.targets, "--out", str(args.out),
+        *(f"--codegen={p}" for p in args.codegen),
     ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
 
@@ -133,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--max-ops", type=int, default=60)
-    parser.add_argument("--targets", default="c;cblas, c", help="target strings, separated by ';'")
+    parser.add_argument("--targets", default=";".join(TARGETS), help="target strings, separated by ';'")
+    parser.add_argument("--codegen", type=Path, action="append", default=[],
+                        help="a codegen JSON file the targets may name (default: those of tests/codegens)")
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
     args = parser.parse_args(argv)
     tally = drive(args)

@@ -8,12 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.driver import BuildOptions, lower
 from compiler.testing.generate import GeneratorOptions, generate
-from tests.differential.check import check, compare
+from tests.differential.check import check, compare, region_counts
+from tests.differential.codegens import TARGETS, library_accepts, test_codegens
 
-SAMPLE_SEEDS = range(1_000_000, 1_000_100)
-# Small and large models alike; both targets, both opt levels.
-OPTIONS = GeneratorOptions(max_ops=30, targets=("c", "cblas, c"))
+SAMPLE_SEEDS = range(1_000_000, 1_000_075)
+# Small and large models alike; every target (host code, cblas, the test codegens, several
+# codegens in one build), both opt levels. A build with codegens costs more (each library is
+# compiled twice: checked, then linked): 75 models, host code alone drawn twice as often, keep
+# the sample as long as the 100 models of `c` and `cblas, c` were.
+OPTIONS = GeneratorOptions(max_ops=30, targets=("c", *TARGETS), codegens=test_codegens(), accepts=library_accepts)
+CODEGENS = sorted({k.strip() for t in TARGETS for k in t.split(",")[:-1]})
 
 
 @pytest.mark.parametrize("seed", SAMPLE_SEEDS)
@@ -22,9 +28,37 @@ def test_generated_model_compiles_and_matches_the_interpreter(seed: int, tmp_pat
     outcome = check(model, tmp_path)
     assert outcome.kind == "matched", (
         f"seed {seed} ({model.target}, opt level {model.opt_level}): {outcome}\n"
-        f"reproduce: python -m tests.differential.run 1 --first-seed {seed} --max-ops 30\n{model.text}"
+        f"regions {outcome.regions}\n"
+        f"reproduce: python -m tests.differential.run 1 --first-seed {seed} --max-ops 30 "
+        f"--targets '{';'.join(OPTIONS.targets)}'\n{model.text}"
     )
     assert outcome.plan_checked
+
+
+def test_the_sample_has_regions_of_every_codegen() -> None:
+    # So that a change to the generator or to a codegen's patterns cannot silently leave a
+    # codegen untested: each draws its pattern-shaped chains in many models of the sample, and
+    # most of the first four of those build with functions of it (a chain may still be taken
+    # by a codegen named before it, or vetoed by cblas's checks).
+    models = [generate(seed, OPTIONS) for seed in SAMPLE_SEEDS]
+    for codegen in CODEGENS:
+        drawn = [m for m in models if m.motifs.get(codegen)]
+        assert len(drawn) >= 6, f"only {len(drawn)} sample models draw {codegen} patterns"
+        with_region = []
+        for model in drawn[:4]:
+            built = lower(model.module, BuildOptions(target=model.target, opt_level=model.opt_level,
+                                                     codegens=model.codegens), executor=False)
+            if region_counts(built.source).get(codegen):
+                with_region.append(model.seed)
+        assert len(with_region) >= 2, (
+            f"of the sample models {[m.seed for m in drawn[:4]]}, which draw {codegen} patterns, "
+            f"only {with_region} build with a {codegen} function")
+
+
+def test_a_target_string_names_the_codegens_a_model_builds_with() -> None:
+    specs = OPTIONS.codegen_specs("acme_npu, toy_cg_thflow, cblas, c")
+    assert [s.name for s in specs] == ["acme_npu", "toy_cg_thflow", "cblas"]
+    assert OPTIONS.codegen_specs("c") == ()
 
 
 def test_integer_outputs_must_match_bit_for_bit() -> None:

@@ -9,9 +9,9 @@ one call rather than a dense followed by host code.
 
 The patterns' attribute constraints and checks keep on the host what the kernels do not
 handle: other dtypes, dynamic shapes, layouts other than NCHW/OIHW, grouped convolutions,
-bias_add along an axis that is not the output channel, and conv2d attributes written in a short
-form (`padding=[1, 1]`, also the default `padding=[0, 0]`): the attrs reach the kernel as
-flattened integers, and the kernel reads exactly 2 strides, 4 paddings and 2 dilations.
+bias_add along an axis that is not the output channel. conv2d's attributes may be written in
+any form (`strides=[2]`, `padding=[1, 1]`): the extern-call codegen passes exactly the 2
+strides, 4 paddings and 2 dilations the kernel reads.
 conv2d's im2col matrix is a scratch buffer the extern-call codegen plans in the model's
 workspace (`conv2d_scratch_bytes`).
 """
@@ -97,22 +97,15 @@ def _batch_matmul_supported(root: Expr) -> bool:
     return found is not None and _all_f32(found[0])
 
 
-def _full_form(value: object, count: int) -> bool:
-    return isinstance(value, tuple) and len(value) == count
-
-
 def _conv2d_supported(root: Expr) -> bool:
     """The pattern text already requires NCHW data, OIHW weights and groups=1."""
     found = _anchor(root, "nn.conv2d")
     if found is None:
         return False
     conv, bias = found
-    attrs = conv.attrs
-    # The kernels take exactly 2 strides and 2 dilations; a one-value form would pass fewer
-    # integers than the C signature reads. Padding always arrives as four values (the extern
-    # call codegen expands the 1- and 2-value forms).
-    full_forms = _full_form(attrs["strides"], 2) and _full_form(attrs["dilation"], 2)
-    return _all_f32(conv) and full_forms and attrs["out_layout"] in ("", "NCHW") and _bias_on_axis(bias, 1)
+    # Any written form of strides, dilation and padding will do: the extern-call codegen
+    # passes them as the 2, 2 and 4 integers the kernels read.
+    return _all_f32(conv) and conv.attrs["out_layout"] in ("", "NCHW") and _bias_on_axis(bias, 1)
 
 
 # --- scratch ----------------------------------------------------------------------------------

@@ -79,3 +79,57 @@ def test_an_option_that_leaves_no_operator_is_refused() -> None:
 def test_every_operator_with_loops_can_be_drawn() -> None:
     names = {op.name for op in generatable_ops()}
     assert {"nn.conv2d", "nn.dense", "reshape", "strided_slice", "nn.max_pool2d"} <= names
+
+
+# --- BYOC regions -------------------------------------------------------------------------------
+
+_ACME = {"name": "acme", "patterns": [{"name": "conv_relu", "pattern": "nn.relu(nn.conv2d(*, *))",
+                                       "attrs": ["nn.conv2d.strides", "nn.conv2d.padding"]}]}
+
+
+def _acme_options(**kwargs: object) -> GeneratorOptions:
+    from compiler.byoc.codegen_config import CodegenSpec
+
+    return GeneratorOptions(max_ops=20, targets=("acme, c",), codegens=(CodegenSpec.from_document(_ACME),),
+                            region_chance=0.5, **kwargs)  # type: ignore[arg-type]
+
+
+def _relu_of_conv(model) -> list[Call]:  # type: ignore[no-untyped-def]
+    return [n for n in post_order(_main(model).body) if isinstance(n, Call) and n.op_name == "nn.relu"
+            and isinstance(n.args[0], Call) and n.args[0].op_name == "nn.conv2d"]
+
+
+def test_a_target_naming_a_codegen_draws_its_patterns_as_chains() -> None:
+    models = [generate(seed, _acme_options()) for seed in range(6)]
+    assert all(m.target == "acme, c" and [s.name for s in m.codegens] == ["acme"] for m in models)
+    assert sum(m.motifs.get("acme", 0) for m in models) >= 6
+    chains = [relu for m in models for relu in _relu_of_conv(m)]
+    assert chains
+    for relu in chains:
+        conv = relu.args[0]
+        assert conv.checked_type.dtype == "float32"
+        assert conv.attrs["groups"] == 1 and conv.attrs["data_layout"] == "NCHW"
+
+
+def test_a_target_of_host_code_draws_no_chains() -> None:
+    model = generate(3, GeneratorOptions(max_ops=20, targets=("c",), codegens=_acme_options().codegens))
+    assert model.motifs == {} and model.codegens == ()
+
+
+def test_the_library_veto_applies_to_every_call_of_a_claimed_op() -> None:
+    asked: list[str] = []
+
+    def ungrouped_only(codegen: str, op: str, sample: object) -> bool:
+        asked.append(op)
+        return op != "nn.conv2d" or sample.attrs.get("groups", 1) == 1  # type: ignore[attr-defined]
+
+    for seed in range(6):
+        model = generate(seed, _acme_options(ops=("nn.conv2d", "nn.relu", "add"), accepts=ungrouped_only))
+        convs = [n for n in post_order(_main(model).body) if isinstance(n, Call) and n.op_name == "nn.conv2d"]
+        assert all(c.attrs["groups"] == 1 for c in convs)
+    assert {"nn.conv2d", "nn.relu"} <= set(asked) and "add" not in asked
+
+
+def test_chains_keep_to_the_operators_asked_for() -> None:
+    model = generate(0, _acme_options(ops=("exp", "add")))
+    assert model.motifs == {} and set(model.ops) <= {"exp", "add", "reshape", "cast"}

@@ -53,9 +53,9 @@ from compiler.backend.c_signature import (
     signature_params,
 )
 from compiler.diagnostics import UnsupportedError
-from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_layout
+from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
 from compiler.tir.dtypes import c_type
-from compiler.tir.expr import Buffer, CallExtern, Const, Load, PrimExpr, Select, Var, cast
+from compiler.tir.expr import Binary, Buffer, CallExtern, Const, Intrin, Load, PrimExpr, Select, Var, cast
 from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
@@ -330,8 +330,9 @@ class _FunctionEmitter:
             prologue.append(f"  int32_t {_FAILED} = 0;")
         result = f"{_FAILED} ? -1 : 0" if self.needs_flag else "0"
         head = f"{signature(func.name, params)} {{"
-        if _loads_under_select(body):
-            head = f"{NO_IF_CONVERSION}\n{head}"
+        options = [NO_IF_CONVERSION] * _loads_under_select(body) + [NO_FP_CONTRACTION] * _rounds_float_products(body)
+        if options:
+            head = f"__attribute__((optimize({', '.join(options)})))\n{head}"
         return "\n".join([head, *prologue, *self.lines, f"  return {result};", "}"]) + "\n"
 
 
@@ -340,7 +341,14 @@ class _FunctionEmitter:
 # concatenate and where lost rows (see tests/regressions/test_gcc_masked_load_selects.py).
 # Turning if-conversion off for just the functions that load under a select avoids it without
 # giving up vectorization elsewhere (globally it made relu/clip 20x slower).
-NO_IF_CONVERSION = '__attribute__((optimize("no-tree-loop-if-convert")))'
+NO_IF_CONVERSION = '"no-tree-loop-if-convert"'
+# gcc contracts `a * b + c` into one fused multiply-add at -march=native (GNU C's default
+# -ffp-contract=fast); TVM's LLVM code rounds the product first. Where a float sum of products
+# is then rounded to an integer (requantize's float path, resize coordinates), a value at a
+# tie such as 180 * (0.125 / 3) - 5 = 2.5 lands on the other side (fuzz-diff seed 897): those
+# functions are built without contraction; the others keep their FMAs.
+NO_FP_CONTRACTION = '"fp-contract=off"'
+ROUNDING_INTRINSICS = ("round", "floor", "ceil", "trunc")
 
 
 def _loads_under_select(body: Stmt) -> bool:
@@ -352,6 +360,21 @@ def _loads_under_select(body: Stmt) -> bool:
                 if isinstance(e, Select) and any(
                     isinstance(x, Load) for side in (e.t, e.f) for x in post_order(side, set())
                 ):
+                    return True
+    return False
+
+
+def _rounds_float_products(body: Stmt) -> bool:
+    """Whether a rounding intrinsic anywhere in `body` takes a float multiplication."""
+    has_product: dict[int, bool] = {}  # node id -> a float multiply in its subtree
+    done: set[int] = set()
+    for s in walk_stmts(body):
+        for root in stmt_exprs(s):
+            for e in post_order(root, done):  # children first
+                product = (isinstance(e, Binary) and e.op == "*" and e.dtype.startswith("float")) or any(
+                    has_product.get(id(k), False) for k in expr_children(e))
+                has_product[id(e)] = product
+                if product and isinstance(e, Intrin) and e.name in ROUNDING_INTRINSICS:
                     return True
     return False
 

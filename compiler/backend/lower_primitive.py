@@ -100,6 +100,21 @@ class PrimitiveLowering:
     # -- entry --------------------------------------------------------------------------
 
     def lower(self) -> PrimFunc:
+        try:
+            return self._lower()
+        except UnsupportedError:
+            raise
+        except (AssertionError, TypeError, ValueError) as err:
+            if self.shapes is None:
+                raise  # static shapes: a bug, not a limit
+            # Ops whose loops predate `?` dims assume int extents somewhere; that is a limit of
+            # the op, to be reported like the others (te_compiler locates it at the first
+            # dynamic call), not a crash.
+            raise UnsupportedError(
+                f"an op of this fused function cannot take `?` dims yet ({type(err).__name__}"
+                f"{': ' + str(err) if str(err) else ''})") from err
+
+    def _lower(self) -> PrimFunc:
         func = self.func
         if has_dynamic_types(func):
             # `?` dims: the kernel takes them as scalars and computes every other dim from them.

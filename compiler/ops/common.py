@@ -85,7 +85,8 @@ def static_dims(shape: Sequence[object], op: str) -> tuple[int, ...]:
     dims: list[int] = []
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, int):
-            raise UnsupportedError(f"{op}: the loop lowering needs static shapes, got {tuple(shape)}")
+            shown = ", ".join(str(x) if isinstance(x, int) else "?" for x in shape)
+            raise UnsupportedError(f"{op}: the loop lowering needs static shapes, got ({shown})")
         dims.append(d)
     return tuple(dims)
 

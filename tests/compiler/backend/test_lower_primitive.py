@@ -602,3 +602,9 @@ fn (%p0: Tensor[(2, 4), float32], %p1: Tensor[(3, 4), float32], Primitive=1) {
     assert result.dtype == "float32" and result.shape == (2, 3)
     last = stores(func)[-1]
     assert last.buffer is func.outputs[0] and loads_of(last, result)
+
+
+def test_op_whose_loops_assume_static_extents_is_refused_not_crashed() -> None:
+    # split along a `?` axis: its compute needs the extent to place the sections.
+    with pytest.raises(UnsupportedError, match="cannot take `\\?` dims yet"):
+        lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { %0 = split(%p0, indices_or_sections=2); %0.0 }")

@@ -42,3 +42,11 @@ def test_rows_are_independent_unless_the_axis_is_the_first() -> None:
     assert not rows_unless_axis_zero(Attrs({"axis": 0}), 2)
     assert not rows_unless_axis_zero(Attrs({"axis": -2}), 2)
     assert not rows_unless_axis_zero(Attrs({"axis": 0}), 1)
+
+
+def test_static_dims_names_the_op_and_shows_unknown_dims_as_question_marks() -> None:
+    from compiler.ops.common import static_dims
+
+    assert static_dims((2, 3), "nn.pad") == (2, 3)
+    with pytest.raises(UnsupportedError, match=r"nn.pad: the loop lowering needs static shapes, got \(\?, 3\)"):
+        static_dims((N, 3), "nn.pad")

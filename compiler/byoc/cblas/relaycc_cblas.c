@@ -42,7 +42,7 @@
 /* Whether `t` is a float32 tensor of rank `ndim` whose elements are laid out row-major without
  * gaps; returns 0 or the error code. */
 static int check_tensor(const DLTensor *t, int32_t ndim) {
-  if (t == NULL || t->data == NULL) return RELAYCC_CBLAS_NULL_TENSOR;
+  if (t == NULL) return RELAYCC_CBLAS_NULL_TENSOR;
   if (t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1)
     return RELAYCC_CBLAS_BAD_DTYPE;
   if (t->ndim != ndim) return RELAYCC_CBLAS_BAD_RANK;
@@ -54,8 +54,13 @@ static int check_tensor(const DLTensor *t, int32_t ndim) {
       expected *= t->shape[i];
     }
   }
-  for (int32_t i = 0; i < ndim; ++i)
+  int64_t count = 1;
+  for (int32_t i = 0; i < ndim; ++i) {
     if (t->shape[i] < 0) return RELAYCC_CBLAS_BAD_SHAPE;
+    count *= t->shape[i];
+  }
+  /* An empty tensor needs no memory: DLPack lets its data be NULL (an empty batch). */
+  if (t->data == NULL && count != 0) return RELAYCC_CBLAS_NULL_TENSOR;
   return RELAYCC_CBLAS_OK;
 }
 
@@ -127,6 +132,7 @@ static int dense_impl(const DLTensor *data, const DLTensor *weight, const DLTens
     if (out->shape[i] != data->shape[i]) return RELAYCC_CBLAS_BAD_SHAPE;
     m *= data->shape[i];
   }
+  if (m == 0 || n == 0) return RELAYCC_CBLAS_OK; /* nothing to write */
   float *y = elements(out);
   gemm_xwt(elements(data), elements(weight), y, m, n, k);
   epilogue_columns(y, bias != NULL ? elements(bias) : NULL, m, n, relu);
@@ -166,6 +172,7 @@ int32_t relaycc_cblas_batch_matmul(DLTensor *a, DLTensor *b, DLTensor *out, int6
   if (!((batch_a == batch && batch_b == batch) || (batch_a == 1 && batch_b == batch) ||
         (batch_b == 1 && batch_a == batch)))
     return RELAYCC_CBLAS_BAD_SHAPE;
+  if (batch == 0 || m == 0 || n == 0) return RELAYCC_CBLAS_OK; /* nothing to write */
   float *y = elements(out);
   if (batch == 0 || m == 0 || n == 0) return RELAYCC_CBLAS_OK;
   if (k == 0) {

@@ -294,3 +294,22 @@ def test_library_calls_sgemm_from_openblas(tmp_path: Path) -> None:
     assert " U cblas_sgemm" in symbols
     needed = subprocess.run(["objdump", "-p", str(path)], capture_output=True, text=True, check=True).stdout
     assert "libopenblas" in needed
+
+
+def test_empty_tensors_may_have_no_memory(kernels: Kernels) -> None:
+    # fuzz-diff seed 7574: a dense of an empty batch got a NULL data pointer for its 0-byte
+    # tensors (DLPack allows it) and failed the whole run.
+    keep: list[object] = []
+    x, w = kernels.tensor(np.zeros((0, 1, 1), np.float32), keep), kernels.tensor(np.ones((20, 1), np.float32), keep)
+    out = kernels.tensor(np.zeros((0, 1, 20), np.float32), keep)
+    x.data = out.data = kernels.ffi.NULL
+    assert kernels.lib.relaycc_cblas_dense(x, w, out) == OK
+    a = kernels.tensor(np.zeros((0, 2, 3), np.float32), keep)
+    b = kernels.tensor(np.zeros((0, 3, 4), np.float32), keep)
+    c = kernels.tensor(np.zeros((0, 2, 4), np.float32), keep)
+    a.data = b.data = c.data = kernels.ffi.NULL
+    assert kernels.lib.relaycc_cblas_batch_matmul(a, b, c, 0, 0) == OK
+    # A NULL pointer for a tensor that has elements is still refused.
+    full = kernels.tensor(np.ones((2, 1), np.float32), keep)
+    full.data = kernels.ffi.NULL
+    assert kernels.lib.relaycc_cblas_dense(full, w, kernels.tensor(np.zeros((2, 20), np.float32), keep)) == NULL_TENSOR

@@ -31,7 +31,7 @@ from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
 from compiler.backend.te_compiler import LowerTE
 from compiler.byoc.codegen_config import CodegenSpec
 from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
-from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
 from compiler.byoc.external_codegens import (
     ExternalCodegens,
     annotate_report,
@@ -279,6 +279,8 @@ def interface_section(aot: AOTResult, options: BuildOptions) -> dict[str, object
         "inputs": tensors(aot.inputs),
         "outputs": tensors(aot.outputs),
         "workspace_byte_alignment": options.workspace_byte_alignment,
+        # `?` dims (shape -1): the entry takes DLTensors and computes shapes at run time.
+        "dynamic": aot.arena is not None,
     }
 
 

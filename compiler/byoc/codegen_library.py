@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.byoc.codegen_config import RELAY_TO_TIR, CodegenSpec, LibrarySource
-from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
 from compiler.diagnostics import InputError
 from compiler.runtime.build import DEFAULT_CFLAGS, BuildError, c_compiler
 

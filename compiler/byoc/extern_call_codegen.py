@@ -49,7 +49,7 @@ from compiler.backend.c_signature import CNames, has_workspace, prim_func_signat
 from compiler.backend.lower_primitive import c_identifier, lower_primitive
 from compiler.byoc.codegen_config import CodegenSpec, PatternSpec
 from compiler.byoc.compiler_function_utils import OutlineCompilerFunctionsWithExistingGlobalSymbols
-from compiler.byoc.dlpack import HEADER_NAME, tensor_initializer
+from compiler.backend.dlpack import HEADER_NAME, tensor_initializer
 from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.ir.attrs import Attrs

@@ -2,7 +2,9 @@
 
 The library's C entry `tvmgen_<name>_run(inputs*, outputs*)` is called with pointers straight
 into the numpy arrays (no copies); inputs are checked for name, shape and dtype first, so a
-mistake is an InputError, never a crash in C.
+mistake is an InputError, never a crash in C. A model with `?` dims (interface `dynamic`) takes
+DLTensors: any shape that conforms to the declared one runs, and the entry allocates the outputs
+(compiler/backend/aot_dynamic.py), which are copied into numpy arrays and released.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.backend.aot_dynamic import dynamic_cffi_cdef
+from compiler.backend.dlpack import DTYPE_CODES
 from compiler.backend.interface_c import TensorInfo, cffi_cdef
 from compiler.diagnostics import InputError
 from compiler.runtime.ffi import Library, aligned_empty, load_library
@@ -59,14 +63,18 @@ class CompiledModule:
         self.inputs = _tensors(interface["inputs"])
         self.outputs = _tensors(interface["outputs"])
         memory = report["memory"]
-        cdef = cffi_cdef(
-            self.module_name,
-            self.inputs,
-            self.outputs,
-            memory["workspace_bytes"],
-            interface["workspace_byte_alignment"],
-            memory["constant_bytes"],
-        )
+        self.dynamic = bool(interface.get("dynamic"))
+        if self.dynamic:
+            cdef = dynamic_cffi_cdef(self.module_name, self.inputs, self.outputs)
+        else:
+            cdef = cffi_cdef(
+                self.module_name,
+                self.inputs,
+                self.outputs,
+                memory["workspace_bytes"],
+                interface["workspace_byte_alignment"],
+                memory["constant_bytes"],
+            )
         library = outdir / interface["library"]
         if not library.exists():
             raise InputError(f"{library} does not exist; was the build finished?")
@@ -84,8 +92,8 @@ class CompiledModule:
             array = np.asarray(inputs[t.name])
             if str(array.dtype) != t.dtype:
                 raise InputError(f"input {t.name}: expected dtype {t.dtype}, got {array.dtype}")
-            if tuple(array.shape) != tuple(t.shape):
-                raise InputError(f"input {t.name}: expected shape {tuple(t.shape)}, got {tuple(array.shape)}")
+            if not _conforms(array.shape, t.shape):
+                raise InputError(f"input {t.name}: expected shape {_symbolic(t.shape)}, got {tuple(array.shape)}")
             checked[t.c_name] = np.ascontiguousarray(array)
         return checked
 
@@ -93,6 +101,8 @@ class CompiledModule:
         if repeat < 1:
             raise InputError(f"repeat must be at least 1, got {repeat}")
         arrays = self.check_inputs(inputs)
+        if self.dynamic:
+            return self._run_dynamic(arrays, repeat)
         outputs = [np.empty(t.shape, dtype=t.dtype) for t in self.outputs]
         prefix = f"struct tvmgen_{self.module_name}"
         in_struct = self.lib.new_struct(f"{prefix}_inputs", **(arrays or {"unused_": None}))
@@ -106,6 +116,71 @@ class CompiledModule:
             if status != 0:
                 raise InputError(f"{self.entry} returned {status}: a kernel or external call failed")
         return RunResult(outputs, times)
+
+
+    def _run_dynamic(self, arrays: dict[str, np.ndarray], repeat: int) -> RunResult:
+        ffi = self.lib.ffi
+        keep: list[object] = []
+
+        def dltensor(info: TensorInfo, array: np.ndarray | None) -> object:
+            t = ffi.new("DLTensor*")
+            t.device.device_type, t.device.device_id = 1, 0
+            t.ndim = len(info.shape)
+            code, bits = DTYPE_CODES[info.dtype]
+            t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
+            shape = ffi.new("int64_t[]", list(array.shape) if array is not None else [0] * max(len(info.shape), 1))
+            t.shape = shape
+            t.data = ffi.cast("void*", array.ctypes.data) if array is not None else ffi.NULL
+            keep.extend((t, shape, array))
+            return t
+
+        prefix = f"struct tvmgen_{self.module_name}"
+        in_struct = ffi.new(f"{prefix}_inputs*")
+        for info in self.inputs:
+            setattr(in_struct, info.c_name, dltensor(info, arrays[info.c_name]))
+        fn = getattr(self.lib.lib, self.entry)
+        release = getattr(self.lib.lib, f"tvmgen_{self.module_name}_free")
+        times: list[float] = []
+        outputs: list[np.ndarray] = []
+        for _ in range(repeat):
+            out_struct = ffi.new(f"{prefix}_outputs*")
+            out_tensors = [dltensor(info, None) for info in self.outputs]
+            for info, t in zip(self.outputs, out_tensors):
+                setattr(out_struct, info.c_name, t)
+            start = time.perf_counter_ns()
+            status = fn(in_struct, out_struct)
+            times.append((time.perf_counter_ns() - start) / 1000.0)
+            if status != 0:
+                raise InputError(f"{self.entry} returned {status}: {_DYNAMIC_STATUS.get(status, 'unknown status')}")
+            outputs = []
+            for info, t in zip(self.outputs, out_tensors):
+                shape = tuple(int(t.shape[k]) for k in range(len(info.shape)))
+                count = int(np.prod(shape, dtype=np.int64))
+                nbytes = count * np.dtype(info.dtype).itemsize
+                data = np.frombuffer(ffi.buffer(t.data, nbytes), dtype=info.dtype).reshape(shape).copy() \
+                    if nbytes else np.empty(shape, dtype=info.dtype)
+                release(t.data)
+                outputs.append(data)
+        keep.clear()  # the C side no longer points into these
+        return RunResult(outputs, times)
+
+
+_DYNAMIC_STATUS = {
+    -1: "a kernel, shape function or external call failed",
+    -2: "an input does not conform to its declared type",
+    -3: "an output does not conform to its computed shape",
+    -4: "memory ran out",
+}
+
+
+def _conforms(shape: tuple[int, ...], declared: tuple[int, ...]) -> bool:
+    """`shape` fits `declared`, where -1 is a `?` dim any extent fits."""
+    return len(shape) == len(declared) and all(d < 0 or d == s for s, d in zip(shape, declared))
+
+
+def _symbolic(shape: tuple[int, ...]) -> str:
+    dims = ["?" if d < 0 else str(d) for d in shape]
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
 
 
 __all__ = ["CompiledModule", "RunResult", "aligned_empty"]

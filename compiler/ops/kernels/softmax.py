@@ -9,7 +9,7 @@ epilogue changes the output dtype is it recomputed instead.
 
 from __future__ import annotations
 
-from compiler.ops.kernels.common import buffer_dims, unflatten
+from compiler.ops.kernels.common import unflatten
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
@@ -21,15 +21,18 @@ PARALLEL_MIN_ELEMENTS = 1 << 14
 def softmax_loops(
     ctx: KernelContext, data: te.Buffer, out: te.Buffer, epilogue: Epilogue, axis: int, log: bool
 ) -> Stmt:
-    """`axis` is normalized (0 <= axis < ndim)."""
-    dims = buffer_dims(data)
+    """`axis` is normalized (0 <= axis < ndim). Dims may be `?` (int64 expressions of the
+    kernel's dim parameters): the loops then run to those extents."""
+    dims = data.shape
     outer_dims, length, inner_dims = dims[:axis], dims[axis], dims[axis + 1:]
-    outer = inner = 1
+    outer: int | te.PrimExpr = 1
+    inner: int | te.PrimExpr = 1
     for d in outer_dims:
-        outer *= d
+        outer = outer * d
     for d in inner_dims:
-        inner *= d
-    if outer * inner * length == 0:
+        inner = inner * d
+    static = all(isinstance(d, int) for d in dims)
+    if static and outer * inner * length == 0:
         return seq()
     dtype = data.dtype
     zero = te.const(0)
@@ -54,26 +57,27 @@ def softmax_loops(
     if log:
         norm = te.Var(ctx.fresh("log_sum"), dtype)
         value = data[at(k3)] - peak - norm
-        normalize = LetStmt(norm, te.intrin("log", total), For(k3, zero, te.const(length), _store(
+        normalize = LetStmt(norm, te.intrin("log", total), For(k3, zero, te.as_expr(length), _store(
             out, epilogue, at(k3), value)))
     else:
         norm = te.Var(ctx.fresh("inv_sum"), dtype)
         value = (out[at(k3)] if keep_exps else te.intrin("exp", data[at(k3)] - peak)) * norm
-        normalize = LetStmt(norm, te.const(1.0, dtype) / total, For(k3, zero, te.const(length), _store(
+        normalize = LetStmt(norm, te.const(1.0, dtype) / total, For(k3, zero, te.as_expr(length), _store(
             out, epilogue, at(k3), value)))
     body = Allocate(stats, seq(
         Store(stats, (zero,), te.const(float("-inf"), dtype)),
-        For(k1, zero, te.const(length), Store(stats, (zero,), te.maximum(peak, data[at(k1)]))),
+        For(k1, zero, te.as_expr(length), Store(stats, (zero,), te.maximum(peak, data[at(k1)]))),
         Store(stats, (te.const(1),), te.const(0.0, dtype)),
-        For(k2, zero, te.const(length), sum_pass),
+        For(k2, zero, te.as_expr(length), sum_pass),
         normalize,
     ))
     for var, value_ in reversed(lets):
         body = LetStmt(var, value_, body)
     count = outer * inner
-    big = count > 1 and count * length >= PARALLEL_MIN_ELEMENTS
+    # A `?` extent is taken to be large: a small run pays OpenMP's start-up, a large one gains.
+    big = not static or (count > 1 and count * length >= PARALLEL_MIN_ELEMENTS)
     kind = ForKind.PARALLEL if ctx.parallel and big else ForKind.SERIAL
-    return For(t, zero, te.const(count), body, kind)
+    return For(t, zero, te.as_expr(count), body, kind)
 
 
 def _store(out: te.Buffer, epilogue: Epilogue, idx: tuple[te.PrimExpr, ...], value: te.PrimExpr) -> Stmt:

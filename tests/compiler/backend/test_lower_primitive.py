@@ -450,6 +450,8 @@ def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
              lower(DYNAMIC_CONV, "dyn_conv"),
              lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.max_pool2d(%p0, pool_size=[2, 2], strides=[2, 2])"), "dyn_pool"),
              lower(DYNAMIC_POOL_SOFTMAX.format(pool="nn.softmax(%p0)"), "dyn_softmax"),
+             lower("fn (%p0: Tensor[(2, ?), float32], Primitive=1) { nn.log_softmax(%p0, axis=1) }",
+                   "dyn_softmax_axis"),
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { nn.batch_flatten(%p0) }", "dyn_flatten"),
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { reshape(%p0, newshape=[0, 3, 2]) }",
                    "dyn_reshape")]
@@ -522,6 +524,14 @@ def test_pool_and_softmax_with_unknown_batch(dynamic_library: PrimLibrary, batch
     np.testing.assert_allclose(soft, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("length", [1, 7, 128])
+def test_softmax_along_an_unknown_axis_runs_to_its_run_time_length(dynamic_library: PrimLibrary, length: int) -> None:
+    x = np.random.default_rng(length).standard_normal((2, length)).astype("float32")
+    (out,) = dynamic_library.run("dyn_softmax_axis", [x])
+    shifted = x - x.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(out, shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-5)
+
+
 def test_per_row_kernel_loops_over_the_batch_around_the_static_kernel() -> None:
     func = lower(DYNAMIC_CONV)
     (loop,) = top_level_loops(func)
@@ -530,8 +540,6 @@ def test_per_row_kernel_loops_over_the_batch_around_the_static_kernel() -> None:
 
 
 def test_kernel_whose_unknown_dim_is_not_its_batch_is_refused() -> None:
-    with pytest.raises(UnsupportedError, match="nn.softmax: its kernel needs static shapes"):
-        lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { nn.softmax(%p0, axis=0) }")
     with pytest.raises(UnsupportedError, match="nn.max_pool2d: its kernel needs static shapes"):
         lower("fn (%p0: Tensor[(1, 3, ?, 8), float32], Primitive=1) { nn.max_pool2d(%p0, pool_size=[2, 2]) }")
 

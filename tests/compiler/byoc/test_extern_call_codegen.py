@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from compiler.byoc.codegen_config import AttrRef, CodegenSpec, PatternSpec
-from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
 from compiler.byoc.extern_call_codegen import ExternCallCodegen, attr_arguments, emit_extern_calls
 from compiler.diagnostics import InputError, UnsupportedError
 from compiler.ir.expr import Call, Constant, GlobalVar

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from compiler.byoc.cblas import LIBRARY_SOURCE
-from compiler.byoc.dlpack import HEADER_NAME, HEADER_TEXT
+from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
 from compiler.runtime.build import build_shared_library
 
 OK, NULL_TENSOR, BAD_DTYPE, BAD_RANK, BAD_SHAPE, NOT_CONTIGUOUS, BAD_ATTR, SMALL_SCRATCH = range(8)

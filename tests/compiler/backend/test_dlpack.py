@@ -1,6 +1,6 @@
 import pytest
 
-from compiler.byoc.dlpack import HEADER_TEXT, dtype_code, dtype_initializer, tensor_initializer
+from compiler.backend.dlpack import HEADER_TEXT, dtype_code, dtype_initializer, tensor_initializer
 from compiler.runtime.build import compile_check
 
 

@@ -72,6 +72,9 @@ typedef struct {
 """
 
 
+_CODE_VALUES = {"kDLInt": 0, "kDLUInt": 1, "kDLFloat": 2, "kDLBfloat": 4, "kDLBool": 6}
+
+
 def dtype_code(dtype: str) -> str:
     """The DLDataTypeCode constant of a relaycc dtype."""
     if dtype == "bool":
@@ -96,3 +99,14 @@ def tensor_initializer(data: str, ndim: int, dtype: str, shape: str) -> str:
     """A DLTensor initializer: `data` is a pointer expression, `shape` the name of an
     `int64_t[ndim]` array (or NULL for a scalar)."""
     return f"{{(void*){data}, {{kDLCPU, 0}}, {ndim}, {dtype_initializer(dtype)}, {shape}, NULL, 0}}"
+
+
+class _DtypeCodes(dict):  # type: ignore[type-arg]
+    """dtype -> (DLDataTypeCode value, bits), for callers building DLTensors from Python."""
+
+    def __missing__(self, dtype: str) -> tuple[int, int]:
+        return _CODE_VALUES[dtype_code(dtype)], itemsize(dtype) * 8
+
+
+DTYPE_CODES = _DtypeCodes()
+

@@ -1,0 +1,575 @@
+"""AOT executor of a model with `?` shapes: shapes, memory and output buffers decided at run time.
+
+Before: a `MainWalk` of @main made with `dynamic=True` (tensors may have `?` dims; a kernel
+takes its `?` input dims as int64 scalars, see compiler/backend/symbolic_shapes.py).
+After: `AOTResult` whose C entry `tvmgen_<name>_run(inputs, outputs)` takes DLTensors.
+
+What the entry does, call by call in execution order (TVM's VM does the same work at run time;
+here it is straight-line C):
+* the inputs' DLTensors are checked against the declared types (rank, dtype, static dims);
+* a call whose result type has a `?` dim first runs its shape function (LowerTE cross-linked it
+  as `prim_shape_fn_var`), passing each argument's shape and/or data as its states say, and
+  gets its result dims;
+* each result that is not an output of @main gets a buffer in one arena, placed first-fit among
+  the buffers still live (lifetimes are the static plan's: from the producing call to the last
+  reader), the arena growing when a placement does not fit, so a shape that depends on a
+  computed value (a `dyn.reshape` of a `shape_of`) is no harder than one known from the inputs;
+* a result that is an output of @main goes straight into the caller's buffer, whose shape is
+  checked; when the caller left `data` NULL the entry allocates it (`tvmgen_<name>_free`
+  releases it) and writes the dims into the caller's `shape` array;
+* the kernel is called with its buffers and its `?` dims.
+A reshape-only call that is not an output still does not run: its result is its input's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.backend.aot_main_walk import AOTResult, CallInfo, MainTensor, MainWalk, Step, is_reshape_only
+from compiler.backend.aot_c import Kernel
+from compiler.backend.aot_main_walk import output_infos, workspace_name
+from compiler.backend.c_signature import prim_func_signature
+from compiler.backend.constants import ConstantPool, ConstantPoolBuilder, emit_pool
+from compiler.backend.dlpack import HEADER_TEXT, dtype_code
+from compiler.backend.interface_c import TensorInfo, c_prefix, check_names, header_name, macro_prefix
+from compiler.backend.memory_planner import MemoryPlan
+from compiler.diagnostics import UnsupportedError
+from compiler.ir.expr import GlobalVar
+from compiler.ir.types import ANY, TensorType
+from compiler.tir.analysis import kernel_workspace_alignment
+from compiler.tir.dtypes import c_type, itemsize
+from compiler.tir.stmt import PrimFunc
+
+DATA_STATE, SHAPE_STATE = 1, 2  # compiler/backend/shape_func.py
+# Return codes of the entry, documented in the header.
+INPUT_MISMATCH, OUTPUT_MISMATCH, OUT_OF_MEMORY, KERNEL_SHAPE_MISMATCH = -2, -3, -4, -5
+
+
+def describe_type(ty: TensorType) -> str:
+    return f"{ty.dtype}[{', '.join('?' if d is ANY else str(d) for d in ty.shape)}]"
+
+
+@dataclass(frozen=True)
+class _Buffer:
+    """An arena buffer: a call's result (`tensor`) or a kernel's workspace (`static_bytes`)."""
+
+    name: str
+    first: int
+    last: int
+    alignment: int
+    tensor: MainTensor | None = None
+    static_bytes: int = 0
+
+
+class DynamicAssembler:
+    def __init__(self, module_name: str, workspace_alignment: int, constant_alignment: int, walk: MainWalk):
+        self.module_name = module_name
+        self.prefix = c_prefix(module_name)
+        self.workspace_alignment = workspace_alignment
+        self.walk = walk
+        self.steps = walk.steps
+        self.pool = ConstantPoolBuilder(constant_alignment)
+        self.outputs: list[TensorInfo] = []
+        self.direct: dict[MainTensor, int] = {}  # result written straight into output i
+        self.copies: list[tuple[int, MainTensor]] = []
+        self.buffers: list[_Buffer] = []  # in placement order
+        self.buffer_of: dict[MainTensor, int] = {}
+        self.workspace_of: dict[int, int] = {}  # step -> its kernel workspace's buffer
+        self.slots: dict[MainTensor, int] = {}  # where a tensor's dims start in `dims[]`
+        self.slot_count = 0
+        self.written: set[MainTensor] = set()  # static tensors whose dims are in their slot
+        self.shape_funcs: dict[str, str] = {}  # name -> prototype
+        self.shape_func_of: dict[int, str] = {}  # step -> its shape function
+
+    # -- decisions -------------------------------------------------------------------------
+
+    def assemble(self) -> AOTResult:
+        walk = self.walk
+        self.outputs = outputs = output_infos(walk)
+        check_names(self.module_name, walk.inputs, outputs, walk.input_spans)
+        self.alias_reshapes()
+        self.assign_outputs()
+        self.lifetimes()
+        body = self.run_body()
+        pool = self.pool.build()
+        return AOTResult(
+            module_name=self.module_name,
+            main_source=self.source(pool, body),
+            header=emit_dynamic_header(self.module_name, walk.inputs, outputs, pool.total_bytes),
+            header_name=header_name(self.module_name),
+            cdef=dynamic_cffi_cdef(self.module_name, walk.inputs, outputs),
+            entry=f"{self.prefix}_run",
+            memory=MemoryPlan({}, 0, 0, [], self.arena_alignment()),
+            calls=self.call_infos(),
+            inputs=list(walk.inputs),
+            outputs=outputs,
+            constants=list(pool.arrays),
+            constant_offsets=list(pool.offsets),
+            workspace_bytes=0,
+            constant_bytes=pool.total_bytes,
+            io_bytes=0,
+            arena=self.arena_report(),
+        )
+
+    def alias_reshapes(self) -> None:
+        outputs = set(self.walk.result)
+        for step in self.steps:
+            if not is_reshape_only(step.metadata) or len(step.inputs) != 1 or len(step.outputs) != 1:
+                continue
+            src, dst = step.inputs[0], step.outputs[0]
+            # A reshape keeps the element count, so equal dtypes mean equal bytes.
+            if dst in outputs or src.ty.dtype != dst.ty.dtype:
+                continue
+            dst.alias_of = src
+            step.emitted = False
+
+    def assign_outputs(self) -> None:
+        for i, leaf in enumerate(self.walk.result):
+            root = leaf.root()
+            if root.kind == "result" and root not in self.direct:
+                self.direct[root] = i
+            else:
+                self.copies.append((i, root))
+
+    def lifetimes(self) -> None:
+        """The arena's buffers in the order the entry places them: per call, its results, then
+        its kernel's workspace; each lives from its call to its last reader."""
+        kernel_alignment = kernel_workspace_alignment(self.workspace_alignment)
+        last: dict[int, int] = {}
+        for position, step in enumerate(self.steps):
+            if not step.emitted:
+                continue
+            for t in step.inputs:
+                b = self.buffer_of.get(t.root())
+                if b is not None:
+                    last[b] = position
+            for t in step.outputs:
+                if t not in self.direct:
+                    self.buffer_of[t] = b = len(self.buffers)
+                    last[b] = position
+                    self.buffers.append(_Buffer(f"sid_{len(self.buffer_of) - 1}", position, position,
+                                                self.workspace_alignment, tensor=t))
+            if step.kernel.takes_workspace:
+                self.workspace_of[position] = b = len(self.buffers)
+                last[b] = position
+                self.buffers.append(_Buffer(workspace_name(position), position, position, kernel_alignment,
+                                            static_bytes=step.workspace_bytes))
+        for _, src in self.copies:
+            b = self.buffer_of.get(src)
+            if b is not None:
+                last[b] = len(self.steps)
+        self.buffers = [_Buffer(b.name, b.first, last[i], b.alignment, b.tensor, b.static_bytes)
+                        for i, b in enumerate(self.buffers)]
+
+    def arena_alignment(self) -> int:
+        return max([64, self.workspace_alignment] + [b.alignment for b in self.buffers])
+
+    # -- C of the entry ----------------------------------------------------------------------
+
+    def slot(self, t: MainTensor) -> int:
+        if t not in self.slots:
+            self.slots[t] = self.slot_count
+            self.slot_count += max(t.ty.ndim, 1)
+        return self.slots[t]
+
+    def dim(self, t: MainTensor, k: int) -> str:
+        d = t.ty.shape[k]
+        return f"dims[{self.slot(t) + k}]" if d is ANY else f"INT64_C({d})"
+
+    def nbytes(self, t: MainTensor) -> str:
+        if not t.ty.is_dynamic:
+            return f"INT64_C({t.ty.nbytes})"
+        return " * ".join([f"INT64_C({itemsize(t.ty.dtype)})"] + [self.dim(t, k) for k in range(t.ty.ndim)])
+
+    def pointer(self, t: MainTensor) -> str:
+        root = t.root()
+        if root.kind == "input":
+            return f"inputs->{self.walk.inputs[root.index].c_name}->data"
+        if root.kind == "constant":
+            assert root.data is not None
+            k = self.pool.add(root.data)
+            return f"({self.prefix}_constant_pool + {self.pool.offset(k)})"
+        if root in self.direct:
+            return f"outputs->{self.outputs[self.direct[root]].c_name}->data"
+        return f"(arena.base + offset[{self.buffer_of[root]}])"
+
+    def typed(self, t: MainTensor, dtype: str | None = None) -> str:
+        return f"({c_type(dtype or t.ty.dtype)}*){self.pointer(t)}"
+
+    def run_body(self) -> list[str]:
+        lines: list[str] = []
+        for i, info in enumerate(self.walk.inputs):
+            t = self.walk.values[self.walk.main.params[i]]
+            assert isinstance(t, MainTensor)
+            lines += self.check_input(info, t)
+        for position, step in enumerate(self.steps):
+            lines.append(f"  /* call {position}: {step.kernel.symbol} */")
+            lines += self.shape_lines(step, position)
+            if not step.emitted:
+                continue
+            for t in step.outputs:
+                if t in self.direct:
+                    lines += self.output_lines(self.direct[t], t)
+                else:
+                    lines += self.place(self.buffer_of[t], self.nbytes(t), position)
+            if position in self.workspace_of:
+                b = self.workspace_of[position]
+                lines += self.place(b, f"INT64_C({self.buffers[b].static_bytes})", position)
+            lines += self.static_param_checks(step)
+            lines.append(f"  if ({self.kernel_call(step, position)} != 0) goto failed;")
+        for i, src in self.copies:
+            lines += self.output_lines(i, src)
+            lines.append(f"  memcpy(outputs->{self.outputs[i].c_name}->data, {self.pointer(src)}, "
+                         f"(size_t)({self.nbytes(src)}));")
+        return lines
+
+    def place(self, b: int, nbytes: str, position: int) -> list[str]:
+        return [
+            f"  size[{b}] = {nbytes};",
+            f"  if (!relaycc_place(&arena, offset, size, last_use, {b}, {position}, {self.buffers[b].alignment})) "
+            "goto out_of_memory;",
+        ]
+
+    def check_input(self, info: TensorInfo, t: MainTensor) -> list[str]:
+        name = f"inputs->{info.c_name}"
+        declared = ", ".join(str(d) for d in info.shape) or "0"
+        lines = [
+            f"  {{ static const int64_t declared[] = {{{declared}}};",
+            f"    if (!relaycc_conforms({name}, {t.ty.ndim}, {dtype_code(t.ty.dtype)}, {itemsize(t.ty.dtype) * 8}, "
+            f"declared)) {{ status = {INPUT_MISMATCH}; goto done; }} }}",
+        ]
+        lines += [f"  dims[{self.slot(t) + k}] = {name}->shape[{k}];" for k in range(t.ty.ndim)]
+        self.written.add(t)
+        return lines
+
+    def shape_lines(self, step: Step, position: int) -> list[str]:
+        """Dims of the step's results: constants, or what its shape function computes."""
+        if not any(t.ty.is_dynamic for t in step.outputs):
+            return []
+        shape_fn = step.metadata.get("prim_shape_fn_var")
+        func = self.walk.mod[shape_fn] if isinstance(shape_fn, GlobalVar) and shape_fn in self.walk.mod else None
+        if not isinstance(func, PrimFunc):
+            raise UnsupportedError(f"call {position} ({step.kernel.symbol}) has a result of `?` shape but no "
+                                   "shape function (prim_shape_fn_var) in its metadata")
+        states = step.metadata.get("prim_shape_fn_states")
+        assert isinstance(states, tuple) and len(states) == len(step.arg_groups), (states, step.arg_groups)
+        args: list[str] = []
+        lines: list[str] = []
+        for state, group in zip(states, step.arg_groups):
+            if int(state) & DATA_STATE:
+                if len(group) != 1:
+                    raise UnsupportedError(f"shape function {func.name} reads the data of a tuple")
+                args.append(self.typed(group[0]))
+            if int(state) & SHAPE_STATE:
+                for t in group:
+                    lines += self.static_dims(t)
+                    args.append(f"&dims[{self.slot(t)}]")
+        args += [f"&dims[{self.slot(t)}]" for t in step.outputs]
+        if len(args) != len(func.params):
+            raise UnsupportedError(f"shape function {func.name} takes {len(func.params)} buffers; "
+                                   f"call {position} has {len(args)}")
+        self.shape_funcs[func.name] = prim_func_signature(func)
+        self.shape_func_of[position] = func.name
+        lines.append(f"  if ({func.name}({', '.join(args)}) != 0) goto failed;")
+        return lines
+
+    def static_dims(self, t: MainTensor) -> list[str]:
+        """A static tensor's dims, written into its slot once for shape functions to read."""
+        if t in self.written or t.ty.is_dynamic:
+            return []
+        self.written.add(t)
+        return [f"  dims[{self.slot(t) + k}] = INT64_C({d});" for k, d in enumerate(t.ty.shape)]
+
+    def output_lines(self, index: int, t: MainTensor) -> list[str]:
+        info = self.outputs[index]
+        dims = ", ".join(self.dim(t, k) for k in range(t.ty.ndim)) or "0"
+        return [
+            f"  {{ const int64_t computed[] = {{{dims}}};",
+            f"    if (!relaycc_output(outputs->{info.c_name}, {t.ty.ndim}, {dtype_code(t.ty.dtype)}, "
+            f"{itemsize(t.ty.dtype) * 8}, computed, (size_t)({self.nbytes(t)}), &allocated[{index}])) "
+            f"{{ status = {OUTPUT_MISMATCH}; goto done; }} }}",
+        ]
+
+    def static_param_checks(self, step: Step) -> list[str]:
+        """A kernel compiled for a static dim that a `?` value reaches checks it at run time
+        (type inference allows the meeting, the kernel would read out of bounds)."""
+        declared = step.param_types
+        checks = [f"{self.dim(t, k)} != INT64_C({d})"
+                  for t, ty in zip(step.inputs + step.outputs, declared)
+                  for k, d in enumerate(ty.shape) if d is not ANY and t.ty.shape[k] is ANY]
+        if not checks:
+            return []
+        return [f"  if ({' || '.join(checks)}) {{ status = {KERNEL_SHAPE_MISMATCH}; goto done; }}"]
+
+    def kernel_call(self, step: Step, position: int) -> str:
+        kernel = step.kernel
+        args = [self.typed(t, dtype) for t, dtype in zip(step.inputs + step.outputs, kernel.param_dtypes)]
+        args += [self.dim(step.inputs[i], k) for i, k in step.dim_args]
+        if kernel.takes_workspace:
+            args.append(f"(arena.base + offset[{self.workspace_of[position]}])")
+        return f"{kernel.symbol}({', '.join(args)})"
+
+    def source(self, pool: ConstantPool, body: list[str]) -> str:
+        prefix = self.prefix
+        lines = [
+            f"/* AOT executor of the module \"{self.module_name}\" (shapes known at run time), generated by relaycc. */",
+            "#define _POSIX_C_SOURCE 200112L",
+            "#include <stddef.h>",
+            "#include <stdint.h>",
+            "#include <stdlib.h>",
+            "#include <string.h>",
+            "",
+            f'#include "{header_name(self.module_name)}"',
+            "",
+        ]
+        kernels: dict[str, Kernel] = {}
+        for step in self.steps:
+            if step.emitted:
+                kernels.setdefault(step.kernel.symbol, step.kernel)
+        if kernels or self.shape_funcs:
+            lines.append("/* Kernels and shape functions, defined in the module's other C files. */")
+            lines += [k.prototype + ";" for k in kernels.values()]
+            lines += [proto + ";" for proto in self.shape_funcs.values()]
+            lines.append("")
+        pool_lines = emit_pool(f"{prefix}_constant_pool", pool)
+        if pool_lines:
+            lines += ["/* Read-only constant pool; constants sit at the offsets used below. */", *pool_lines, ""]
+        lines += _runtime_helpers(self.arena_alignment())
+        n_buffers = max(len(self.buffers), 1)
+        last_use = ", ".join(str(b.last) for b in self.buffers) or "0"
+        n_outputs = max(len(self.outputs), 1)
+        text = "\n".join(body)
+        lines += [
+            f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs) {{",
+            f"  static const int32_t last_use[{n_buffers}] = {{{last_use}}};",
+            f"  int64_t dims[{max(self.slot_count, 1)}];",
+            f"  int64_t offset[{n_buffers}];",
+            f"  int64_t size[{n_buffers}];",
+            f"  int allocated[{n_outputs}] = {{0}};",
+            "  relaycc_arena arena = {NULL, 0};",
+            "  int32_t status = 0;",
+            "  (void)inputs; (void)outputs; (void)dims; (void)offset; (void)size; (void)last_use;",
+            *body,
+            "  goto done;",
+        ]
+        if "goto failed" in text:
+            lines += ["failed:", "  status = -1;", "  goto done;"]
+        if "goto out_of_memory" in text:
+            lines += ["out_of_memory:", f"  status = {OUT_OF_MEMORY};", "  goto done;"]
+        lines += ["done:", "  free(arena.base);", "  if (status != 0) {"]
+        for i, info in enumerate(self.outputs):
+            lines.append(f"    if (allocated[{i}]) {{ free(outputs->{info.c_name}->data); "
+                         f"outputs->{info.c_name}->data = NULL; }}")
+        lines += ["  }", "  return status;", "}", "",
+                  f"void {prefix}_free(void* data) {{", "  free(data);", "}", ""]
+        return "\n".join(lines)
+
+    # -- the report --------------------------------------------------------------------------
+
+    def name_of(self, t: MainTensor) -> str:
+        root = t.root()
+        if root.kind == "input":
+            return f"%{self.walk.inputs[root.index].name}"
+        if root.kind == "constant":
+            assert root.data is not None
+            k = self.pool.index_of(root.data)
+            return "constant" if k is None else f"constant_{k}"
+        if root in self.direct:
+            return self.outputs[self.direct[root]].name
+        return self.buffers[self.buffer_of[root]].name
+
+    def call_infos(self) -> list[CallInfo]:
+        return [
+            CallInfo(
+                callee=step.kernel.symbol,
+                kind=step.kind,
+                args=tuple(self.name_of(t) for t in step.inputs),
+                outputs=tuple(self.name_of(t) for t in step.outputs),
+                metadata=step.metadata,
+                emitted=step.emitted,
+                workspace=workspace_name(position) if step.kernel.takes_workspace and step.emitted else None,
+            )
+            for position, step in enumerate(self.steps)
+        ]
+
+    def arena_report(self) -> dict[str, object]:
+        """The arena's buffers with their sizes as formulas of run-time dims (`sid_0.shape[0]`
+        is the first dim its shape function computed)."""
+        rows: list[dict[str, object]] = []
+        for b in self.buffers:
+            row: dict[str, object] = {"name": b.name, "first_use": b.first, "last_use": b.last,
+                                      "alignment": b.alignment}
+            if b.tensor is None:
+                row["bytes"] = b.static_bytes
+            else:
+                ty = b.tensor.ty
+                row["type"] = describe_type(ty)
+                row["bytes"] = ty.nbytes if not ty.is_dynamic else " * ".join(
+                    [str(itemsize(ty.dtype))] + [f"{b.name}.shape[{k}]" if d is ANY else str(d)
+                                                 for k, d in enumerate(ty.shape)])
+                shape_func = self.shape_func_of.get(b.first)
+                if shape_func is not None and ty.is_dynamic:
+                    row["shape_func"] = shape_func
+            rows.append(row)
+        return {
+            "size": "decided at run time: each buffer is placed first-fit among the buffers live at its call, "
+                    "so the arena is at most the largest sum of bytes live at one call",
+            "alignment": self.arena_alignment(),
+            "buffers": rows,
+        }
+
+
+def _runtime_helpers(arena_alignment: int) -> list[str]:
+    """Input and output checks and the arena's first-fit placement, static in the entry's file."""
+    return f"""typedef struct {{
+  uint8_t* base;
+  size_t capacity;
+}} relaycc_arena;
+
+/* Whether `t` is a dense tensor of the declared rank and dtype whose dims match every
+ * declared dim that is not -1 (a `?`). */
+static int relaycc_conforms(const DLTensor* t, int32_t ndim, uint8_t code, uint8_t bits, const int64_t* declared) {{
+  if (t == NULL || t->ndim != ndim || t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) return 0;
+  if (t->strides != NULL || t->byte_offset != 0 || (ndim > 0 && t->shape == NULL)) return 0;
+  int64_t elements = 1;
+  for (int32_t k = 0; k < ndim; ++k) {{
+    if (t->shape[k] < 0 || (declared[k] >= 0 && t->shape[k] != declared[k])) return 0;
+    elements *= t->shape[k];
+  }}
+  return t->data != NULL || elements == 0;
+}}
+
+/* An output of the computed dims: the caller's buffer when it gave one of that shape, or one
+ * allocated here (dims written into the caller's shape array) when its data is NULL. */
+static int relaycc_output(DLTensor* t, int32_t ndim, uint8_t code, uint8_t bits, const int64_t* dims,
+                          size_t nbytes, int* allocated) {{
+  if (t == NULL || t->ndim != ndim || t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) return 0;
+  if (t->strides != NULL || t->byte_offset != 0 || (ndim > 0 && t->shape == NULL)) return 0;
+  if (t->data == NULL) {{
+    void* data = NULL;
+    if (posix_memalign(&data, 64, nbytes > 0 ? nbytes : 1) != 0) return 0;
+    t->data = data;
+    *allocated = 1;
+    for (int32_t k = 0; k < ndim; ++k) t->shape[k] = dims[k];
+    return 1;
+  }}
+  for (int32_t k = 0; k < ndim; ++k) {{
+    if (t->shape[k] != dims[k]) return 0;
+  }}
+  return 1;
+}}
+
+/* Places buffer `id` first-fit among the buffers placed before it that are still live at
+ * call `step`, and grows the arena (keeping its contents) when the buffer does not fit. */
+static int relaycc_place(relaycc_arena* arena, int64_t* offset, const int64_t* size, const int32_t* last_use,
+                         int32_t id, int32_t step, int64_t alignment) {{
+  int64_t start = 0;
+  int moved = 1;
+  while (moved) {{
+    moved = 0;
+    for (int32_t j = 0; j < id; ++j) {{
+      if (last_use[j] < step || size[j] == 0) continue;
+      if (offset[j] < start + size[id] && start < offset[j] + size[j]) {{
+        start = (offset[j] + size[j] + alignment - 1) / alignment * alignment;
+        moved = 1;
+      }}
+    }}
+  }}
+  offset[id] = start;
+  size_t need = (size_t)(start + size[id]);
+  if (need > arena->capacity) {{
+    size_t capacity = arena->capacity * 2 > need ? arena->capacity * 2 : need;
+    void* grown = NULL;
+    if (posix_memalign(&grown, {arena_alignment}, capacity) != 0) return 0;
+    if (arena->base != NULL) {{
+      memcpy(grown, arena->base, arena->capacity);
+      free(arena->base);
+    }}
+    arena->base = (uint8_t*)grown;
+    arena->capacity = capacity;
+  }}
+  return 1;
+}}
+""".split("\n")
+
+
+_CFFI_DLPACK = """typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct { void* data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t* shape; int64_t* strides;
+                 uint64_t byte_offset; } DLTensor;
+"""
+
+
+def _declarations(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> list[str]:
+    prefix = c_prefix(module_name)
+    lines: list[str] = []
+    for kind, group in (("inputs", inputs), ("outputs", outputs)):
+        lines.append(f"struct {prefix}_{kind} {{")
+        lines += [f"  DLTensor* {t.c_name};" for t in group] or ["  DLTensor* unused_;"]
+        lines += ["};", ""]
+    lines += [
+        f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs);",
+        f"void {prefix}_free(void* data);",
+    ]
+    return lines
+
+
+def _describe(t: TensorInfo) -> str:
+    return f"{t.dtype}[{', '.join('?' if d < 0 else str(d) for d in t.shape)}]"
+
+
+def emit_dynamic_header(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo],
+                        constant_bytes: int) -> str:
+    prefix, macros = c_prefix(module_name), macro_prefix(module_name)
+    guard = f"{macros}_H_"
+    doc = [
+        f"/* C interface of the module \"{module_name}\", compiled ahead of time by relaycc.",
+        " *",
+        " * Some shapes are known only at run time (`?` below), so tensors are passed as DLTensors:",
+        " * dense and row-major (strides NULL, byte_offset 0), of the rank and dtype shown, with every",
+        " * dim that is not `?` as shown.",
+        " *",
+    ]
+    doc += [f" *   input  {t.name} (field {t.c_name}): {_describe(t)}" for t in inputs]
+    doc += [f" *   output {t.name} (field {t.c_name}): {_describe(t)}" for t in outputs]
+    doc += [
+        " *",
+        f" * {prefix}_run() computes every shape from the inputs' (with each call's shape function),",
+        " * keeps intermediates in an arena it allocates for the run, and writes each output into",
+        " * the caller's DLTensor when `data` is set (its shape must equal the computed one); when",
+        " * `data` is NULL it allocates the output, writes its dims into `shape` (which must point",
+        f" * to `ndim` int64_t) and the caller releases it with {prefix}_free(). The function is",
+        " * reentrant.",
+        " *",
+        " * It returns 0 on success, -1 when a kernel or shape function failed, -2 when an input",
+        " * does not conform to its declared type, -3 when an output does not (wrong rank, dtype or",
+        " * shape, or NULL `shape`), -4 when memory ran out, -5 when a run-time dim reached a kernel",
+        " * compiled for another (static) one. On failure the outputs it allocated are",
+        " * released and their `data` is NULL again.",
+        " */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        *HEADER_TEXT.rstrip("\n").split("\n"),
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        f"#define {macros}_DYNAMIC 1",
+        f"#define {macros}_CONSTANT_POOL_SIZE {constant_bytes}",
+        "",
+        *_declarations(module_name, inputs, outputs),
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif  /* {guard} */",
+        "",
+    ]
+    return "\n".join(doc)
+
+
+def dynamic_cffi_cdef(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> str:
+    return _CFFI_DLPACK + "\n".join(_declarations(module_name, inputs, outputs)) + "\n"

@@ -1,0 +1,150 @@
+"""Models with `?` dims compiled once and run at many shapes (compiler/backend/aot_dynamic.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.diagnostics import InputError
+from compiler.driver import build
+from compiler.parser import parse
+from compiler.runtime.interpreter import run_main
+from compiler.runtime.module import CompiledModule
+
+MODELS = Path(__file__).parents[2] / "models" / "dynamic"
+
+
+def random_inputs(module: CompiledModule, unknown: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Every input at its declared shape, each `?` dim set to `unknown`."""
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.standard_normal([unknown if d < 0 else d for d in t.shape]).astype(t.dtype)
+            for t in module.inputs}
+
+
+def compile_model(name: str, outdir: Path) -> tuple[str, CompiledModule]:
+    text = (MODELS / f"{name}.relay").read_text()
+    build(text, outdir)
+    return text, CompiledModule(outdir)
+
+
+def assert_matches_interpreter(text: str, module: CompiledModule, unknown: int) -> None:
+    inputs = random_inputs(module, unknown, seed=unknown)
+    got = module.run(inputs).outputs
+    want = run_main(parse(text), inputs)
+    assert [g.shape for g in got] == [w.shape for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("model", "sizes"), [
+    ("mlp_unknown_batch", (1, 3, 64)),
+    ("cnn_unknown_batch", (1, 3, 64)),
+    ("attention_unknown_length", (1, 7, 128)),
+])
+def test_model_compiled_once_runs_every_size_like_the_interpreter(model, sizes, tmp_path):
+    text, module = compile_model(model, tmp_path)
+    assert module.dynamic
+    for n in sizes:
+        assert_matches_interpreter(text, module, n)
+
+
+def test_empty_batch_gives_an_empty_output(tmp_path):
+    _, module = compile_model("mlp_unknown_batch", tmp_path)
+    (out,) = module.run(random_inputs(module, 0)).outputs
+    assert out.shape == (0, 4)
+
+
+def test_input_of_a_shape_the_model_cannot_take_names_input_and_declared_shape(tmp_path):
+    _, module = compile_model("mlp_unknown_batch", tmp_path)
+    inputs = random_inputs(module, 2)
+    inputs["x"] = np.zeros((2, 7), "float32")
+    with pytest.raises(InputError, match=r"input x: expected shape \(\?, 8\), got \(2, 7\)"):
+        module.run(inputs)
+
+
+def test_report_shows_symbolic_interface_shape_functions_and_the_arena(tmp_path):
+    _, module = compile_model("mlp_unknown_batch", tmp_path)
+    report = module.report
+    assert report["interface"]["dynamic"] is True
+    assert report["interface"]["inputs"][0]["shape"] == [-1, 8]
+    assert report["interface"]["outputs"][0]["shape"] == [-1, 4]
+    arena = report["memory"]["arena"]
+    first = arena["buffers"][0]
+    assert first["type"] == "float32[?, 16]"
+    assert first["bytes"] == "4 * sid_0.shape[0] * 16"
+    assert first["shape_func"].startswith("tvmgen_default_shape_func_nn_dense")
+    dense_calls = [c for c in report["calls"] if "nn_dense" in c["callee"]]
+    assert dense_calls and all("prim_shape_fn_var" in str(c) for c in dense_calls)
+
+
+def test_static_model_keeps_the_static_entry(tmp_path):
+    text = (MODELS / "mlp_unknown_batch.relay").read_text().replace("Tensor[(?, 8)", "Tensor[(2, 8)")
+    build(text, tmp_path)
+    module = CompiledModule(tmp_path)
+    assert not module.dynamic
+    header = (tmp_path / "include" / "tvmgen_default.h").read_text()
+    assert "DLTensor" not in header and "TVMGEN_DEFAULT_WORKSPACE_SIZE" in header
+
+
+C_DRIVER = r"""
+#include <stdio.h>
+#include "tvmgen_default.h"
+
+static DLTensor tensor(void* data, int32_t ndim, int64_t* shape) {
+  DLTensor t = {data, {kDLCPU, 0}, ndim, {kDLFloat, 32, 1}, shape, NULL, 0};
+  return t;
+}
+
+int main(void) {
+  static float x[3 * 8], w[16 * 8], b[16], w2[4 * 16], given[3 * 4];
+  int64_t x_shape[] = {3, 8}, w_shape[] = {16, 8}, b_shape[] = {16}, w2_shape[] = {4, 16};
+  for (int i = 0; i < 3 * 8; ++i) x[i] = (float)(i % 5) - 2.0f;
+  for (int i = 0; i < 16 * 8; ++i) w[i] = (float)(i % 7) * 0.1f;
+  for (int i = 0; i < 4 * 16; ++i) w2[i] = (float)(i % 3) * 0.2f;
+  DLTensor tx = tensor(x, 2, x_shape), tw = tensor(w, 2, w_shape), tb = tensor(b, 1, b_shape);
+  DLTensor tw2 = tensor(w2, 2, w2_shape);
+  struct tvmgen_default_inputs inputs = {&tx, &tw, &tb, &tw2};
+
+  /* data NULL: the entry allocates the output and writes its shape */
+  int64_t out_shape[2] = {0, 0};
+  DLTensor out = tensor(NULL, 2, out_shape);
+  struct tvmgen_default_outputs outputs = {&out};
+  int32_t status = tvmgen_default_run(&inputs, &outputs);
+  float sum = 0.0f;
+  for (int i = 0; status == 0 && i < 3 * 4; ++i) sum += ((float*)out.data)[i];
+  printf("allocated %d %lld %lld %.3f\n", status, (long long)out_shape[0], (long long)out_shape[1], sum);
+  tvmgen_default_free(out.data);
+
+  /* the caller's buffer of the right shape */
+  int64_t given_shape[] = {3, 4};
+  DLTensor out2 = tensor(given, 2, given_shape);
+  outputs.output = &out2;
+  printf("given %d\n", tvmgen_default_run(&inputs, &outputs));
+
+  /* a caller's buffer of the wrong shape, then an input of the wrong shape */
+  given_shape[0] = 2;
+  printf("wrong output %d\n", tvmgen_default_run(&inputs, &outputs));
+  x_shape[1] = 7;
+  printf("wrong input %d\n", tvmgen_default_run(&inputs, &outputs));
+  return 0;
+}
+"""
+
+
+def test_c_program_runs_the_entry_as_the_header_documents(tmp_path):
+    build((MODELS / "mlp_unknown_batch.relay").read_text(), tmp_path / "out")
+    header = (tmp_path / "out" / "include" / "tvmgen_default.h").read_text()
+    assert "tvmgen_default_free()" in header and "-2 when an input" in header
+    (tmp_path / "main.c").write_text(C_DRIVER)
+    exe = tmp_path / "main"
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.c"),
+                    f"-I{tmp_path / 'out' / 'include'}", str(tmp_path / "out" / "libdefault.so"),
+                    f"-Wl,-rpath,{tmp_path / 'out'}"], check=True)
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    status, rows, cols, total = lines[0].split()[1:]
+    assert (status, rows, cols) == ("0", "3", "4")
+    assert float(total) == pytest.approx(3.0, abs=1e-3)  # three softmax rows
+    assert lines[1:] == ["given 0", "wrong output -3", "wrong input -2"]

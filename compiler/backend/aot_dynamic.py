@@ -297,6 +297,15 @@ class DynamicAssembler:
         checks = [f"{self.dim(t, k)} != INT64_C({d})"
                   for t, ty in zip(step.inputs + step.outputs, declared)
                   for k, d in enumerate(ty.shape) if d is not ANY and t.ty.shape[k] is ANY]
+        for a, b in step.equal_dims:
+            (ia, ka), (ib, kb) = step.dim_args[a], step.dim_args[b]
+            checks.append(f"{self.dim(step.inputs[ia], ka)} != {self.dim(step.inputs[ib], kb)}")
+
+        def product(scalars: tuple[int, ...], constant: int) -> str:
+            factors = [self.dim(step.inputs[step.dim_args[s][0]], step.dim_args[s][1]) for s in scalars]
+            return "(" + " * ".join([f"INT64_C({constant})", *factors]) + ")"
+
+        checks += [f"{product(*lhs)} != {product(*rhs)}" for lhs, rhs in step.equal_counts]
         if not checks:
             return []
         return [f"  if ({' || '.join(checks)}) {{ status = {KERNEL_SHAPE_MISMATCH}; goto done; }}"]

@@ -166,6 +166,10 @@ class Step:
     # The kernel's own types of its inputs and outputs (a PrimFunc's Relay type), which may
     # be static where the values reaching it have `?` dims.
     param_types: tuple[TensorType, ...] = ()
+    # Pairs of `dim_args` entries the kernel assumes equal (a broadcast of two `?` batches).
+    equal_dims: tuple[tuple[int, int], ...] = ()
+    # Element counts (products of `dim_args` entries and a constant) the kernel assumes equal.
+    equal_counts: tuple[tuple[tuple[tuple[int, ...], int], tuple[tuple[int, ...], int]], ...] = ()
 
 
 def check_static(ty: Type, what: str, span: Span | None) -> None:
@@ -336,7 +340,11 @@ class MainWalk:
         dim_args = kernel_dim_args(definition) if isinstance(definition, PrimFunc) else ()
         self.steps.append(Step(kind, kernel, ws, inputs, outputs, metadata, allocations=allocations,
                                arg_groups=groups, dim_args=dim_args,
-                               param_types=kernel_types(definition, inputs + outputs)))
+                               param_types=kernel_types(definition, inputs + outputs),
+                               equal_dims=tuple(definition.extra.get("equal_scalars", ()))  # type: ignore[arg-type]
+                               if isinstance(definition, PrimFunc) else (),
+                               equal_counts=tuple(definition.extra.get("equal_counts", ()))  # type: ignore[arg-type]
+                               if isinstance(definition, PrimFunc) else ()))
         self.values[call] = result
 
     def prim_func_kernel(

@@ -190,6 +190,8 @@ class PrimitiveLowering:
             scalar_params=tuple(self.shapes.scalars) if self.shapes else (),
             attrs=func.attrs.without("Primitive").with_attr("global_symbol", self.name),
             func_type=func.checked_type,
+            # Dim parameters the kernel takes to be equal (see SymbolicShapes.equal_scalars).
+            extra=self.shapes.checks() if self.shapes else {},
         )
 
     def _param_view(self, name: str, ty: Type) -> View:

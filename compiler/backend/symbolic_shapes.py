@@ -44,12 +44,23 @@ def shapes_equal(a: Type, b: Type) -> bool:
 class SymbolicShapes:
     """The symbolic type of every value of one primitive function (see the module docstring).
 
-    `scalars` are the dim variables, in parameter order: the kernel's scalar parameters."""
+    `scalars` are the dim variables, in parameter order: the kernel's scalar parameters.
+
+    Where a broadcasting op meets two different `?` dims (a residual add of two parameters'
+    batches), they are taken to be equal, so the result keeps a plain dim rather than a
+    `select` between them and the ops around it keep their shapes; `equal_scalars` lists those
+    pairs (indices into `scalars`), which the executor checks before the call: two run-time
+    dims that differ (one of them 1, a real broadcast) fail the run instead of computing a
+    wrong answer."""
 
     func: Function
     fresh: Callable[[str], str]
     scalars: list[te.Var] = field(default_factory=list)
     types: dict[Expr, Type] = field(default_factory=dict)
+    equal_scalars: list[tuple[int, int]] = field(default_factory=list)
+    # Element counts a reshape needs equal, each side as (scalar indices, constant factor):
+    # a `?` reaching a reshape to a static shape must bring exactly that many elements.
+    equal_counts: list[tuple[tuple[tuple[int, ...], int], tuple[tuple[int, ...], int]]] = field(default_factory=list)
 
     def type_of(self, node: Expr) -> Type:
         return self.types.get(node, node.checked_type)
@@ -112,6 +123,10 @@ class SymbolicShapes:
         results = flatten_tensor_types(call.checked_type)
         if len(dims) != len(results):  # type: ignore[arg-type]  # a sequence
             raise UnsupportedError(f"the shape rule of {name} gave {len(dims)} shapes for {len(results)} results", call.span)  # type: ignore[arg-type]
+        if opdef.pattern == ops.OpPattern.BROADCAST and len(results) == 1:
+            dims = [self._unify_broadcast(inputs, dims[0])]  # type: ignore[index]  # a sequence
+        if opdef.reshape_only and len(results) == 1 and isinstance(inputs[0], tuple):
+            self._check_count(inputs[0], dims[0])  # type: ignore[index]  # a sequence
         symbolic = [TensorType(tuple(_dim(d) for d in ds), ty.dtype) for ds, ty in zip(dims, results)]  # type: ignore[arg-type, union-attr]
         if isinstance(call.checked_type, TupleType):
             it = iter(symbolic)
@@ -122,11 +137,78 @@ class SymbolicShapes:
             return nest(call.checked_type)
         return symbolic[0]
 
+    def checks(self) -> dict[str, object]:
+        """What the executor must check of the dim parameters before calling the kernel
+        (PrimFunc.extra): dims taken to be equal, element counts a reshape keeps."""
+        out: dict[str, object] = {}
+        if self.equal_scalars:
+            out["equal_scalars"] = tuple(self.equal_scalars)
+        if self.equal_counts:
+            out["equal_counts"] = tuple(self.equal_counts)
+        return out
+
+    def _unify_broadcast(self, inputs: list[ShapeArg], out: tuple[object, ...]) -> tuple[object, ...]:
+        """`out` with each dim where different dim variables meet replaced by the first of them
+        (see the class docstring)."""
+        rank = len(out)
+        unified = list(out)
+        for axis in range(rank):
+            variables: list[te.Var] = []
+            for shape in inputs:
+                if not isinstance(shape, tuple) or len(shape) - rank + axis < 0:
+                    continue
+                d = _bare_var(shape[len(shape) - rank + axis])
+                if d is not None and all(d is not v for v in variables):
+                    variables.append(d)
+            if len(variables) < 2:
+                continue
+            first = variables[0]
+            for other in variables[1:]:
+                pair = (self._scalar_index(first), self._scalar_index(other))
+                if pair not in self.equal_scalars:
+                    self.equal_scalars.append(pair)
+            unified[axis] = first
+        return tuple(unified)
+
+    def _check_count(self, before: tuple[object, ...], after: tuple[object, ...]) -> None:
+        sides = [self._product(before), self._product(after)]
+        if sides[0] is None or sides[1] is None or sides[0] == sides[1] or not (sides[0][0] or sides[1][0]):
+            return  # not a product of dim variables, or equal by construction, or static
+        pair = (sides[0], sides[1])
+        if pair not in self.equal_counts:
+            self.equal_counts.append(pair)
+
+    def _product(self, dims: tuple[object, ...]) -> tuple[tuple[int, ...], int] | None:
+        """`dims`' element count as (sorted scalar indices, constant), if it is such a product."""
+        scalars: list[int] = []
+        constant = 1
+        for d in dims:
+            expr = simplify_expr(te.as_expr(d))  # type: ignore[arg-type]  # int or PrimExpr
+            if isinstance(expr, te.Const):
+                constant *= int(expr.value)
+                continue
+            var = _bare_var(expr)
+            if var is None or all(var is not v for v in self.scalars):
+                return None
+            scalars.append(self._scalar_index(var))
+        return tuple(sorted(scalars)), constant
+
+    def _scalar_index(self, var: te.Var) -> int:
+        return next(i for i, v in enumerate(self.scalars) if v is var)
+
     def _shape_arg(self, ty: Type) -> ShapeArg:
         if isinstance(ty, TupleType):
             return [self._shape_arg(f) for f in ty.fields]  # type: ignore[misc]  # nested shapes
         assert isinstance(ty, TensorType)
         return tuple(te.cast("int64", te.as_expr(d)) for d in ty.shape)  # type: ignore[arg-type]  # ints or exprs
+
+
+def _bare_var(dim: object) -> te.Var | None:
+    """The dim variable `dim` is (through an int64 cast), if any."""
+    expr = simplify_expr(te.as_expr(dim))  # type: ignore[arg-type]  # int or PrimExpr
+    while isinstance(expr, te.Cast):
+        expr = expr.value
+    return expr if isinstance(expr, te.Var) else None
 
 
 def _dim(value: object) -> object:

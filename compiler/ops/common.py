@@ -9,7 +9,7 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.registry import TypeRelationError
 from compiler.tir.analysis import expr_equal
-from compiler.tir.expr import Const, PrimExpr, as_expr
+from compiler.tir.expr import Const, PrimExpr, as_expr, cast
 from compiler.tir.simplify import simplify_expr
 
 
@@ -137,8 +137,32 @@ def reshape_index_dynamic(
         if isinstance(out_shape[lead], int) and isinstance(in_shape[lead], int):
             break  # static from here on: the static mapping handles the rest, 1s included
         lead += 1
-    rest = reshape_index(idx[lead:], static_dims(out_shape[lead:], op), static_dims(in_shape[lead:], op))
+    rest_out, rest_in = out_shape[lead:], in_shape[lead:]
+    if all(isinstance(d, int) and not isinstance(d, bool) for d in (*rest_out, *rest_in)):
+        rest = reshape_index(idx[lead:], rest_out, rest_in)  # type: ignore[arg-type]  # ints
+    else:
+        rest = flat_reshape_index(idx[lead:], rest_out, rest_in)
     return (*idx[:lead], *rest)
+
+
+def flat_reshape_index(idx: Sequence[PrimExpr], out_shape: Sequence[object], in_shape: Sequence[object]
+                       ) -> tuple[PrimExpr, ...]:
+    """The reshape mapping through the flat position, for dims known only at run time (int64
+    expressions): a division and a remainder per input dim, where `reshape_index` can often
+    map dims directly."""
+    flat: PrimExpr = Const(0, "int64")
+    for i, d in zip(idx, out_shape):
+        flat = flat * _index_expr(d) + cast("int64", i)
+    out: list[PrimExpr] = []
+    for d in reversed(in_shape[1:]):
+        out.append(flat % _index_expr(d))
+        flat = flat // _index_expr(d)
+    out.append(flat)
+    return tuple(reversed(out)) if in_shape else ()
+
+
+def _index_expr(d: object) -> PrimExpr:
+    return Const(d, "int64") if isinstance(d, int) else cast("int64", d)  # type: ignore[arg-type]  # PrimExpr
 
 
 def reshape_index(

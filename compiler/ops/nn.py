@@ -19,7 +19,6 @@ from compiler.ops.common import (
     normalize_axis,
     product,
     same_dtype,
-    static_dims,
     tensor_arg,
 )
 from compiler.ops.domain import (
@@ -689,7 +688,7 @@ def _pad_source(i: PrimExpr, before: int, extent: int, mode: str) -> PrimExpr:
 
 def _pad_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     data, fill = inputs
-    shape = static_dims(data.shape, "nn.pad")
+    shape = data.shape  # a `?` extent is an int64 expression of the kernel's dim parameters
     width = attrs["pad_width"]
     mode = attrs["pad_mode"]
     if mode != "constant":

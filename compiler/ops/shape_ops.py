@@ -177,13 +177,17 @@ def _shape_of_rel(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _shape_of_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
-    dims = static_dims(inputs[0].shape, "shape_of")
+    dims = inputs[0].shape  # a `?` dim is an int64 expression of the kernel's dim parameters
     dtype = attrs["dtype"]
     if not dims:
         return Const(0, dtype)  # an empty result: never evaluated
-    value: PrimExpr = Const(dims[-1], dtype)
+
+    def dim(d: object) -> PrimExpr:
+        return Const(d, dtype) if isinstance(d, int) else cast(dtype, d)  # type: ignore[arg-type]  # PrimExpr
+
+    value: PrimExpr = dim(dims[-1])
     for k in reversed(range(len(dims) - 1)):
-        value = select(eq(idx[0], k), Const(dims[k], dtype), value)
+        value = select(eq(idx[0], k), dim(dims[k]), value)
     return value
 
 

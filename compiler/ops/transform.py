@@ -28,7 +28,6 @@ from compiler.ops.common import (
     normalize_axis,
     product,
     reshape_index_dynamic,
-    static_dims,
     tensor_arg,
 )
 from compiler.ops.layout import Layout, parse_layout, transform_array, transform_shape
@@ -697,17 +696,17 @@ def _concatenate_compute(idx: Index, inputs: Sequence[object], attrs: Attrs, out
     fields = tuple_views(inputs, op)
     axis = normalize_axis(attrs["axis"], len(idx), op)
     # (begin along axis, view) of each field that holds elements; empty fields are never read.
-    parts: list[tuple[int, TensorView]] = []
-    begin = 0
+    parts: list[tuple[int | PrimExpr, TensorView]] = []
+    begin: int | PrimExpr = 0
     for view in fields:
-        extent = static_dims(view.shape, op)[axis]
-        if extent:
+        extent = view.shape[axis]  # an int64 expression where the dim is `?`
+        if not isinstance(extent, int) or extent:
             parts.append((begin, view))
-        begin += extent
+        begin = begin + extent
     if not parts:
         return Const(0, _tensor_out(out_type, op).dtype)  # an empty result: never evaluated
 
-    def read(begin: int, view: TensorView) -> PrimExpr:
+    def read(begin: int | PrimExpr, view: TensorView) -> PrimExpr:
         return view[tuple(i - begin if k == axis else i for k, i in enumerate(idx))]
 
     value = read(*parts[-1])

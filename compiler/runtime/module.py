@@ -170,6 +170,8 @@ _DYNAMIC_STATUS = {
     -2: "an input does not conform to its declared type",
     -3: "an output does not conform to its computed shape",
     -4: "memory ran out",
+    -5: "the inputs' shapes conform one by one but not together (two `?` dims the model needs equal "
+        "differ, or a reshape gets a different number of elements)",
 }
 
 

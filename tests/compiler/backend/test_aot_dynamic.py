@@ -148,3 +148,52 @@ def test_c_program_runs_the_entry_as_the_header_documents(tmp_path):
     assert (status, rows, cols) == ("0", "3", "4")
     assert float(total) == pytest.approx(3.0, abs=1e-3)  # three softmax rows
     assert lines[1:] == ["given 0", "wrong output -3", "wrong input -2"]
+
+
+RESIDUAL = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %y: Tensor[(?, 4), float32]) {
+  %0 = nn.relu(%x);
+  add(%0, %y)
+}
+"""
+
+
+def test_add_of_two_unknown_batches_runs_when_they_agree_and_fails_when_not(tmp_path):
+    build(RESIDUAL, tmp_path)
+    module = CompiledModule(tmp_path)
+    x, y = np.arange(12, dtype="float32").reshape(3, 4) - 5, np.ones((3, 4), "float32")
+    (out,) = module.run({"x": x, "y": y}).outputs
+    np.testing.assert_array_equal(out, np.maximum(x, 0) + y)
+    # Batches 1 and 3 would broadcast; the kernel was built for one shared batch, so the run
+    # fails rather than answer wrongly.
+    with pytest.raises(InputError, match="returned -5: the inputs' shapes conform one by one but not together"):
+        module.run({"x": x[:1], "y": y})
+
+
+def test_reshape_to_a_static_shape_refuses_a_batch_with_other_element_count(tmp_path):
+    build('#[version = "0.0.5"]\ndef @main(%x: Tensor[(?, 1, 1, 4), float32]) {\n'
+          "  reshape(nn.relu(%x), newshape=[1, 4])\n}\n", tmp_path)
+    module = CompiledModule(tmp_path)
+    (out,) = module.run({"x": np.full((1, 1, 1, 4), -2.0, "float32")}).outputs
+    np.testing.assert_array_equal(out, np.zeros((1, 4), "float32"))
+    with pytest.raises(InputError, match="returned -5"):
+        module.run({"x": np.ones((2, 1, 1, 4), "float32")})
+
+
+@pytest.mark.parametrize("model", ["resnet_basic_block"])
+def test_printed_cnn_with_an_unknown_batch_runs_batches_1_and_2(model, tmp_path):
+    from tests.e2e import tvm_printed
+
+    printed = getattr(tvm_printed, model)()
+    name, (shape, _) = next(iter(printed.inputs.items()))
+    text = printed.text.replace(f"%{name}: Tensor[({shape[0]}, ", f"%{name}: Tensor[(?, ", 1)
+    assert text != printed.text
+    build(text, tmp_path)
+    module = CompiledModule(tmp_path)
+    for batch in (1, 2):
+        inputs = printed.make_inputs(batch)
+        inputs[name] = np.concatenate([inputs[name]] * batch)
+        got = module.run({t.name: inputs[t.name] for t in module.inputs}).outputs
+        want = run_main(parse(text), inputs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -9,6 +9,8 @@ from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ops.common import batch_first, reshape_index_dynamic, rows_unless_axis_zero, same_dim
 from compiler.tir import expr as te
+from compiler.tir.analysis import substitute
+from compiler.tir.simplify import simplify_expr
 
 N = te.Var("n", "int64")
 
@@ -25,9 +27,20 @@ def test_reshape_keeps_a_shared_unknown_batch_and_reshapes_the_rest() -> None:
     assert index[0] is b and len(index) == 3
 
 
-def test_reshape_of_an_unknown_dim_it_cannot_follow_is_refused() -> None:
-    with pytest.raises(UnsupportedError, match="reshape: the loop lowering needs static shapes"):
-        reshape_index_dynamic((te.Var("i", "int32"),), (N * 6,), (N, 6), "reshape")
+@pytest.mark.parametrize("n", [1, 3])
+def test_reshape_of_an_unknown_dim_it_cannot_follow_goes_through_the_flat_position(n: int) -> None:
+    i = te.Var("i", "int32")
+    index = reshape_index_dynamic((i,), (N * 6,), (N, 6), "reshape")
+    for flat in range(n * 6):
+        values = {i: te.const(flat), N: te.const(n, "int64")}
+        assert [fold(substitute(d, values)) for d in index] == [flat // 6, flat % 6]
+
+
+def fold(expr: te.PrimExpr) -> int:
+    """The value of an integer expression of constants."""
+    expr = simplify_expr(expr)
+    assert isinstance(expr, te.Const), expr
+    return int(expr.value)
 
 
 def test_batch_first_reads_every_named_layout() -> None:

@@ -197,3 +197,23 @@ def test_model_of_several_dyn_ops_with_constant_shapes_compiles_and_matches_the_
     x = np.random.default_rng(2).standard_normal((1, 2, 4, 6)).astype("float32")
     (out,) = check_text_model(text, {"x": x}, tmp_path)
     assert out.shape == (1, 2, 10, 16)
+
+
+def test_onnx_flatten_pattern_as_tvm_prints_it_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
+    """The ONNX importer's Flatten: the new shape computed from shape_of, typed `?` in the
+    printed text (and in @main's declared result), all of it known at compile time."""
+    text = HEADER + """def @main(%x: Tensor[(2, 3, 4), float32] /* ty=Tensor[(2, 3, 4), float32] */,
+          %w: Tensor[(5, 12), float32] /* ty=Tensor[(5, 12), float32] */) -> Tensor[(?, 5), float32] {
+  %0 = shape_of(%x, dtype="int64") /* ty=Tensor[(3), int64] */;
+  %1 = strided_slice(%0, begin=[0], end=[1], strides=[1], axes=None) /* ty=Tensor[(1), int64] */;
+  %2 = expand_dims(-1i64 /* ty=int64 */, axis=0) /* ty=Tensor[(1), int64] */;
+  %3 = (%1, %2) /* ty=(Tensor[(1), int64], Tensor[(1), int64]) */;
+  %4 = concatenate(%3) /* ty=Tensor[(2), int64] */;
+  %5 = dyn.reshape(%x, %4, newshape=[]) /* ty=Tensor[(?, ?), float32] */;
+  nn.dense(%5, %w, units=None) /* ty=Tensor[(?, 5), float32] */
+}
+"""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 3, 4)).astype("float32"), rng.standard_normal((5, 12)).astype("float32")
+    (out,) = check_text_model(text, {"x": x, "w": w}, tmp_path)
+    np.testing.assert_allclose(out, x.reshape(2, 12) @ w.T, rtol=1e-5, atol=1e-5)

@@ -41,8 +41,10 @@ relations never read constant values: a constant shape gives a static type only 
 DynamicToStatic has run. Unlike TVM, dyn.reshape refuses -2, -3 and -4 in its values (they change
 the rank that the type promised; TVM asserts on -2 and -4 at run time).
 
-Shape rules are TVM's data-dependent ones, per argument as TVM registers them: the value
-arguments are read as data, the others by their dims (`shape_data_dependent` is a tuple).
+Shape rules are TVM's data-dependent ones, per argument (`shape_data_dependent` is a tuple): the
+value arguments are read as data, the others by their dims. TVM registers some of these ops as
+reading every input's data (dyn.tile, dyn.topk, dyn.full, ...), but their rules only use the
+other inputs' shapes; reading dims lets a data input with `?` dims have a shape function too.
 The ops have no loops of their own: DynamicToStatic makes a constant-shaped call static before
 fusion; a call with shape inputs computed at run time needs the dynamic AOT entry.
 """
@@ -63,6 +65,7 @@ from compiler.ops.domain import Domain, Draw
 from compiler.ops.layout import parse_layout
 from compiler.ops.registry import (
     REQUIRED,
+    AttrError,
     AttrSpec,
     OpDef,
     OpPattern,
@@ -99,7 +102,7 @@ class StaticForm:
         cannot be attributes (a 2-D newshape, a -2 in it)."""
         try:
             return get(self.static).make_attrs(self.to_attrs(values, attrs))
-        except (TypeRelationError, ValueError) as err:
+        except (TypeRelationError, AttrError, ValueError) as err:
             raise InputError(f"{name}: {err}") from None
 
 

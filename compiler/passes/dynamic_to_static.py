@@ -94,9 +94,10 @@ class DynamicToStatic(Pass):
     opt_level: ClassVar[int] = 2
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        mod = InferType().run(mod, ctx)
+        # Most models have no dyn call: they pay one walk, not a type inference.
         if not _has_dyn_calls(mod):
             return mod
+        mod = InferType().run(mod, ctx)
         for _ in range(MAX_ROUNDS):
             rewritten = _one_round(mod, ctx)
             if rewritten is None:

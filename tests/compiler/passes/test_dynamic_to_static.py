@@ -217,3 +217,8 @@ def test_onnx_flatten_pattern_as_tvm_prints_it_compiles_and_matches_the_interpre
     x, w = rng.standard_normal((2, 3, 4)).astype("float32"), rng.standard_normal((5, 12)).astype("float32")
     (out,) = check_text_model(text, {"x": x, "w": w}, tmp_path)
     np.testing.assert_allclose(out, x.reshape(2, 12) @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_a_module_without_dyn_calls_is_returned_as_it_is() -> None:
+    mod = bound("def @main(%x: Tensor[(2, 3), float32]) { reshape(shape_of(%x), newshape=[-1]) }")
+    assert DynamicToStatic()(mod) is mod

@@ -1,6 +1,6 @@
 """build(): the whole pipeline, one function, read top to bottom.
 
-    Relay text ─parse─▶ IRModule ─StripDevices─▶ UnwrapCallLowered, UndoManifestAlloc ─▶ InferType─▶ BindParams ─▶ SimplifyInference, FoldConstant, DCE
+    Relay text ─parse─▶ IRModule ─StripDevices─▶ UnwrapCallLowered, UndoManifestAlloc ─▶ InferType─▶ BindParams ─▶ SimplifyInference, DynamicToStatic, FoldConstant, DCE
         ─▶ BYOC (per external codegen: partition, outline, its own passes)
         ─▶ FuseOps ─▶ LabelOps ─▶ LowerTE (codegen hooks, call_lowered, PrimFuncs, Extern=1 signatures)
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
@@ -45,6 +45,7 @@ from compiler.parser.printer import astext
 from compiler.passes.bind_params import BindParams
 from compiler.passes.check_compilable import CheckCompilable
 from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.dynamic_to_static import DynamicToStatic
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType
@@ -195,8 +196,10 @@ def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     if params:
         mod = BindParams(dict(params))(mod)
     # Helpers are inlined first so the later passes (and fusion) see one straight-line @main.
+    # DynamicToStatic where TVM has it: a dyn.* call with constant shapes becomes its static op
+    # before FoldConstant and fusion see it.
     return Sequential(
-        [InlineGlobals(), SimplifyInference(), FoldConstant(), DeadCodeElimination(), InferType()]
+        [InlineGlobals(), SimplifyInference(), DynamicToStatic(), FoldConstant(), DeadCodeElimination(), InferType()]
     )(mod)
 
 

@@ -197,8 +197,8 @@ class _ShapeFuncBuilder:
                 "cannot be known at run time")
         opdef = ops.get(name)
         inputs: list[ShapeArg] = []
-        for arg, value in zip(call.args, args):
-            inputs.append(self.data_of(value, name) if opdef.shape_data_dependent else self.shape_of(value))
+        for k, value in enumerate(args):
+            inputs.append(self.data_of(value, name) if opdef.reads_data(k) else self.shape_of(value))
         try:
             rule_dims = rule(inputs, call.attrs, call.checked_type)
         except ShapeRuleError as err:

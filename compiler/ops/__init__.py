@@ -28,3 +28,4 @@ from compiler.ops import image  # noqa: E402,F401  isort:skip
 from compiler.ops import vision  # noqa: E402,F401  isort:skip
 from compiler.ops import qnn, qnn_linear  # noqa: E402,F401  isort:skip
 from compiler.ops import dense_pack  # noqa: E402,F401  isort:skip
+from compiler.ops import dyn  # noqa: E402,F401  isort:skip  (after the static ops it is declared by)

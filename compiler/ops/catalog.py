@@ -22,7 +22,8 @@ def _attr_default(value: object) -> object:
 def compiled_as(op: OpDef) -> str:
     if op.compute is not None or op.reduction is not None or op.kernel is not None:
         return "loops"
-    if op.name in DECOMPOSED:
+    # The dyn ops become their static ops (DynamicToStatic) when their shapes are constants.
+    if op.name in DECOMPOSED or op.extras.get("static_form"):
         return "decomposed"
     return "interpreter"
 

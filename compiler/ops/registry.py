@@ -167,7 +167,9 @@ class OpDef:
     Loop lowering (see compiler/tir/compute.py): exactly one of `compute` (elementwise,
     broadcast, injective), `reduction` (comm-reduce) or `kernel` (heavy ops). `shape_func`
     computes the output shape from input shapes (or, when `shape_data_dependent`, from input
-    data) for dynamic shapes.
+    data) for dynamic shapes; `shape_data_dependent` is a bool for all inputs or, as TVM
+    registers some ops (`dyn.reshape`: data by its shape, newshape by its values), one bool per
+    input (`reads_data`).
 
     `domain` (compiler/ops/domain.py) draws valid calls of the op for the property tests and
     the random model generator; every op declares one.
@@ -201,9 +203,16 @@ class OpDef:
     reduction: Callable[..., object] | None = None
     kernel: Callable[..., object] | None = None
     shape_func: Callable[..., object] | None = None
-    shape_data_dependent: bool = False
+    shape_data_dependent: bool | tuple[bool, ...] = False
     domain: Domain | None = None
     extras: Mapping[str, object] = field(default_factory=dict)
+
+    def reads_data(self, index: int) -> bool:
+        """Whether the shape rule takes input `index`'s data (else its dims)."""
+        mode = self.shape_data_dependent
+        if isinstance(mode, tuple):
+            return index < len(mode) and mode[index]
+        return mode
 
     def make_attrs(self, given: Mapping[str, object]) -> Attrs:
         """Validated attrs: unknown keys and missing required fields raise AttrError.

@@ -159,9 +159,36 @@ def assert_matches(actual: np.ndarray, expected: np.ndarray, accumulates: bool, 
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
 
 
-# Ops SimplifyInference rewrites into other ops before fusion (as TVM does): they never reach
-# the loop lowering, so they are compiled through the whole pipeline instead.
-DECOMPOSED = ("nn.batch_norm", "nn.dropout", "nn.layer_norm", "nn.group_norm", "nn.instance_norm")
+# Ops SimplifyInference rewrites into other ops before fusion (as TVM does), and the dyn ops,
+# which DynamicToStatic makes static when their shapes are constants: they never reach the loop
+# lowering, so they are compiled through the whole pipeline instead.
+DECOMPOSED = ("nn.batch_norm", "nn.dropout", "nn.layer_norm", "nn.group_norm", "nn.instance_norm") + tuple(
+    op.name for op in ALL_OPS if op.extras.get("static_form"))
+
+
+def pipeline_function(
+    op: OpDef, values: list[object], types: list[Type], attrs: Attrs, sample: Sample
+) -> tuple[Function, dict[str, np.ndarray]]:
+    """`fn (%p0, ...) { op(...) }` for the whole pipeline, with the sample's constant arguments
+    (`extras["constant_args"]`) as Constants, and the run-time inputs by parameter name. A
+    tuple result gives its first field (inference models read batch_norm's and dropout's)."""
+    from compiler.ir.expr import TupleGetItem
+
+    constants = constant_args(op, values, sample)
+    params: list[Var] = []
+    args: list[Expr] = []
+    inputs: dict[str, np.ndarray] = {}
+    for i, (value, ty) in enumerate(zip(values, types)):
+        if constants is not None and constants[i] is not None:
+            args.append(Constant(np.asarray(value)))
+        else:
+            params.append(Var(f"p{i}", ty))
+            args.append(params[-1])
+            inputs[f"p{i}"] = np.asarray(value)
+    call = Call(Op.get(op.name), tuple(args), attrs)
+    infer_expr(Function(tuple(params), call))
+    body: Expr = TupleGetItem(call, 0) if isinstance(call.checked_type, TupleType) else call
+    return Function(tuple(params), body), inputs
 
 
 def test_every_op_without_loops_is_decomposed_before_fusion() -> None:
@@ -199,20 +226,15 @@ def test_elementwise_broadcast_and_reduce_ops_all_have_loops() -> None:
 ])
 def test_decomposed_op_compiles_through_the_pipeline(op: OpDef, index: int, tmp_path: Path) -> None:
     from compiler.driver import export, lower
-    from compiler.ir.expr import TupleGetItem
     from compiler.ir.module import IRModule
     from compiler.runtime.module import CompiledModule
 
     values, types = sample_inputs(op, index)
-    params = [Var(f"p{i}", ty) for i, ty in enumerate(types)]
     attrs = op.make_attrs(op.samples[index].attrs)
-    call = Call(Op.get(op.name), tuple(params), attrs)
-    infer_expr(Function(tuple(params), call))
-    # Inference models read the first field of batch_norm and dropout.
-    body: Expr = TupleGetItem(call, 0) if isinstance(call.checked_type, TupleType) else call
-    model = lower(IRModule.from_expr(Function(tuple(params), body)))
+    func, inputs = pipeline_function(op, values, types, attrs, op.samples[index])
+    model = lower(IRModule.from_expr(func))
     export(model, tmp_path, "")
-    result = CompiledModule(tmp_path).run({f"p{i}": v for i, v in enumerate(values)})
+    result = CompiledModule(tmp_path).run(inputs)
     expected = op.reference(values, attrs)
     first = expected[0] if isinstance(expected, tuple) else expected
     assert_matches(result.outputs[0], np.asarray(first), True, f"{op.name}-{index}")

@@ -183,7 +183,7 @@ def test_compiled_shape_function_computes_the_reference_shape(op: OpDef, compile
 
 # Ops whose result shape depends on input values: TVM registers their shape functions with
 # data_dependent=True, and so must we (the shape function then takes their data).
-DATA_DEPENDENT_OPS = ("arange",)
+DATA_DEPENDENT_OPS = ("arange", *(op.name for op in ALL_OPS if op.extras.get("static_form")))
 
 
 @pytest.mark.parametrize("name", DATA_DEPENDENT_OPS)

@@ -299,7 +299,9 @@ class DynamicAssembler:
                   for k, d in enumerate(ty.shape) if d is not ANY and t.ty.shape[k] is ANY]
         for a, b in step.equal_dims:
             (ia, ka), (ib, kb) = step.dim_args[a], step.dim_args[b]
-            checks.append(f"{self.dim(step.inputs[ia], ka)} != {self.dim(step.inputs[ib], kb)}")
+            # The kernel keeps the first dim; the other may still broadcast from 1.
+            first, other = self.dim(step.inputs[ia], ka), self.dim(step.inputs[ib], kb)
+            checks.append(f"({other} != {first} && {other} != 1)")
 
         def product(scalars: tuple[int, ...], constant: int) -> str:
             factors = [self.dim(step.inputs[step.dim_args[s][0]], step.dim_args[s][1]) for s in scalars]

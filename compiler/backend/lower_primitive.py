@@ -201,9 +201,15 @@ class PrimitiveLowering:
             return tuple(self._param_view(f"{name}_{i}", f) for i, f in enumerate(ty.fields))
         if not isinstance(ty, TensorType):
             raise UnsupportedError(f"primitive parameter %{name} of type {ty} is not a tensor or tuple")
-        buf = te.Buffer(self.ctx.fresh(name), buffer_shape(ty, f"%{name}"), ty.dtype)
+        buf = self._data_buffer(name) or te.Buffer(self.ctx.fresh(name), buffer_shape(ty, f"%{name}"), ty.dtype)
         self.params.append(buf)
         return TensorView.of_buffer(buf)
+
+    def _data_buffer(self, name: str) -> te.Buffer | None:
+        """The buffer a data-dependent shape rule already reads for the parameter `name`."""
+        if self.shapes is None:
+            return None
+        return next((b for p, b in self.shapes.data_buffers.items() if self.shapes.param_names[p] == name), None)
 
     # -- planning -----------------------------------------------------------------------
 

@@ -19,14 +19,13 @@ data-dependent rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-import numpy as np
 
 from compiler import ops
 from compiler.backend.lower_primitive import static_shape
+from compiler.backend.symbolic_shapes import constant_view
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
@@ -224,7 +223,7 @@ class _ShapeFuncBuilder:
 
     def data_of(self, value: Value, op_name: str) -> TensorView:
         if isinstance(value, _ConstRef):
-            return _constant_view(value.constant.data, op_name)
+            return constant_view(value.constant.data, op_name)
         if not isinstance(value, _ParamRef):
             raise UnsupportedError(
                 f"operator {op_name} needs the values of its inputs to know its result shape; "
@@ -270,19 +269,6 @@ class _ShapeFuncBuilder:
             name = f"{base}_{n}"
         self.buffer_names.add(name)
         return name
-
-
-def _constant_view(data: np.ndarray, op_name: str) -> TensorView:
-    """A Constant's data as a rule reads it: each element a constant, so the shape function
-    folds it (the rule must index it with constants)."""
-
-    def load(idx: Sequence[te.PrimExpr]) -> te.PrimExpr:
-        at = [int(i.value) for i in idx if isinstance(i, te.Const)]
-        if len(at) != len(idx):
-            raise UnsupportedError(f"the shape rule of {op_name} reads a Constant at a computed index")
-        return te.const(data[tuple(at)].item(), str(data.dtype))
-
-    return TensorView(tuple(int(d) for d in data.shape), str(data.dtype), load, data=data)
 
 
 def _static_dims(buffer: te.Buffer) -> tuple[int, ...]:

@@ -9,8 +9,10 @@ shapes. A dim the rules prove constant stays a Python int, so code for static di
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
@@ -20,6 +22,7 @@ from compiler.ir.visitor import post_order
 from compiler.ops.common import same_dim
 from compiler.ops.shape_rules import ShapeArg, ShapeRuleError
 from compiler.tir import expr as te
+from compiler.tir.compute import TensorView
 from compiler.tir.simplify import simplify_expr
 
 
@@ -49,18 +52,22 @@ class SymbolicShapes:
     Where a broadcasting op meets two different `?` dims (a residual add of two parameters'
     batches), they are taken to be equal, so the result keeps a plain dim rather than a
     `select` between them and the ops around it keep their shapes; `equal_scalars` lists those
-    pairs (indices into `scalars`), which the executor checks before the call: two run-time
-    dims that differ (one of them 1, a real broadcast) fail the run instead of computing a
-    wrong answer."""
+    pairs (indices into `scalars`, the kept dim first), which the executor checks before the
+    call: the other dim must equal the kept one or be 1 (its loads still broadcast); a kept dim
+    of 1 meeting a longer one fails the run instead of computing a wrong answer."""
 
     func: Function
     fresh: Callable[[str], str]
     scalars: list[te.Var] = field(default_factory=list)
     types: dict[Expr, Type] = field(default_factory=dict)
     equal_scalars: list[tuple[int, int]] = field(default_factory=list)
+    param_names: dict[Var, str] = field(default_factory=dict)
     # Element counts a reshape needs equal, each side as (scalar indices, constant factor):
     # a `?` reaching a reshape to a static shape must bring exactly that many elements.
     equal_counts: list[tuple[tuple[tuple[int, ...], int], tuple[tuple[int, ...], int]]] = field(default_factory=list)
+    # Parameters whose values a data-dependent rule reads (dyn.reshape's newshape): their
+    # buffers, which the kernel takes as its own, so its extents are loads from them.
+    data_buffers: dict[Var, te.Buffer] = field(default_factory=dict)
 
     def type_of(self, node: Expr) -> Type:
         return self.types.get(node, node.checked_type)
@@ -71,6 +78,7 @@ class SymbolicShapes:
         `_<i>` suffixes, as the lowering names their buffers); `fresh` makes the dim variables'
         names unique in the kernel."""
         shapes = SymbolicShapes(func, fresh)
+        shapes.param_names = dict(zip(func.params, param_names))
         for param, name in zip(func.params, param_names):
             shapes.types[param] = shapes._param_type(param.checked_type, name)
         for node in post_order(func.body, descend=lambda n: not isinstance(n, Function)):
@@ -113,9 +121,8 @@ class SymbolicShapes:
             return call.checked_type
         if opdef.shape_func is None:
             raise UnsupportedError(f"{name} declares no shape rule, so its `?` dims cannot be computed", call.span)
-        if opdef.shape_data_dependent:
-            raise UnsupportedError(f"{name}: its result shape depends on values, which a kernel cannot know", call.span)
-        inputs = [self._shape_arg(self.type_of(a)) for a in call.args]
+        inputs = [self._data_arg(a, name) if opdef.reads_data(k) else self._shape_arg(self.type_of(a))
+                  for k, a in enumerate(call.args)]
         try:
             dims = opdef.shape_func(inputs, call.attrs, call.checked_type)
         except ShapeRuleError as err:
@@ -196,6 +203,23 @@ class SymbolicShapes:
     def _scalar_index(self, var: te.Var) -> int:
         return next(i for i, v in enumerate(self.scalars) if v is var)
 
+    def _data_arg(self, arg: Expr, op_name: str) -> ShapeArg:
+        """The values a data-dependent rule reads: a parameter's buffer or a Constant's data."""
+        if isinstance(arg, Constant):
+            return constant_view(arg.data, op_name)  # type: ignore[return-value]  # a view
+        ty = arg.checked_type
+        if not isinstance(arg, Var) or arg not in self.func.params:
+            raise UnsupportedError(f"{op_name}: its result shape depends on values computed inside the fused "
+                                   "function, which its kernel cannot know before its loops", arg.span)
+        if not isinstance(ty, TensorType) or ty.is_dynamic:
+            raise UnsupportedError(f"{op_name}: its result shape depends on values of %{arg.name_hint}, "
+                                   f"whose type {ty} is not a tensor of static shape", arg.span)
+        buffer = self.data_buffers.get(arg)
+        if buffer is None:
+            shape = tuple(int(d) for d in ty.shape)  # type: ignore[arg-type]  # static, checked above
+            buffer = self.data_buffers[arg] = te.Buffer(self.fresh(self.param_names[arg]), shape, ty.dtype)
+        return TensorView.of_buffer(buffer)  # type: ignore[return-value]  # a view
+
     def _shape_arg(self, ty: Type) -> ShapeArg:
         if isinstance(ty, TupleType):
             return [self._shape_arg(f) for f in ty.fields]  # type: ignore[misc]  # nested shapes
@@ -217,3 +241,16 @@ def _dim(value: object) -> object:
     if isinstance(expr, te.Const):
         return int(expr.value)
     return expr
+
+
+def constant_view(data: np.ndarray, op_name: str) -> TensorView:
+    """A Constant's data as a rule reads it: each element a constant, so the shape function
+    folds it (the rule must index it with constants)."""
+
+    def load(idx: Sequence[te.PrimExpr]) -> te.PrimExpr:
+        at = [int(i.value) for i in idx if isinstance(i, te.Const)]
+        if len(at) != len(idx):
+            raise UnsupportedError(f"the shape rule of {op_name} reads a Constant at a computed index")
+        return te.const(data[tuple(at)].item(), str(data.dtype))
+
+    return TensorView(tuple(int(d) for d in data.shape), str(data.dtype), load, data=data)

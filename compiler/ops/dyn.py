@@ -63,6 +63,7 @@ from compiler.ops import shape_rules as sr
 from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.layout import parse_layout
+from compiler.ops.transform import Compute, reshape_compute
 from compiler.ops.registry import (
     REQUIRED,
     AttrError,
@@ -681,6 +682,7 @@ def dyn_op(
     domain: Callable[[Draw], Sample],
     samples: tuple[Sample, ...],
     reshape_only: bool = False,
+    compute: Compute | None = None,
 ) -> OpDef:
     return register(
         OpDef(
@@ -692,6 +694,7 @@ def dyn_op(
             attrs=attrs,
             samples=samples,
             reshape_only=reshape_only,
+            compute=compute,
             shape_func=rule,
             shape_data_dependent=data_dependent,
             domain=Domain(domain),
@@ -700,6 +703,15 @@ def dyn_op(
             extras={"constant_args": form.value_args, "static_form": form},
         )
     )
+
+
+def _out_dtype(out_type: Type) -> str:
+    assert isinstance(out_type, TensorType)
+    return out_type.dtype
+
+
+def _fill_compute(value: int) -> Compute:
+    return lambda idx, inputs, attrs, out_type: te.const(value, _out_dtype(out_type))
 
 
 def _arr(values: Sequence[int] | int, dtype: str = I64) -> np.ndarray:
@@ -716,6 +728,8 @@ dyn_op(
         Sample((TensorType((2, 3), F32), _arr([-1]))),
     ),
     reshape_only=True,
+    # A run-time newshape: the kernel's extents are loads from the newshape buffer.
+    compute=reshape_compute("dyn.reshape"),
 )
 dyn_op(
     "dyn.broadcast_to", StaticForm("broadcast_to", (1,), _shape_attr("shape")), 2, _broadcast_to_rel,
@@ -729,12 +743,14 @@ for _name in ("zeros", "ones"):
         OpPattern.OPAQUE, (_unused("shape", "ints"), AttrSpec("dtype", "dtype", REQUIRED)),
         _values_rule(0, "shape"), (True,), _from_static(_name, _init),
         (Sample((_arr([2, 3]),), {"dtype": F32}), Sample((_arr([4], "int32"),), {"dtype": "int8"})),
+        compute=_fill_compute(0 if _name == "zeros" else 1),
     )
 dyn_op(
     "dyn.full", StaticForm("full", (1,), _shape_attr("shape", "dtype")), 2, _full_rel, OpPattern.ELEMWISE,
     (_unused("shape", "ints"), AttrSpec("dtype", "dtype", "")),
     _values_rule(1, "shape"), (False, True), _from_static("full", _full),
     (Sample((TensorType((), F32), _arr([2, 3]))), Sample((TensorType((), F32), _arr([3])), {"dtype": "int32"})),
+    compute=lambda idx, inputs, attrs, out_type: te.cast(_out_dtype(out_type), inputs[0][()]),
 )
 dyn_op(
     "dyn.tile", StaticForm("tile", (1,), _shape_attr("reps")), 2, _tile_rel, OpPattern.INJECTIVE,

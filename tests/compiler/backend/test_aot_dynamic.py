@@ -197,3 +197,26 @@ def test_printed_cnn_with_an_unknown_batch_runs_batches_1_and_2(model, tmp_path)
         want = run_main(parse(text), inputs)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+DYN_RESHAPE = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 8), float32], %y: Tensor[(?, 2, 4), float32]) {
+  %0 = nn.relu(%x);
+  %1 = shape_of(%y, dtype="int64");
+  %2 = dyn.reshape(%0, %1);
+  (add(%2, %y), dyn.reshape(%x, %1), dyn.full(2f, shape_of(%x, dtype="int32")))
+}
+"""
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64])
+def test_dyn_reshape_and_full_driven_by_shape_of_run_every_batch(batch, tmp_path):
+    build(DYN_RESHAPE, tmp_path)
+    module = CompiledModule(tmp_path)
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 8)).astype("float32")
+    y = rng.standard_normal((batch, 2, 4)).astype("float32")
+    summed, reshaped, full = module.run({"x": x, "y": y}).outputs
+    np.testing.assert_allclose(summed, np.maximum(x, 0).reshape(batch, 2, 4) + y, rtol=1e-6)
+    np.testing.assert_array_equal(reshaped, x.reshape(batch, 2, 4))
+    np.testing.assert_array_equal(full, np.full((batch, 8), 2.0, "float32"))

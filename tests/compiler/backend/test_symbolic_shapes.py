@@ -67,3 +67,30 @@ def test_static_calls_keep_their_checked_types() -> None:
     func, shapes = symbolic("fn (%x: Tensor[(?), float32], %y: Tensor[(3), float32]) { (exp(%x), exp(%y)) }")
     static_call = func.body.fields[1]  # type: ignore[attr-defined]
     assert shapes.type_of(static_call) is static_call.checked_type
+
+
+def test_broadcast_of_two_unknown_batches_keeps_the_first_and_records_the_pair() -> None:
+    func, shapes = symbolic("fn (%a: Tensor[(?, 4), float32], %b: Tensor[(?, 4), float32]) { add(%a, %b) }")
+    out = shapes.type_of(func.body)
+    assert isinstance(out, TensorType) and out.shape[0] is shapes.scalars[0]
+    assert shapes.equal_scalars == [(0, 1)]
+    assert shapes.checks() == {"equal_scalars": ((0, 1),)}
+
+
+def test_reshape_from_an_unknown_batch_to_a_static_shape_records_the_element_counts() -> None:
+    _, shapes = symbolic("fn (%a: Tensor[(?, 1, 4), float32]) { reshape(%a, newshape=[1, 4]) }")
+    assert shapes.equal_counts == [(((0,), 4), ((), 4))]
+
+
+def test_data_dependent_rule_reads_the_parameter_buffer_the_kernel_takes() -> None:
+    func, shapes = symbolic(
+        "fn (%a: Tensor[(?, 6), float32], %s: Tensor[(2), int64]) { dyn.reshape(%a, %s) }")
+    (s_buffer,) = shapes.data_buffers.values()
+    assert s_buffer.shape == (2,) and s_buffer.dtype == "int64"
+    out = shapes.type_of(func.body)
+    assert isinstance(out, TensorType) and not all(isinstance(d, int) for d in out.shape)
+
+
+def test_data_dependent_rule_of_a_value_computed_inside_is_refused() -> None:
+    with pytest.raises(UnsupportedError, match="dyn.reshape: its result shape depends on values computed inside"):
+        symbolic("fn (%a: Tensor[(?, 6), float32]) { dyn.reshape(%a, shape_of(%a)) }")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from compiler.backend.aot_c import KernelCall, MainProgram, OutputCopy, Ref, emit_main_source
 from compiler.backend.aot_c import input_param, output_param
+from compiler.backend.aot_control import ControlFlowAssembler, has_control_flow
 from compiler.backend.aot_dynamic import DynamicAssembler
 from compiler.backend.aot_main_walk import AOTResult, CallInfo, MainTensor, MainWalk, is_reshape_only
 from compiler.backend.aot_main_walk import has_dynamic_values, output_infos, workspace_name
@@ -62,6 +63,9 @@ class AOTExecutorCodegen:
         main = mod.main
         if not main.body.has_type:
             infer_expr(main, mod)
+        if has_control_flow(main):
+            return ControlFlowAssembler(self.module_name, self.workspace_alignment, self.constant_alignment, mod,
+                                        main).assemble()
         dynamic = has_dynamic_values(main)
         walk = MainWalk(mod, main, self.workspace_alignment, dynamic)
         walk.run()

@@ -7,8 +7,10 @@ source (when @main has none, the first one in the globals it reaches, and the me
 global) names the construct and points to `relaycc interpret`, which runs every construct:
 * match expressions and ADT constructors (`type List[A] {...}` values),
 * references (`ref`, `ref_read`, `ref_write`),
-* closures: a function literal bound by a let or passed around as a value, and calls of a
-  function held in a variable (a recursive let-bound loop is one),
+* closures outside @main: a function literal bound by a let or passed around as a value, and
+  calls of a function held in a variable; in @main the AOT executor compiles let-bound
+  functions (a recursive one whose self-calls are tail calls is a loop) and their calls, but
+  not a function used as a value,
 * @main inputs or results whose type is not made of tensors and tuples,
 * what TVM writes after LowerTE and ManifestAlloc (`call_lowered`, `memory.*`, `vm.*`) that
   UnwrapCallLowered and UndoManifestAlloc could not turn back into plain calls: the back end
@@ -72,8 +74,10 @@ def _tensors_only(ty: Type) -> bool:
     return isinstance(ty, TupleType) and all(_tensors_only(f) for f in ty.fields)
 
 
-def _offences(func: Function) -> list[tuple[Expr, str]]:
-    """(node, what it is) for every construct of `func` the back end cannot compile."""
+def _offences(func: Function, in_main: bool = False) -> list[tuple[Expr, str]]:
+    """(node, what it is) for every construct of `func` the back end cannot compile. In @main,
+    functions bound by `let` and their calls compile (loops and inlined calls,
+    compiler/backend/aot_control.py), unless one is passed around as a value."""
     found: list[tuple[Expr, str]] = []
     callees: set[Expr] = set()
     let_bound: set[Expr] = set()
@@ -92,9 +96,9 @@ def _offences(func: Function) -> list[tuple[Expr, str]]:
             found.append((node, f"algebraic data type constructors (`{used[0].name}`)"))
         if isinstance(node, (RefCreate, RefRead, RefWrite)):
             found.append((node, "references (`ref`, `ref_read`, `ref_write`)"))
-        elif isinstance(node, Let) and isinstance(node.value, Function):
+        elif isinstance(node, Let) and isinstance(node.value, Function) and not in_main:
             found.append((node.value, "closures (a function bound by `let`)"))
-        elif isinstance(node, Call) and isinstance(node.op, Var):
+        elif isinstance(node, Call) and isinstance(node.op, Var) and not in_main:
             found.append((node, f"closures (a call of the function held in %{node.op.name_hint})"))
         elif (
             isinstance(node, Function)
@@ -138,7 +142,7 @@ class CheckCompilable(Pass):
             raise UnsupportedError(f"the AOT executor cannot compile {what}", node.span)
         # @main's own constructs first: in a printed module the prelude (List, tensor arrays, ...)
         # comes before @main, and an error inside a library helper says little about the model.
-        in_main = [(o, "") for name, f in reachable if name == "main" for o in _offences(f)]
+        in_main = [(o, "") for name, f in reachable if name == "main" for o in _offences(f, in_main=True)]
         in_helpers = [
             (o, f" (in @{name}, reached from @main)") for name, f in reachable if name != "main" for o in _offences(f)
         ]

@@ -305,9 +305,9 @@ def test_inspect_describes_inputs_outputs_operators_and_compilability(tmp_path: 
 def test_inspect_json_says_why_a_model_runs_in_the_interpreter_only(tmp_path: Path) -> None:
     import json
 
-    model = write(tmp_path / "if.relay", """#[version = "0.0.5"]
+    model = write(tmp_path / "ref.relay", """#[version = "0.0.5"]
 def @main(%c: bool, %x: Tensor[(2), float32]) {
-  if (%c) { %x } else { negative(%x) }
+  ref_read(ref(%x))
 }
 """)
     result = run_relaycc("inspect", "--json", model)

@@ -104,7 +104,7 @@ class PrimitiveLowering:
             return self._lower()
         except UnsupportedError:
             raise
-        except (AssertionError, TypeError, ValueError) as err:
+        except (AssertionError, TypeError, ValueError, ops.TypeRelationError) as err:
             if self.shapes is None:
                 raise  # static shapes: a bug, not a limit
             # Ops whose loops predate `?` dims assume int extents somewhere; that is a limit of

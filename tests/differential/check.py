@@ -12,6 +12,7 @@ or `crashed` (a stage raised: the stage and the error are kept).
 
 from __future__ import annotations
 
+import re
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler import ops
+from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.driver import BuildOptions, export, lower
 from compiler.ir.expr import Call, Function, Op, Tuple
 from compiler.ir.module import IRModule
@@ -52,6 +54,10 @@ class Outcome:
     plan_checked: bool = False
     # Per external codegen, the functions it took over (its BYOC regions).
     regions: dict[str, int] = field(default_factory=dict)
+    # The same model with a `?` first dim on its first input (every DYNAMIC_EVERY-th seed):
+    # "matched", "refused" (a located UnsupportedError or a run-time shape refusal: the
+    # dynamic path does not take it yet) or "" when not tried or not typeable.
+    dynamic: str = ""
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind
@@ -167,7 +173,63 @@ def check(model: GeneratedModel, workdir: Path) -> Outcome:
             return Outcome("matched", "", "float outputs not compared: values near overflow", kinds, True, regions)
     if difference:
         return Outcome("mismatched", "compare", difference, kinds, True, regions)
+    if model.seed % DYNAMIC_EVERY == 0:
+        dynamic = check_dynamic_variant(model, workdir / "dynamic", expected)
+        if isinstance(dynamic, Outcome):
+            return dynamic
+        return Outcome("matched", "", "", kinds, True, regions, dynamic)
     return Outcome("matched", "", "", kinds, True, regions)
+
+
+DYNAMIC_EVERY = 3
+_MAIN_PARAMS = re.compile(r"^def @main\((.*?)\)( -> .*)? \{$", re.MULTILINE)
+
+
+def dynamic_text(text: str) -> str | None:
+    """`text` with the first dim of @main's first tensor input written `?` (and @main's
+    declared result left to inference), or None when no input has a dim."""
+    match = _MAIN_PARAMS.search(text)
+    if match is None:
+        return None
+    # Only the first tensor input: the others are often weights, whose `?` dims no kernel takes.
+    params, count = re.subn(r"Tensor\[\((\d+)(,|\))", r"Tensor[(?\2", match.group(1), count=1)
+    if not count:
+        return None
+    return text[:match.start()] + f"def @main({params}) {{" + text[match.end():]
+
+
+def check_dynamic_variant(model: GeneratedModel, workdir: Path, expected: list[np.ndarray]) -> Outcome | str:
+    """Compile the model again with `?` input dims and run it on the same inputs: a wrong
+    answer or a crash is a finding (an Outcome); the dynamic path refusing the model is not."""
+    text = dynamic_text(model.text)
+    if text is None:
+        return ""
+    try:
+        module = parse(text, f"seed{model.seed}-dynamic.relay")
+    except CompileError:
+        return ""  # an op whose type relation needs the static dims (TVM's too)
+    stage = "dynamic compile"
+    try:
+        options = BuildOptions(target=model.target, opt_level=model.opt_level, module_name="fuzz",
+                               codegens=model.codegens)
+        export(lower(module, options), workdir, text)
+        stage = "dynamic run"
+        actual = CompiledModule(workdir).run(model.inputs).outputs
+    except UnsupportedError as err:
+        return f"refused: {err.message}"
+    except InputError as err:
+        if "returned -5" in str(err):
+            return "refused: -5"  # shapes a kernel was built for differently: refused at run time
+        return Outcome("crashed", stage, f"InputError: {err}")
+    except Exception as err:  # noqa: BLE001  every failure of any stage is a finding
+        last = traceback.extract_tb(err.__traceback__)[-1]
+        return Outcome("crashed", stage, f"{type(err).__name__}: {err} ({Path(last.filename).name}:{last.lineno})")
+    weakest = weakest_float(model.module)
+    difference = compare(actual, expected, weakest, integers_from_floats(model.module),
+                         steps_near_jumps(model, weakest) if _has_step_outputs(model.module) else None)
+    if difference and not near_overflow(model):
+        return Outcome("mismatched", "dynamic compare", difference)
+    return "matched"
 
 
 def integers_from_floats(mod: IRModule) -> frozenset[int]:

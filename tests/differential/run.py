@@ -76,6 +76,9 @@ class Tally:
                      f"({sum(used.values())} calls); {len(fusion)} fusion kinds "
                      f"({sum(fusion.values())} fused functions); {plans} memory plans checked; "
                      f"models with BYOC regions: {region_text or 'none'}")
+        dynamic = Counter(str(r.get("dynamic")).split(":")[0] for r in self.results.values() if r.get("dynamic"))
+        lines.append(f"dynamic variants (first input's first dim `?`): {dynamic['matched']} matched, "
+                     f"{dynamic['refused']} refused by the dynamic path")
         lines.append("targets: " + ", ".join(f"{k}: {v}" for k, v in sorted(targets.items())))
         lines.append("fusion kinds: " + ", ".join(f"{k} {v}" for k, v in fusion.most_common()))
         if unused:

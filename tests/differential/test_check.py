@@ -10,7 +10,7 @@ import pytest
 
 from compiler.driver import BuildOptions, lower
 from compiler.testing.generate import GeneratorOptions, generate
-from tests.differential.check import check, compare, region_counts
+from tests.differential.check import DYNAMIC_EVERY, check, compare, dynamic_text, region_counts
 from tests.differential.codegens import TARGETS, library_accepts, test_codegens
 
 SAMPLE_SEEDS = range(1_000_000, 1_000_075)
@@ -158,3 +158,20 @@ def test_a_step_function_of_a_float_next_to_its_jump_may_land_on_either_side(tmp
     expected = [np.array([-1.0, -3.0], np.float16)]
     assert compare([np.array([0.0, -3.0], np.float16)], expected, near_steps={0: np.array([True, False])}) is None
     assert compare([np.array([-1.0, -2.0], np.float16)], expected, near_steps={0: np.array([True, False])}) is not None
+
+
+def test_the_dynamic_variant_marks_the_first_input_dim_unknown_and_drops_the_declared_result() -> None:
+    text = ('#[version = "0.0.5"]\ndef @main(%x0: float32, %x1: Tensor[(3, 4), int8], %x2: Tensor[(2), float32]) '
+            "-> (float32, Tensor[(3, 4), int8]) {\n  (%x0, %x1)\n}\n")
+    assert dynamic_text(text) == (
+        '#[version = "0.0.5"]\ndef @main(%x0: float32, %x1: Tensor[(?, 4), int8], %x2: Tensor[(2), float32]) {\n'
+        "  (%x0, %x1)\n}\n")
+    assert dynamic_text('#[version = "0.0.5"]\ndef @main(%x0: float32) -> float32 {\n  %x0\n}\n') is None
+
+
+def test_a_dynamic_variant_that_compiles_is_run_and_compared(tmp_path: Path) -> None:
+    seed = next(s for s in range(0, 300, DYNAMIC_EVERY)
+                if generate(s, GeneratorOptions(max_ops=3, ops=("add", "exp", "multiply"))).inputs)
+    model = generate(seed, GeneratorOptions(max_ops=3, ops=("add", "exp", "multiply")))
+    outcome = check(model, tmp_path)
+    assert outcome.kind == "matched" and outcome.dynamic == "matched", outcome

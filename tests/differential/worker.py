@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": seed, "kind": outcome.kind, "stage": outcome.stage, "message": outcome.message,
             "ops": model.ops, "fusion": outcome.fusion_kinds, "plan": outcome.plan_checked,
             "target": model.target, "opt_level": model.opt_level, "regions": outcome.regions,
+            "dynamic": outcome.dynamic,
         }), flush=True)
     return 0
 

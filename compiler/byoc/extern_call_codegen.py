@@ -46,6 +46,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from compiler.backend.c_expr import ExprEmitter, strip_parens
+from compiler.backend.c_helpers import helpers_used
 from compiler.backend.c_signature import CNames, has_workspace, prim_func_signature, signature, signature_params
 from compiler.backend.lower_primitive import c_identifier, lower_primitive
 from compiler.backend.symbolic_shapes import SymbolicShapes, has_dynamic_types
@@ -590,6 +591,11 @@ def emit_extern_calls(codegen: str, funcs: Sequence[PrimFunc], workspace_alignme
         f'#include "{HEADER_NAME}"',
         "",
     ]
+    # Dims computed from `?` dims may divide (a strided convolution's output), through the
+    # host's helpers that keep numpy's semantics.
+    helpers = helpers_used("".join(bodies))
+    if helpers:
+        lines.append("".join(helpers))
     if externs:
         lines.append(f"/* Defined by the library of codegen {codegen}. */")
         lines += [f"int32_t {name}({', '.join(args) or 'void'});" for name, args in sorted(externs.items())]

@@ -168,3 +168,18 @@ def test_a_dense_library_takes_a_question_mark_batch_too(tmp_path):
     report = json.loads((outdir / "metadata.json").read_text())
     assert [c["kind"] for c in report["calls"]] == ["extern"]
     assert "prim_shape_fn_var" in report["calls"][0]["metadata"]
+
+
+def test_question_mark_height_and_width_reach_the_library_through_the_conv_shape_rule(tmp_path):
+    # The output's height and width are floor divisions of the input's: the function computes
+    # them with the host's numpy-exact helpers, for the DLTensors, the malloc and the kernels.
+    text = CONV_RELU.replace("(?, 3, 8, 8)", "(?, 3, ?, ?)").replace("padding=", "strides=[2, 2], padding=")
+    outdir = compile_model(text, tmp_path / "spatial", "acme_npu, c", NPU_JSON)
+    assert "relaycc_floordiv_i64(" in (outdir / "src" / "acme_npu_extern_calls.c").read_text()
+    module = CompiledModule(outdir)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    for shape in [(1, 3, 8, 8), (2, 3, 5, 9), (3, 3, 1, 2)]:
+        x = rng.standard_normal(shape).astype("float32")
+        (got,) = module.run({"x": x, "w": w}).outputs
+        np.testing.assert_allclose(got, np.maximum(conv2d_nchw(x, w, 2, 1), 0), rtol=1e-4, atol=1e-4)

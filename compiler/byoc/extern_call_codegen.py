@@ -36,6 +36,15 @@ Operators outside composites (say the `layout_transform`s ConvertLayout puts aro
 composite) are compiled to loop kernels by the host machinery and called with plain pointers.
 A non-zero return value is returned by the PrimFunc, and so fails the run.
 
+`?` dims: the PrimFunc takes them as trailing `int64_t` parameters, one per `?` dim of each
+parameter in order (the host kernels' convention, compiler/backend/symbolic_shapes.py, so the
+AOT executor maps them back through `func_type`); every other value's dims are expressions of
+them from the operators' shape rules. They fill the DLTensors' `shape` arrays and are passed to
+the loop kernels that take them. The function's workspace is planned before the dims are known,
+so an intermediate whose size depends on them is an `Allocate` of `HEAP_SCOPE` instead: the C
+mallocs it on entry and frees it on every way out. LowerTE gives the call the shape function of
+the partitioned function (left in `PrimFunc.extra[SHAPE_SOURCE]`).
+
 The C of these PrimFuncs comes from `emit_extern_calls`, the codegen's TIRToRuntime hook.
 """
 

@@ -290,6 +290,9 @@ class _FunctionLowering:
                 shapes.types[node] = shapes.type_of(node.body)
             elif isinstance(node, Call) and isinstance(node.op, Op):
                 shapes.call_type(node)
+                if shapes.data_buffers:
+                    raise self.fail(f"the result shape of {node.op.name} depends on the values of an input; "
+                                    "the extern-call codegen passes only dims", node)
             elif isinstance(node, Call):
                 callee = node.op if isinstance(node.op, Function) else \
                     functions.get(node.op) if isinstance(node.op, Var) else None

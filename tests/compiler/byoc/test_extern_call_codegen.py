@@ -397,3 +397,16 @@ def @f(%p: Tensor[(?, 4), float32], %q: Tensor[(?, 4), float32], Compiler="acme"
     with pytest.raises(UnsupportedError, match="codegen acme: operator add outside a composite meets two `\\?` dims") as err:
         lowered(mod, CodegenSpec("acme"))
     assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (4, 8)
+
+
+def test_a_result_shape_read_from_values_is_reported():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %s: Tensor[(2), int64]) { @f(%x, %s) }
+def @f(%p: Tensor[(?, 4), float32], %q: Tensor[(2), int64], Compiler="acme", Primitive=1, global_symbol="f") {
+  %0 = dyn.reshape(%p, %q);
+  %1 = fn (%a: Tensor[(?, ?), float32], Composite="acme.relu") { nn.relu(%a) };
+  %1(%0)
+}""")
+    with pytest.raises(UnsupportedError, match="codegen acme: the result shape of dyn.reshape depends on the values") as err:
+        lowered(mod, CodegenSpec("acme"))
+    assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (4, 8)

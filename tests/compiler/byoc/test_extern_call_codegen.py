@@ -410,3 +410,67 @@ def @f(%p: Tensor[(?, 4), float32], %q: Tensor[(2), int64], Compiler="acme", Pri
     with pytest.raises(UnsupportedError, match="codegen acme: the result shape of dyn.reshape depends on the values") as err:
         lowered(mod, CodegenSpec("acme"))
     assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (4, 8)
+
+
+COUNTING_ALLOCATOR = """#include <stdlib.h>
+#include <stdint.h>
+static int live, calls;
+int fail_allocation = -1;  /* which malloc answers NULL, or -1 */
+int32_t conv_status = 0;   /* what the library returns */
+static void* counting_malloc(size_t n) {
+  if (calls++ == fail_allocation) return NULL;
+  ++live;
+  return malloc(n);
+}
+static void counting_free(void* p) { if (p != NULL) --live; free(p); }
+int live_allocations(void) { return live; }
+int32_t conv(DLTensor* a, DLTensor* b, DLTensor* c) {
+  if (conv_status != 0) return conv_status;
+  /* A 1x1 convolution NHWC x OHWI -> NHWC, reading every dim from the DLTensors. */
+  const float* x = (const float*)a->data; const float* w = (const float*)b->data; float* y = (float*)c->data;
+  int64_t rows = a->shape[0] * a->shape[1] * a->shape[2], channels = a->shape[3], filters = b->shape[0];
+  if (c->shape[0] != a->shape[0] || c->shape[3] != filters) return 99;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < filters; ++f) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < channels; ++k) acc += x[r * channels + k] * w[f * channels + k];
+      y[r * filters + f] = acc;
+    }
+  return 0;
+}
+#define malloc counting_malloc
+#define free counting_free
+"""
+
+
+def test_the_generated_function_runs_and_frees_its_heap_buffers_on_every_way_out(tmp_path):
+    from compiler.backend.codegen_c import emit_c_module
+    from compiler.runtime.build import build_shared_library
+    from compiler.runtime.ffi import load_library
+    from compiler.tir.analysis import workspace_bytes
+
+    out = lowered(parse(DYNAMIC_NPU), CodegenSpec("acme"))
+    func = out["f"]
+    text = compilable(emit_extern_calls("acme", [func], 16).source)
+    head, _, rest = text.partition("\n\n")  # the allocator goes after the standard includes
+    (tmp_path / "calls.c").write_text(head + "\n" + compilable(f'#include "{HEADER_NAME}"\n') +
+                                      COUNTING_ALLOCATOR + rest)
+    kernels = [out[c.name] for c in extern_calls(func) if c.name != "conv"]
+    (tmp_path / "kernels.c").write_text(emit_c_module(kernels))
+    lib = load_library(build_shared_library([tmp_path / "calls.c", tmp_path / "kernels.c"], tmp_path / "lib.so"),
+                       "int32_t f(float* p, float* q, float* output, int64_t p_dim0, uint8_t* workspace);"
+                       "int live_allocations(void); extern int fail_allocation; extern int32_t conv_status;")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((4, 2, 1, 1)).astype("float32")
+    workspace = np.zeros(workspace_bytes(func, 16), "uint8")
+    for batch in (1, 3):
+        p = rng.standard_normal((batch, 2, 3, 3)).astype("float32")
+        output = np.zeros((batch, 4, 3, 3), "float32")
+        assert lib.call("f", p, q, output, batch, workspace) == 0
+        np.testing.assert_allclose(output, np.einsum("nchw,oc->nohw", p, q[:, :, 0, 0]), rtol=1e-5)
+        assert lib.call("live_allocations") == 0
+    lib.lib.conv_status = 7  # the library fails: its status comes back, nothing leaks
+    assert lib.call("f", p, q, output, 3, workspace) == 7 and lib.call("live_allocations") == 0
+    lib.lib.conv_status = 0
+    lib.lib.fail_allocation = 7  # the second malloc of the next call fails after the first succeeded
+    assert lib.call("f", p, q, output, 3, workspace) == -4 and lib.call("live_allocations") == 0

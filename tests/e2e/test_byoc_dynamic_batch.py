@@ -183,3 +183,33 @@ def test_question_mark_height_and_width_reach_the_library_through_the_conv_shape
         x = rng.standard_normal(shape).astype("float32")
         (got,) = module.run({"x": x, "w": w}).outputs
         np.testing.assert_allclose(got, np.maximum(conv2d_nchw(x, w, 2, 1), 0), rtol=1e-4, atol=1e-4)
+
+
+def test_an_already_partitioned_module_with_a_let_bound_composite(tmp_path):
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3, 8, 8), float32], %w: Tensor[(4, 8, 8, 3), float32]) { @f(%x, %w) }
+def @f(%p: Tensor[(?, 3, 8, 8), float32], %q: Tensor[(4, 8, 8, 3), float32], Compiler="acme_npu", Primitive=1,
+       global_symbol="f") {
+  %0 = layout_transform(%p, src_layout="NCHW", dst_layout="NHWC");
+  let %c = fn (%a: Tensor[(?, 8, 8, 3), float32], %b: Tensor[(4, 8, 8, 3), float32],
+               Composite="acme_npu.conv2d_relu") {
+    nn.relu(nn.conv2d(%a, %b, channels=4, kernel_size=[8, 8], data_layout="NHWC", kernel_layout="OHWI"))
+  };
+  let %y = %c(%0, %q);
+  layout_transform(%y, src_layout="NHWC", dst_layout="NCHW")
+}
+"""
+    outdir = compile_model(text, tmp_path / "partitioned", "acme_npu, c", NPU_JSON)
+    [call] = json.loads((outdir / "metadata.json").read_text())["calls"]
+    assert call["callee"] == "f" and "prim_shape_fn_var" in call["metadata"]
+    module = CompiledModule(outdir)
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((4, 8, 8, 3)).astype("float32")
+    for batch in (1, 3, 8):
+        x = rng.standard_normal((batch, 3, 8, 8)).astype("float32")
+        (got,) = module.run({"x": x, "w": w}).outputs
+        (expected,) = run_main(parse(text), {"x": x, "w": w})
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        # An 8x8 kernel over an 8x8 image: one output pixel per filter.
+        np.testing.assert_allclose(got[:, :, 0, 0], np.maximum(np.einsum("nchw,ohwc->no", x, w), 0), rtol=1e-4,
+                                   atol=1e-4)

@@ -159,12 +159,13 @@ class _ShapeFuncBuilder:
         functions: dict[Var, Function] = {}  # let-bound function literals (composites), called in place
         for node in post_order(body, descend=descend):
             if isinstance(node, Var):
+                bound = let_values.get(node)
                 if node in env:
                     values[node] = env[node]
-                elif isinstance(let_values.get(node), Function):
-                    functions[node] = let_values[node]  # type: ignore[assignment]  # checked: a Function
-                elif node in let_values:
-                    values[node] = values[let_values[node]]
+                elif isinstance(bound, Function):
+                    functions[node] = bound
+                elif bound is not None:
+                    values[node] = values[bound]
                 else:
                     raise UnsupportedError(f"shape function {self.name}: free variable %{node.name_hint}")
             elif isinstance(node, Constant):

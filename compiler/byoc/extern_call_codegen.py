@@ -701,8 +701,9 @@ class _ExternCallEmitter:
             lines.append(f"  DLTensor {tensor} = {init};")
         used = {id(a) for c in self.calls for a in c.args if isinstance(a, Buffer)}
         used |= {id(v) for c in self.calls for a in c.args if isinstance(a, te.PrimExpr) for v in _vars(a)}
-        used |= {id(v) for b in [*func.params, *self.heap] if id(b) in self.described or b in self.heap
-                 for d in b.shape if isinstance(d, te.PrimExpr) for v in _vars(d)}
+        # A dim parameter is used by the shapes of the DLTensors and the sizes of the heap buffers.
+        sized = [b for b in func.params if id(b) in self.described] + self.heap
+        used |= {id(v) for b in sized for d in b.shape if isinstance(d, te.PrimExpr) for v in _vars(d)}
         lines[1:1] = [f"  (void){name};" for b, (_, name) in zip(func.params, params) if id(b) not in used]
         lines[1:1] = [f"  (void){name};" for v, (_, name) in zip(func.scalar_params, scalars) if id(v) not in used]
         if self.heap:

@@ -156,12 +156,16 @@ class _ShapeFuncBuilder:
             return not isinstance(node, Function)
 
         values: dict[Expr, Value] = {}
+        functions: dict[Var, Function] = {}  # let-bound function literals (composites), called in place
         for node in post_order(body, descend=descend):
             if isinstance(node, Var):
+                bound = let_values.get(node)
                 if node in env:
                     values[node] = env[node]
-                elif node in let_values:
-                    values[node] = values[let_values[node]]
+                elif isinstance(bound, Function):
+                    functions[node] = bound
+                elif bound is not None:
+                    values[node] = values[bound]
                 else:
                     raise UnsupportedError(f"shape function {self.name}: free variable %{node.name_hint}")
             elif isinstance(node, Constant):
@@ -177,15 +181,18 @@ class _ShapeFuncBuilder:
             elif isinstance(node, Let):
                 values[node] = values[node.body]
             elif isinstance(node, Call):
-                values[node] = self.call_value(node, values)
+                callee = functions.get(node.op) if isinstance(node.op, Var) else None
+                values[node] = self.call_value(node, values, callee)
             elif isinstance(node, If):
                 raise UnsupportedError(f"shape function {self.name}: control flow in a function with a dynamic result")
         return values[body]
 
-    def call_value(self, call: Call, values: dict[Expr, Value]) -> Value:
+    def call_value(self, call: Call, values: dict[Expr, Value], callee: Function | None = None) -> Value:
+        """`callee`: the function a let-bound variable in callee position stands for."""
         args = [values[a] for a in call.args]
-        if isinstance(call.op, Function):
-            return self.evaluate(call.op.body, dict(zip(call.op.params, args)))
+        func = call.op if isinstance(call.op, Function) else callee
+        if func is not None:
+            return self.evaluate(func.body, dict(zip(func.params, args)))
         if not isinstance(call.op, Op):
             raise UnsupportedError(f"shape function {self.name}: cannot follow a call of {call.op!r}")
         name = call.op.name

@@ -146,6 +146,18 @@ class SymbolicShapes:
             return nest(call.checked_type)
         return symbolic[0]
 
+    def bind_param(self, param: Var, name: str) -> Type:
+        """Gives `param` its symbolic type, a dim variable per `?` dim (named after `name`),
+        for callers that walk a body themselves (an extern-call function calling composites)."""
+        self.param_names[param] = name
+        ty = self.types[param] = self._param_type(param.checked_type, name)
+        return ty
+
+    def call_type(self, call: Call) -> Type:
+        """The symbolic type of an operator call whose arguments' types are known."""
+        ty = self.types[call] = self._call_type(call)
+        return ty
+
     def checks(self) -> dict[str, object]:
         """What the executor must check of the dim parameters before calling the kernel
         (PrimFunc.extra): dims taken to be equal, element counts a reshape keeps."""

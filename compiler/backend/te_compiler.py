@@ -18,7 +18,9 @@ primitive, nor extern, nor owned by an external compiler, each call is one of si
    None; the function stays in the module, under its `global_symbol`, as a bare signature with
    the single attribute `Extern=1`;
 3. a global function marked `Extern=1`: nothing to lower;
-4. a global bound to a PrimFunc (e.g. made by a RelayToTIR hook): nothing to lower;
+4. a global bound to a PrimFunc (e.g. made by a RelayToTIR hook): nothing to lower (a hook that
+   lowered a function of `?` result leaves it under the PrimFunc's `extra[SHAPE_SOURCE]`, and
+   the call gets that function's shape function, named as an external function's);
 5. an existing `call_lowered`: unchanged;
 6. anything else: unchanged.
 Forms 1-4 become `call_lowered` with TVM's metadata: `relay_attrs` (the callee's attributes),
@@ -57,6 +59,9 @@ from compiler.tir.stmt import PrimFunc
 T = TypeVar("T")
 
 CALL_LOWERED = Op.get("call_lowered")
+# PrimFunc.extra key: the typed Relay function a RelayToTIR hook lowered, when its result has
+# `?` dims, for the call's shape function (its parameters are the PrimFunc's Relay arguments).
+SHAPE_SOURCE = "shape_source"
 RESHAPE_ONLY = "relay.reshape_only"
 
 # Keys LowerTE reads from its config (or, without one, the PassContext's config).
@@ -228,6 +233,13 @@ class _ModuleLowering:
             target = prim_func.attrs.get("target")
             self._report(LoweredFunction(
                 global_var, None, {global_var: prim_func}, target if isinstance(target, str) else self.host, None))
+        source = prim_func.extra.get(SHAPE_SOURCE)
+        if isinstance(source, Function):
+            # Made by a RelayToTIR hook from a function of `?` result: its calls need the shape
+            # function of that function, unprefixed like an external function's.
+            compiler = source.attrs.get("Compiler")
+            return self._call_lowered(call, global_var, source, prim_func.attrs, (global_var,),
+                                      str(compiler) if compiler is not None else None)
         return self._call_lowered(call, global_var, None, prim_func.attrs, (global_var,), None)
 
     # -- lowering ----------------------------------------------------------------------------

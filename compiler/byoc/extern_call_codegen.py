@@ -36,6 +36,15 @@ Operators outside composites (say the `layout_transform`s ConvertLayout puts aro
 composite) are compiled to loop kernels by the host machinery and called with plain pointers.
 A non-zero return value is returned by the PrimFunc, and so fails the run.
 
+`?` dims: the PrimFunc takes them as trailing `int64_t` parameters, one per `?` dim of each
+parameter in order (the host kernels' convention, compiler/backend/symbolic_shapes.py, so the
+AOT executor maps them back through `func_type`); every other value's dims are expressions of
+them from the operators' shape rules. They fill the DLTensors' `shape` arrays and are passed to
+the loop kernels that take them. The function's workspace is planned before the dims are known,
+so an intermediate whose size depends on them is an `Allocate` of `HEAP_SCOPE` instead: the C
+mallocs it on entry and frees it on every way out. LowerTE gives the call the shape function of
+the partitioned function (left in `PrimFunc.extra[SHAPE_SOURCE]`).
+
 The C of these PrimFuncs comes from `emit_extern_calls`, the codegen's TIRToRuntime hook.
 """
 
@@ -45,8 +54,12 @@ from collections.abc import Sequence
 import dataclasses
 from dataclasses import dataclass, field
 
+from compiler.backend.c_expr import ExprEmitter, strip_parens
+from compiler.backend.c_helpers import helpers_used
 from compiler.backend.c_signature import CNames, has_workspace, prim_func_signature, signature, signature_params
 from compiler.backend.lower_primitive import c_identifier, lower_primitive
+from compiler.backend.symbolic_shapes import SymbolicShapes, has_dynamic_types
+from compiler.backend.te_compiler import SHAPE_SOURCE
 from compiler.byoc.codegen_config import CodegenSpec, PatternSpec
 from compiler.byoc.compiler_function_utils import OutlineCompilerFunctionsWithExistingGlobalSymbols
 from compiler.backend.dlpack import HEADER_NAME, tensor_initializer
@@ -55,14 +68,16 @@ from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
-from compiler.ir.types import FuncType, TensorType, TupleType, Type, flatten_tensor_types
+from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type, flatten_tensor_types, is_dynamic
 from compiler.ir.visitor import ExprMutator, post_order
 from compiler.passes.infer_type import infer_expr
 from compiler.ops.window import pair, padding4
-from compiler.tir.analysis import walk_stmts, workspace_bytes, workspace_layout
+from compiler.tir.analysis import expr_children, walk_stmts, workspace_bytes, workspace_layout
 from compiler.tir.compute import KernelContext
-from compiler.tir.dtypes import c_type
+from compiler.tir import expr as te
+from compiler.tir.dtypes import c_type, itemsize
 from compiler.tir.expr import Buffer, CallExtern, Const
+from compiler.tir.simplify import ExprSimplifier
 from compiler.tir.stmt import Allocate, Evaluate, PrimFunc, Seq, Stmt, seq
 
 CALLING_CONVENTION = "dltensor"
@@ -70,6 +85,11 @@ CALLING_CONVENTION = "dltensor"
 KERNELS_ATTR = "kernels"
 # Window attributes of 2-D operators that TVM's text lets one value stand for both axes.
 WINDOW_PAIRS = frozenset({"strides", "dilation", "pool_size", "kernel_size"})
+# Allocate scope of an intermediate whose size depends on `?` dims: the module workspace is
+# planned before the dims are known, so the function allocates it itself at run time.
+HEAP_SCOPE = "heap"
+# What the function returns when such an allocation fails (the executor's "memory ran out").
+OUT_OF_MEMORY = -4
 
 
 @dataclass(frozen=True)
@@ -159,6 +179,9 @@ class _FunctionLowering:
     outputs: list[Buffer] = field(default_factory=list)
     kernels: list[PrimFunc] = field(default_factory=list)
     symbol: str = ""
+    # With `?` dims: the symbolic type of every value (dims are int64 expressions of the dim
+    # parameters), else None and every shape is static.
+    shapes: SymbolicShapes | None = None
 
     @property
     def name(self) -> str:
@@ -174,11 +197,15 @@ class _FunctionLowering:
         if not isinstance(symbol, str) or not symbol:
             raise CompileError(f'a function for Compiler="{self.name}" has no global_symbol to name it', func.span)
         self.symbol = symbol
+        if has_dynamic_types(func):
+            self.shapes = SymbolicShapes(func, KernelContext().fresh)
         params = [self.param_buffer(p) for p in func.params]
         result = _result_expr(func.body)
-        ret_types = flatten_tensor_types(func.result_type)
+        if self.shapes is not None:
+            self.infer(func.body)
+        ret_types = flatten_tensor_types(self.type_of(result) if self.shapes is not None else func.result_type)
         self.outputs = [
-            Buffer("output" if len(ret_types) == 1 else f"output{k}", _static(t, self, func), t.dtype)
+            Buffer("output" if len(ret_types) == 1 else f"output{k}", self.dims(t, func), t.dtype)
             for k, t in enumerate(ret_types)
         ]
         destinations = self.destinations(result)
@@ -206,12 +233,81 @@ class _FunctionLowering:
             "calling_convention": CALLING_CONVENTION, "tir.noalias": 1,
             KERNELS_ATTR: tuple(k.name for k in self.kernels),
         })
+        extra: dict[str, object] = {KERNELS_ATTR: tuple(self.kernels)}
+        if self.shapes is not None:
+            # The dims the executor checks before the call, as for a host kernel.
+            extra.update(self.shapes.checks())
+            if is_dynamic(func.result_type):
+                extra[SHAPE_SOURCE] = self.shape_source(arg_types[len(params):])
         prim_func = PrimFunc(
             symbol, (*params, *lifted, *self.outputs), body, len(params) + len(lifted),
-            attrs=attrs, func_type=FuncType(tuple(arg_types), func.result_type),
-            extra={KERNELS_ATTR: tuple(self.kernels)},
+            scalar_params=tuple(self.shapes.scalars) if self.shapes is not None else (),
+            attrs=attrs, func_type=FuncType(tuple(arg_types), func.result_type), extra=extra,
         )
         return _Lowered(prim_func, tuple(self.constants), tuple(self.kernels))
+
+    def shape_source(self, constant_types: Sequence[Type]) -> Function:
+        """The Relay function LowerTE makes this PrimFunc's shape function from: the partitioned
+        function, with a parameter (whose shape it never reads) per lifted constant, so that
+        its parameters are the call's arguments."""
+        func = self.func
+        extra = tuple(Var(f"constant_{k}", t) for k, t in enumerate(constant_types))
+        return Function((*func.params, *extra), func.body, func.result_type, func.attrs, func.span)
+
+    # -- symbolic shapes ---------------------------------------------------------------------
+
+    def type_of(self, node: Expr) -> Type:
+        assert self.shapes is not None
+        return self.shapes.type_of(node)
+
+    def infer(self, body: Expr) -> None:
+        """The symbolic type of every value of `body`; a composite call's is that of the
+        composite's body with its params bound to the arguments' types."""
+        shapes = self.shapes
+        assert shapes is not None
+        let_value: dict[Var, Expr] = {}
+        functions: dict[Var, Function] = {}
+
+        def descend(node: Expr) -> bool:
+            if isinstance(node, Let):
+                let_value[node.var] = node.value
+            return not isinstance(node, Function)
+
+        for node in post_order(body, descend=descend):
+            if isinstance(node, Var):
+                bound = let_value.get(node)
+                if isinstance(bound, Function):
+                    functions[node] = bound
+                elif bound is not None:
+                    shapes.types[node] = shapes.type_of(bound)
+            elif isinstance(node, Tuple):
+                shapes.types[node] = TupleType(tuple(shapes.type_of(f) for f in node.fields))
+            elif isinstance(node, TupleGetItem):
+                whole = shapes.type_of(node.tuple_value)
+                assert isinstance(whole, TupleType)
+                shapes.types[node] = whole.fields[node.index]
+            elif isinstance(node, Let):
+                shapes.types[node] = shapes.type_of(node.body)
+            elif isinstance(node, Call) and isinstance(node.op, Op):
+                shapes.call_type(node)
+                if shapes.data_buffers:
+                    raise self.fail(f"the result shape of {node.op.name} depends on the values of an input; "
+                                    "the extern-call codegen passes only dims", node)
+            elif isinstance(node, Call):
+                callee = node.op if isinstance(node.op, Function) else \
+                    functions.get(node.op) if isinstance(node.op, Var) else None
+                if callee is None:
+                    continue  # reported where the lowering meets it
+                for param, arg in zip(callee.params, node.args):
+                    shapes.types[param] = shapes.type_of(arg)
+                self.infer(callee.body)
+                shapes.types[node] = shapes.type_of(callee.body)
+
+    def dims(self, ty: TensorType, where: Expr) -> tuple[int | te.PrimExpr, ...]:
+        """A buffer's dims: ints, or with `?` dims int64 expressions of the dim parameters."""
+        if self.shapes is None:
+            return _static(ty, self, where)
+        return tuple(d if isinstance(d, int) else te.cast("int64", d) for d in ty.shape)  # type: ignore[arg-type]  # symbolic dims
 
     # -- buffers -----------------------------------------------------------------------------
 
@@ -219,7 +315,11 @@ class _FunctionLowering:
         ty = param.checked_type if param.has_type else param.type_annotation
         if not isinstance(ty, TensorType):
             raise self.fail(f"parameter %{param.name_hint} has type {ty}; only tensor parameters are supported", param)
-        buffer = Buffer(param.name_hint, _static(ty, self, param), ty.dtype)
+        if self.shapes is not None:
+            symbolic = self.shapes.bind_param(param, param.name_hint)
+            assert isinstance(symbolic, TensorType)
+            ty = symbolic
+        buffer = Buffer(param.name_hint, self.dims(ty, param), ty.dtype)
         self.values[param] = [buffer]
         return buffer
 
@@ -241,10 +341,13 @@ class _FunctionLowering:
             k += count
         return destinations
 
-    def intermediates(self, ty: Type, node: Expr) -> list[Buffer]:
+    def intermediates(self, node: Expr) -> list[Buffer]:
         buffers = []
+        ty = self.type_of(node) if self.shapes is not None else node.checked_type
         for t in flatten_tensor_types(ty):
-            buffer = Buffer(f"buf{len(self.allocations)}", _static(t, self, node), t.dtype)
+            dims = self.dims(t, node)
+            scope = "global" if all(isinstance(d, int) for d in dims) else HEAP_SCOPE
+            buffer = Buffer(f"buf{len(self.allocations)}", dims, t.dtype, scope)
             self.allocations.append(buffer)
             buffers.append(buffer)
         return buffers
@@ -307,7 +410,7 @@ class _FunctionLowering:
         by_param = {param: self.value(arg) for param, arg in zip(composite.params, call.args)}
         inputs = [b for param in _operand_params(composite) for b in by_param[param]]
         inputs += [self.constant_buffer(c) for c in _embedded_constants(composite)]
-        outputs = destinations.get(call) or self.intermediates(call.checked_type, call)
+        outputs = destinations.get(call) or self.intermediates(call)
         extra: list[object] = []
         if pattern is not None and pattern.scratch is not None:
             size = int(pattern.scratch(composite))
@@ -345,14 +448,22 @@ class _FunctionLowering:
         except CompileError as err:
             raise self.fail(f"cannot compile operator {call.op.name} outside a composite: {err.message}", call)
         kernel = dataclasses.replace(kernel, attrs=kernel.attrs.with_attr("target", "c"))
+        if kernel.extra.get("equal_scalars") or kernel.extra.get("equal_counts"):
+            raise self.fail(f"operator {call.op.name} outside a composite meets two `?` dims that must be "
+                            "equal; the extern-call codegen does not check that yet", call)
         self.kernels.append(kernel)
-        outputs = destinations.get(call) or self.intermediates(call.checked_type, call)
+        outputs = destinations.get(call) or self.intermediates(call)
         workspace: list[Buffer] = []
         if has_workspace(kernel):
-            scratch = Buffer(f"scratch{len(self.allocations)}", (workspace_bytes(kernel),), "uint8")
+            try:
+                size = workspace_bytes(kernel)
+            except UnsupportedError as err:
+                raise self.fail(f"cannot compile operator {call.op.name} outside a composite: {err.message}", call)
+            scratch = Buffer(f"scratch{len(self.allocations)}", (size,), "uint8")
             self.allocations.append(scratch)
             workspace.append(scratch)
-        self.calls.append(Evaluate(CallExtern(name, (*inputs, *outputs, *workspace), "int32")))
+        dims = _kernel_dims(kernel, params, inputs)
+        self.calls.append(Evaluate(CallExtern(name, (*inputs, *outputs, *dims, *workspace), "int32")))
         self.values[call] = list(outputs)
 
 
@@ -370,6 +481,17 @@ def _static(ty: TensorType, lowering: _FunctionLowering, where: Expr) -> tuple[i
     dims = tuple(d for d in ty.shape if isinstance(d, int))
     if len(dims) != len(ty.shape):
         raise lowering.fail(f"{ty} has a dynamic shape; the extern-call codegen needs static shapes", where)
+    return dims
+
+
+def _kernel_dims(kernel: PrimFunc, params: list[Var], inputs: list[Buffer]) -> list[te.PrimExpr]:
+    """The dims a loop kernel takes as scalars: one per `?` dim of its parameters' types, tuple
+    fields flattened, in order (compiler/backend/symbolic_shapes.py), read off the buffers
+    passed for them."""
+    leaves = [t for p in params for t in flatten_tensor_types(p.checked_type)]
+    dims = [te.cast("int64", te.as_expr(b.shape[k]))
+            for b, t in zip(inputs, leaves) for k, d in enumerate(t.shape) if d is ANY]
+    assert len(dims) == len(kernel.scalar_params), (kernel.name, len(dims), len(kernel.scalar_params))
     return dims
 
 
@@ -428,6 +550,18 @@ def attr_arguments(codegen: str, pattern: PatternSpec, composite: Function) -> l
     return args
 
 
+def _vars(expr: te.PrimExpr) -> list[te.Var]:
+    """The variables `expr` reads."""
+    found: list[te.Var] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, te.Var):
+            found.append(node)
+        stack.extend(expr_children(node))
+    return found
+
+
 def _flatten_attr(value: object) -> list[int] | None:
     if isinstance(value, bool):
         return [int(value)]
@@ -453,19 +587,27 @@ def emit_extern_calls(codegen: str, funcs: Sequence[PrimFunc], workspace_alignme
     externs: dict[str, list[str]] = {}
     kernels: dict[str, PrimFunc] = {}
     bodies = []
+    heap = False
     for func in funcs:
         emitter = _ExternCallEmitter(func, workspace_alignment, externs)
         bodies.append(emitter.emit())
         kernels.update(emitter.kernels)
+        heap = heap or bool(emitter.heap)
     lines = [
         f"/* Generated by relaycc: calls into the library of codegen {codegen} "
         f"(calling convention \"{CALLING_CONVENTION}\"). */",
         "#include <stddef.h>",
         "#include <stdint.h>",
+        *(["#include <stdlib.h>"] if heap else []),
         "",
         f'#include "{HEADER_NAME}"',
         "",
     ]
+    # Dims computed from `?` dims may divide (a strided convolution's output), through the
+    # host's helpers that keep numpy's semantics.
+    helpers = helpers_used("".join(bodies))
+    if helpers:
+        lines.append("".join(helpers))
     if externs:
         lines.append(f"/* Defined by the library of codegen {codegen}. */")
         lines += [f"int32_t {name}({', '.join(args) or 'void'});" for name, args in sorted(externs.items())]
@@ -481,7 +623,10 @@ def emit_extern_calls(codegen: str, funcs: Sequence[PrimFunc], workspace_alignme
 
 class _ExternCallEmitter:
     """Prints one extern-call PrimFunc: a DLTensor per buffer a library call takes, then the
-    calls in order (library symbols with DLTensor pointers, loop kernels with data pointers)."""
+    calls in order (library symbols with DLTensor pointers, loop kernels with data pointers).
+
+    With `?` dims (scalar parameters), shapes are C expressions of them, and intermediates of
+    `HEAP_SCOPE` are malloc'ed on entry and freed on every way out (a single exit label)."""
 
     def __init__(self, func: PrimFunc, alignment: int, externs: dict[str, list[str]]):
         self.func = func
@@ -496,11 +641,12 @@ class _ExternCallEmitter:
             self.tensors[id(buffer)] = f"out{k}"
         self.allocations: list[Buffer] = []
         self.calls: list[CallExtern] = []
+        self.heap: list[Buffer] = []
         for s in walk_stmts(func.body):
             if isinstance(s, Allocate):
-                if s.buffer.scope != "global":
-                    raise ValueError(f"{func.name}: extern-call functions allocate global buffers only")
-                self.allocations.append(s.buffer)
+                if s.buffer.scope not in ("global", HEAP_SCOPE):
+                    raise ValueError(f"{func.name}: extern-call functions allocate global or heap buffers only")
+                (self.heap if s.buffer.scope == HEAP_SCOPE else self.allocations).append(s.buffer)
                 self.tensors[id(s.buffer)] = s.buffer.name
             elif isinstance(s, Evaluate) and isinstance(s.value, CallExtern):
                 self.calls.append(s.value)
@@ -511,50 +657,113 @@ class _ExternCallEmitter:
         self.described = {id(a) for c in self.calls if c.name not in self.kernels
                           for a in c.args if isinstance(a, Buffer)}
         self.data: dict[int, str] = {}
+        self.var_names: dict[int, str] = {}
+        self.names = CNames()
+        self.decls: list[str] = []
 
     def emit(self) -> str:
         func = self.func
         reserved = {"status", *self.tensors.values(), *(f"{t}_shape" for t in self.tensors.values()),
-                    *(f"{b.name}_data" for b in self.allocations), *(c.name for c in self.calls)}
-        names = CNames(reserved | ({"workspace"} if has_workspace(func) else set()))
+                    *(f"{b.name}_data" for b in [*self.allocations, *self.heap]),
+                    *(f"{b.name}_bytes" for b in self.heap), *(c.name for c in self.calls),
+                    *(["done"] if self.heap else [])}
+        names = self.names = CNames(reserved | ({"workspace"} if has_workspace(func) else set()))
         params = signature_params(func, names, True, None)
         self.data = {id(b): name for b, (_, name) in zip(func.params, params)}
+        scalars = params[len(func.params) : len(func.params) + len(func.scalar_params)]
+        self.var_names = {id(v): name for v, (_, name) in zip(func.scalar_params, scalars)}
         lines = [f"{signature(func.name, params)} {{"]
         for buffer in self.allocations:
             ctype = c_type(buffer.dtype)
             pointer = f"{buffer.name}_data"
             lines.append(f"  {ctype}* {pointer} = ({ctype}*)(workspace + {self.layout[buffer]});")
             self.data[id(buffer)] = pointer
-        for buffer in [*func.inputs, *self.allocations, *func.outputs]:
+        for buffer in self.heap:
+            ctype = c_type(buffer.dtype)
+            pointer, size = f"{buffer.name}_data", f"{buffer.name}_bytes"
+            count = self.code(te.as_expr(buffer.num_elements) * itemsize(buffer.dtype))
+            lines += self.take_decls()
+            lines.append(f"  const size_t {size} = (size_t)({count});")
+            # malloc(0) may answer NULL; an empty tensor still gets a pointer.
+            lines.append(f"  {ctype}* {pointer} = ({ctype}*)malloc({size} > 0 ? {size} : 1);")
+            self.data[id(buffer)] = pointer
+        for buffer in [*func.inputs, *self.allocations, *self.heap, *func.outputs]:
             if id(buffer) not in self.described:
                 continue
             tensor = self.tensors[id(buffer)]
             shape = "NULL"
             if buffer.shape:
                 shape = f"{tensor}_shape"
-                dims = ", ".join(str(d) for d in buffer.shape)
+                dims = ", ".join(str(d) if isinstance(d, int) else self.code(d) for d in buffer.shape)
+                lines += self.take_decls()
                 lines.append(f"  int64_t {shape}[{len(buffer.shape)}] = {{{dims}}};")
             init = tensor_initializer(self.data[id(buffer)], len(buffer.shape), buffer.dtype, shape)
             lines.append(f"  DLTensor {tensor} = {init};")
         used = {id(a) for c in self.calls for a in c.args if isinstance(a, Buffer)}
+        used |= {id(v) for c in self.calls for a in c.args if isinstance(a, te.PrimExpr) for v in _vars(a)}
+        # A dim parameter is used by the shapes of the DLTensors and the sizes of the heap buffers.
+        sized = [b for b in func.params if id(b) in self.described] + self.heap
+        used |= {id(v) for b in sized for d in b.shape if isinstance(d, te.PrimExpr) for v in _vars(d)}
         lines[1:1] = [f"  (void){name};" for b, (_, name) in zip(func.params, params) if id(b) not in used]
-        if self.calls:
+        lines[1:1] = [f"  (void){name};" for v, (_, name) in zip(func.scalar_params, scalars) if id(v) not in used]
+        if self.heap:
+            lines.append("  int32_t status = 0;")
+            missing = " || ".join(f"{self.data[id(b)]} == NULL" for b in self.heap)
+            lines.append(f"  if ({missing}) {{ status = {OUT_OF_MEMORY}; goto done; }}")
+        elif self.calls:
             lines.append("  int32_t status;")
         for call in self.calls:
             kernel = call.name in self.kernels
             if not kernel:
                 self.declare(call)
             args = ", ".join(self.argument(a, call, kernel) for a in call.args)
+            lines += self.take_decls()
             lines.append(f"  status = {call.name}({args});")
-            lines.append("  if (status != 0) return status;")
-        lines += ["  return 0;", "}", ""]
+            lines.append("  if (status != 0) goto done;" if self.heap else "  if (status != 0) return status;")
+        if self.heap:
+            lines.append("done:")
+            lines += [f"  free({self.data[id(b)]});" for b in self.heap]
+            lines += ["  return status;", "}", ""]
+        else:
+            lines += ["  return 0;", "}", ""]
         return "\n".join(lines)
 
     def argument(self, arg: object, call: CallExtern, kernel: bool) -> str:
         if isinstance(arg, Buffer):
             return self.data[id(arg)] if kernel else f"&{self.tensors[id(arg)]}"
-        assert isinstance(arg, Const)
-        return str(arg.value)
+        if isinstance(arg, Const):
+            return str(arg.value)
+        assert isinstance(arg, te.PrimExpr), arg  # a dim a loop kernel takes
+        return self.code(arg)
+
+    # -- dims as C (the expression emitter's CScope) ---------------------------------------------
+
+    def code(self, expr: te.PrimExpr) -> str:
+        decls, (code,) = ExprEmitter(self, ExprSimplifier()).emit([expr])
+        self.decls += decls
+        return strip_parens(code)
+
+    def take_decls(self) -> list[str]:
+        decls, self.decls = self.decls, []
+        return [f"  {d}" for d in decls]
+
+    def var_name(self, var: te.Var) -> str:
+        name = self.var_names.get(id(var))
+        if name is None:
+            raise ValueError(f"{self.func.name}: a dim refers to {var.name}, which is not a dim parameter")
+        return name
+
+    def buffer_name(self, buffer: Buffer) -> str:
+        raise ValueError(f"{self.func.name}: a dim reads buffer {buffer.name}")
+
+    def flat_index(self, buffer: Buffer, indices: Sequence[te.PrimExpr], simplifier: ExprSimplifier) -> te.PrimExpr:
+        raise ValueError(f"{self.func.name}: a dim reads buffer {buffer.name}")
+
+    def fresh(self, base: str) -> str:
+        return self.names.take(base)
+
+    def note_call(self, call: CallExtern) -> None:
+        raise ValueError(f"{self.func.name}: a dim calls {call.name}")
 
     def declare(self, call: CallExtern) -> None:
         """Adds the prototype of `call`'s symbol; every call of one symbol must agree."""

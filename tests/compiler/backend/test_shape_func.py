@@ -101,6 +101,21 @@ def test_shape_function_follows_chains_lets_and_nested_function_literals() -> No
     assert shape_func_label(func) == "shape_func_exp_add_nn_relu_where"
 
 
+def test_shape_function_follows_calls_of_let_bound_function_literals() -> None:
+    # A partitioned function may bind its composites with `let` (as written by hand, or by
+    # other tools) and call them through the variable.
+    func = typed("""fn (%x: Tensor[(?, 7), float32], %z: Tensor[(7,), float32]) -> Tensor[(?, 7), float32] {
+        let %f = fn (%p: Tensor[(?, 7), float32], %q: Tensor[(7,), float32], Composite="test.add_relu") {
+            nn.relu(add(%p, %q))
+        };
+        let %y = %f(%x, %z);
+        exp(%y)
+    }""")
+    shape_func = lower_shape_func(func, "f")
+    assert shape_func.param_states == (SHAPE_DEPENDENT, SHAPE_DEPENDENT)
+    assert run(shape_func.prim_func, [5, 7], [7]) == [[5, 7]]
+
+
 def test_shape_function_takes_no_input_for_parameters_it_does_not_need() -> None:
     func = typed("""fn (%x: Tensor[(?, 3), float32], %unused: Tensor[(2,), float32]) -> Tensor[(?, 3), float32] {
         negative(%x)

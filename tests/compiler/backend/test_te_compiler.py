@@ -379,6 +379,30 @@ def test_lower_te_runs_relay_to_tir_hook_once_and_rewrites_calls_of_its_prim_fun
     ]
 
 
+def test_lower_te_gives_a_hook_prim_func_of_dynamic_result_the_shape_function_of_its_source() -> None:
+    def hook(mod: IRModule) -> IRModule:
+        out = mod.copy()
+        for gv, func in mod.functions():
+            if func.attrs.get("Compiler") == "hooked":
+                prim_func = lower_primitive(func, gv.name_hint)
+                out.add(gv, dataclasses.replace(prim_func, extra={te_compiler.SHAPE_SOURCE: func}))
+        return out
+
+    dynamic = HOOKED.replace("(5, 7)", "(?, 7)")
+    with TARGETS.scoped(TargetKind("hooked", relay_to_tir=hook)):
+        mod = lower(dynamic)
+    outer = assert_call_lowered(mod.main.body, "hooked_mul", ["a"])
+    meta = metadata(outer)
+    # Named as an external function's (no module prefix), called with the shapes of both args.
+    assert meta["prim_shape_fn_var"].name_hint == "shape_func_multiply"
+    assert meta["prim_shape_fn_states"] == (2, 2) and meta["prim_shape_fn_num_outputs"] == 1
+    assert isinstance(mod["shape_func_multiply"], PrimFunc)
+    # Without the source, a static result or not, a PrimFunc call carries no shape keys.
+    with TARGETS.scoped(TargetKind("hooked", relay_to_tir=replace_compiler_functions_by_prim_funcs)):
+        plain = lower(dynamic)
+    assert "prim_shape_fn_var" not in metadata(plain.main.body)
+
+
 def test_lower_te_leaves_existing_call_lowered_unchanged() -> None:
     once = lower("""
         def @main(%a: Tensor[(5, 7), float32]) -> Tensor[(5, 7), float32] {

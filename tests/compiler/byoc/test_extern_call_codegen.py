@@ -308,3 +308,169 @@ def @f(%p: Tensor[(2, 4), float32], Compiler="acme", Primitive=1, global_symbol=
     out = lowered(mod, CodegenSpec("acme"))
     assert "f" not in out and isinstance(out["acme_relu_fn"], PrimFunc)
     assert out.main.body.op.name_hint == "acme_relu_fn"
+
+
+# -- `?` dims -------------------------------------------------------------------------------------
+
+DYNAMIC_NPU = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 2, 3, 3), float32], %w: Tensor[(4, 2, 1, 1), float32]) { @f(%x, %w) }
+def @f(%p: Tensor[(?, 2, 3, 3), float32], %q: Tensor[(4, 2, 1, 1), float32], Compiler="acme", Primitive=1,
+       global_symbol="f") {
+  %0 = layout_transform(%p, src_layout="NCHW", dst_layout="NHWC");
+  %1 = layout_transform(%q, src_layout="OIHW", dst_layout="OHWI");
+  %2 = fn (%a: Tensor[(?, 3, 3, 2), float32], %b: Tensor[(4, 1, 1, 2), float32], Composite="acme.conv") {
+    nn.conv2d(%a, %b, channels=4, kernel_size=[1, 1], data_layout="NHWC", kernel_layout="OHWI")
+  };
+  %3 = %2(%0, %1);
+  layout_transform(%3, src_layout="NHWC", dst_layout="NCHW")
+}"""
+
+
+def test_question_mark_dims_become_dim_parameters_of_the_function_and_its_kernels():
+    from compiler.backend.te_compiler import SHAPE_SOURCE
+    from compiler.ir.types import FuncType
+
+    out = lowered(parse(DYNAMIC_NPU), CodegenSpec("acme"))
+    func = out["f"]
+    (batch,) = func.scalar_params
+    assert batch.dtype == "int64"
+    p, q = func.inputs
+    assert p.shape == (batch, 2, 3, 3) and q.shape == (4, 2, 1, 1)
+    assert func.outputs[0].shape == (batch, 4, 3, 3)
+    # The executor maps the dim parameter back through the Relay type: the first `?` of %p.
+    assert isinstance(func.func_type, FuncType) and str(func.func_type.arg_types[0]) == "Tensor[(?, 2, 3, 3), float32]"
+    allocations = {s.buffer.name: s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate)}
+    # What depends on the batch is allocated at run time; the weight's layout stays planned.
+    assert {n: (b.shape, b.scope) for n, b in allocations.items()} == {
+        "buf0": ((batch, 3, 3, 2), "heap"), "buf1": ((4, 1, 1, 2), "global"), "buf2": ((batch, 3, 3, 4), "heap")}
+    first, second, conv, last = extern_calls(func)
+    assert first.args == (p, allocations["buf0"], batch) and second.args == (q, allocations["buf1"])
+    assert conv.args == (allocations["buf0"], allocations["buf1"], allocations["buf2"])
+    assert last.args == (allocations["buf2"], func.outputs[0], batch)
+    assert len(out[first.name].scalar_params) == 1 and out[second.name].scalar_params == ()
+    # LowerTE makes the call's shape function from the partitioned function.
+    source = func.extra[SHAPE_SOURCE]
+    assert [p.name_hint for p in source.params] == ["p", "q"]
+    assert str(source.result_type) == "Tensor[(?, 4, 3, 3), float32]"
+
+
+def test_question_mark_dims_fill_the_dltensor_shapes_and_heap_buffers_are_freed_on_every_path():
+    out = lowered(parse(DYNAMIC_NPU), CodegenSpec("acme"))
+    text = emit_extern_calls("acme", [out["f"]], 16).source
+    assert "#include <stdlib.h>" in text
+    assert "int32_t f(const float* restrict p, const float* restrict q, float* restrict output, int64_t p_dim0, " \
+           "uint8_t* restrict workspace) {" in text
+    assert "int64_t buf0_shape[4] = {p_dim0, 3, 3, 2};" in text
+    assert "int64_t buf2_shape[4] = {p_dim0, 3, 3, 4};" in text
+    assert "int64_t buf1_shape[4] = {4, 1, 1, 2};" in text
+    assert "float* buf0_data = (float*)malloc(buf0_bytes > 0 ? buf0_bytes : 1);" in text
+    assert "float* buf1_data = (float*)(workspace + 0);" in text
+    assert "status = f_layout_transform_0(p, buf0_data, p_dim0);" in text
+    assert "status = f_layout_transform_2(buf2_data, output, p_dim0);" in text
+    # One way out: every failure (allocation, kernel, library) reaches the frees.
+    assert "if (buf0_data == NULL || buf2_data == NULL) { status = -4; goto done; }" in text
+    assert text.count("return ") == 1 and "return status;\n}" in text
+    assert text.count("if (status != 0) goto done;") == 4
+    assert text.split("done:\n")[1].startswith("  free(buf0_data);\n  free(buf2_data);\n  return status;\n}")
+    library = "int32_t conv(DLTensor* a, DLTensor* b, DLTensor* c) { return (int32_t)(a->shape[0] - c->shape[0] + b->ndim - 4); }\n"
+    assert compile_check(compilable(text) + library) == []
+
+
+def test_a_static_function_keeps_its_planned_buffers_and_direct_returns():
+    static = DYNAMIC_NPU.replace("?, ", "5, ")
+    func = lowered(parse(static), CodegenSpec("acme"))["f"]
+    assert func.scalar_params == ()
+    assert {s.buffer.scope for s in walk_stmts(func.body) if isinstance(s, Allocate)} == {"global"}
+    text = emit_extern_calls("acme", [func], 16).source
+    assert "malloc" not in text and "stdlib" not in text and "goto" not in text
+    assert "int64_t buf0_shape[4] = {5, 3, 3, 2};" in text
+
+
+def test_two_question_mark_dims_meeting_outside_a_composite_are_reported():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %y: Tensor[(?, 4), float32]) { @f(%x, %y) }
+def @f(%p: Tensor[(?, 4), float32], %q: Tensor[(?, 4), float32], Compiler="acme", Primitive=1, global_symbol="f") {
+  %0 = add(%p, %q);
+  %1 = fn (%a: Tensor[(?, 4), float32], Composite="acme.relu") { nn.relu(%a) };
+  %1(%0)
+}""")
+    with pytest.raises(UnsupportedError, match="codegen acme: operator add outside a composite meets two `\\?` dims") as err:
+        lowered(mod, CodegenSpec("acme"))
+    assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (4, 8)
+
+
+def test_a_result_shape_read_from_values_is_reported():
+    mod = parse("""#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %s: Tensor[(2), int64]) { @f(%x, %s) }
+def @f(%p: Tensor[(?, 4), float32], %q: Tensor[(2), int64], Compiler="acme", Primitive=1, global_symbol="f") {
+  %0 = dyn.reshape(%p, %q);
+  %1 = fn (%a: Tensor[(?, ?), float32], Composite="acme.relu") { nn.relu(%a) };
+  %1(%0)
+}""")
+    with pytest.raises(UnsupportedError, match="codegen acme: the result shape of dyn.reshape depends on the values") as err:
+        lowered(mod, CodegenSpec("acme"))
+    assert err.value.span is not None and (err.value.span.line, err.value.span.column) == (4, 8)
+
+
+COUNTING_ALLOCATOR = """#include <stdlib.h>
+#include <stdint.h>
+static int live, calls;
+int fail_allocation = -1;  /* which malloc answers NULL, or -1 */
+int32_t conv_status = 0;   /* what the library returns */
+static void* counting_malloc(size_t n) {
+  if (calls++ == fail_allocation) return NULL;
+  ++live;
+  return malloc(n);
+}
+static void counting_free(void* p) { if (p != NULL) --live; free(p); }
+int live_allocations(void) { return live; }
+int32_t conv(DLTensor* a, DLTensor* b, DLTensor* c) {
+  if (conv_status != 0) return conv_status;
+  /* A 1x1 convolution NHWC x OHWI -> NHWC, reading every dim from the DLTensors. */
+  const float* x = (const float*)a->data; const float* w = (const float*)b->data; float* y = (float*)c->data;
+  int64_t rows = a->shape[0] * a->shape[1] * a->shape[2], channels = a->shape[3], filters = b->shape[0];
+  if (c->shape[0] != a->shape[0] || c->shape[3] != filters) return 99;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < filters; ++f) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < channels; ++k) acc += x[r * channels + k] * w[f * channels + k];
+      y[r * filters + f] = acc;
+    }
+  return 0;
+}
+#define malloc counting_malloc
+#define free counting_free
+"""
+
+
+def test_the_generated_function_runs_and_frees_its_heap_buffers_on_every_way_out(tmp_path):
+    from compiler.backend.codegen_c import emit_c_module
+    from compiler.runtime.build import build_shared_library
+    from compiler.runtime.ffi import load_library
+    from compiler.tir.analysis import workspace_bytes
+
+    out = lowered(parse(DYNAMIC_NPU), CodegenSpec("acme"))
+    func = out["f"]
+    text = compilable(emit_extern_calls("acme", [func], 16).source)
+    head, _, rest = text.partition("\n\n")  # the allocator goes after the standard includes
+    (tmp_path / "calls.c").write_text(head + "\n" + compilable(f'#include "{HEADER_NAME}"\n') +
+                                      COUNTING_ALLOCATOR + rest)
+    kernels = [out[c.name] for c in extern_calls(func) if c.name != "conv"]
+    (tmp_path / "kernels.c").write_text(emit_c_module(kernels))
+    lib = load_library(build_shared_library([tmp_path / "calls.c", tmp_path / "kernels.c"], tmp_path / "lib.so"),
+                       "int32_t f(float* p, float* q, float* output, int64_t p_dim0, uint8_t* workspace);"
+                       "int live_allocations(void); extern int fail_allocation; extern int32_t conv_status;")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((4, 2, 1, 1)).astype("float32")
+    workspace = np.zeros(workspace_bytes(func, 16), "uint8")
+    for batch in (1, 3):
+        p = rng.standard_normal((batch, 2, 3, 3)).astype("float32")
+        output = np.zeros((batch, 4, 3, 3), "float32")
+        assert lib.call("f", p, q, output, batch, workspace) == 0
+        np.testing.assert_allclose(output, np.einsum("nchw,oc->nohw", p, q[:, :, 0, 0]), rtol=1e-5)
+        assert lib.call("live_allocations") == 0
+    lib.lib.conv_status = 7  # the library fails: its status comes back, nothing leaks
+    assert lib.call("f", p, q, output, 3, workspace) == 7 and lib.call("live_allocations") == 0
+    lib.lib.conv_status = 0
+    lib.lib.fail_allocation = 7  # the second malloc of the next call fails after the first succeeded
+    assert lib.call("f", p, q, output, 3, workspace) == -4 and lib.call("live_allocations") == 0

@@ -163,3 +163,20 @@ def test_a_model_compiled_with_an_external_codegen_and_inline_c_runs(client: Tes
     outputs = from_npz_b64(response.json()["outputs_npz"])
     np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
     assert report["target"]["external"] == ["toy_cg_thflow"]
+
+
+def test_a_model_with_an_unknown_batch_runs_any_batch_and_names_a_shape_it_cannot_take(client: TestClient) -> None:
+    weights = models.mlp_seed001_inputs(seed=1)
+    relay = MLP_RELAY.replace("%x: Tensor[(64, ", "%x: Tensor[(?, ", 1)
+    assert relay != MLP_RELAY
+    module = compiled(client, relay=relay, module_name="any_batch")
+    for batch in (1, 5):
+        inputs = dict(weights, x=weights["x"][:batch])
+        response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**inputs)})
+        assert response.status_code == 200, response.text
+        out = from_npz_b64(response.json()["outputs_npz"])["out0"]
+        np.testing.assert_allclose(out, models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+    wrong = dict(weights, x=weights["x"][:2, :3])
+    response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**wrong)})
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"] == "input x: expected shape (?, 800), got (2, 3)"

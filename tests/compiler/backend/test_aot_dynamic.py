@@ -30,6 +30,12 @@ def compile_model(name: str, outdir: Path) -> tuple[str, CompiledModule]:
     return text, CompiledModule(outdir)
 
 
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, CompiledModule]:
+    """The MLP with a `?` batch, built once for the tests that only run it."""
+    return compile_model("mlp_unknown_batch", tmp_path_factory.mktemp("mlp_unknown_batch"))
+
+
 def assert_matches_interpreter(text: str, module: CompiledModule, unknown: int) -> None:
     inputs = random_inputs(module, unknown, seed=unknown)
     got = module.run(inputs).outputs
@@ -39,8 +45,14 @@ def assert_matches_interpreter(text: str, module: CompiledModule, unknown: int) 
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
+def test_mlp_compiled_once_runs_every_batch_like_the_interpreter(mlp):
+    text, module = mlp
+    assert module.dynamic
+    for n in (1, 3, 64):
+        assert_matches_interpreter(text, module, n)
+
+
 @pytest.mark.parametrize(("model", "sizes"), [
-    ("mlp_unknown_batch", (1, 3, 64)),
     ("cnn_unknown_batch", (1, 3, 64)),
     ("attention_unknown_length", (1, 7, 128)),
 ])
@@ -51,22 +63,22 @@ def test_model_compiled_once_runs_every_size_like_the_interpreter(model, sizes, 
         assert_matches_interpreter(text, module, n)
 
 
-def test_empty_batch_gives_an_empty_output(tmp_path):
-    _, module = compile_model("mlp_unknown_batch", tmp_path)
+def test_empty_batch_gives_an_empty_output(mlp):
+    _, module = mlp
     (out,) = module.run(random_inputs(module, 0)).outputs
     assert out.shape == (0, 4)
 
 
-def test_input_of_a_shape_the_model_cannot_take_names_input_and_declared_shape(tmp_path):
-    _, module = compile_model("mlp_unknown_batch", tmp_path)
+def test_input_of_a_shape_the_model_cannot_take_names_input_and_declared_shape(mlp):
+    _, module = mlp
     inputs = random_inputs(module, 2)
     inputs["x"] = np.zeros((2, 7), "float32")
     with pytest.raises(InputError, match=r"input x: expected shape \(\?, 8\), got \(2, 7\)"):
         module.run(inputs)
 
 
-def test_report_shows_symbolic_interface_shape_functions_and_the_arena(tmp_path):
-    _, module = compile_model("mlp_unknown_batch", tmp_path)
+def test_report_shows_symbolic_interface_shape_functions_and_the_arena(mlp):
+    _, module = mlp
     report = module.report
     assert report["interface"]["dynamic"] is True
     assert report["interface"]["inputs"][0]["shape"] == [-1, 8]
@@ -134,15 +146,14 @@ int main(void) {
 """
 
 
-def test_c_program_runs_the_entry_as_the_header_documents(tmp_path):
-    build((MODELS / "mlp_unknown_batch.relay").read_text(), tmp_path / "out")
-    header = (tmp_path / "out" / "include" / "tvmgen_default.h").read_text()
+def test_c_program_runs_the_entry_as_the_header_documents(mlp, tmp_path):
+    out = mlp[1].outdir
+    header = (out / "include" / "tvmgen_default.h").read_text()
     assert "tvmgen_default_free()" in header and "-2 when an input" in header
     (tmp_path / "main.c").write_text(C_DRIVER)
     exe = tmp_path / "main"
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.c"),
-                    f"-I{tmp_path / 'out' / 'include'}", str(tmp_path / "out" / "libdefault.so"),
-                    f"-Wl,-rpath,{tmp_path / 'out'}"], check=True)
+                    f"-I{out / 'include'}", str(out / "libdefault.so"), f"-Wl,-rpath,{out}"], check=True)
     lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
     status, rows, cols, total = lines[0].split()[1:]
     assert (status, rows, cols) == ("0", "3", "4")

@@ -30,8 +30,9 @@ from compiler.backend.aot_c import KernelCall, MainProgram, OutputCopy, Ref, emi
 from compiler.backend.aot_c import input_param, output_param
 from compiler.backend.aot_control import ControlFlowAssembler, has_control_flow
 from compiler.backend.aot_dynamic import DynamicAssembler
-from compiler.backend.aot_main_walk import AOTResult, CallInfo, MainTensor, MainWalk, is_reshape_only
-from compiler.backend.aot_main_walk import has_dynamic_values, output_infos, workspace_name
+from compiler.backend.aot_main_walk import AOTResult, CallInfo, MainTensor, MainWalk
+from compiler.backend.aot_main_walk import alias_reshapes, assign_outputs, has_dynamic_values, output_infos
+from compiler.backend.aot_main_walk import workspace_name
 from compiler.backend.constants import ConstantPoolBuilder
 from compiler.backend.interface_c import TensorInfo, c_prefix, cffi_cdef, check_names, emit_header, header_name
 from compiler.backend.interface_c import sanitize
@@ -90,8 +91,8 @@ class _Assembler:
         gen, walk = self.gen, self.walk
         outputs = output_infos(walk)
         check_names(gen.module_name, walk.inputs, outputs, walk.input_spans)
-        self.alias_reshapes()
-        self.assign_outputs()
+        alias_reshapes(self.steps, walk.result, sizes_known=True)
+        self.direct, self.copies = assign_outputs(walk.result)
         plan = self.plan()
         kernel_calls, copies = self.kernel_calls(plan, outputs)
         calls = self.call_infos(outputs)
@@ -118,25 +119,6 @@ class _Assembler:
             io_bytes=sum(t.bytes for t in walk.inputs) + sum(t.bytes for t in outputs),
             workspace_allocations=self.workspace_allocations(plan),
         )
-
-    def alias_reshapes(self) -> None:
-        outputs = set(self.walk.result)
-        for step in self.steps:
-            if not is_reshape_only(step.metadata) or len(step.inputs) != 1 or len(step.outputs) != 1:
-                continue
-            src, dst = step.inputs[0], step.outputs[0]
-            if dst in outputs or src.bytes != dst.bytes or src.ty.dtype != dst.ty.dtype:
-                continue
-            dst.alias_of = src
-            step.emitted = False
-
-    def assign_outputs(self) -> None:
-        for i, leaf in enumerate(self.walk.result):
-            root = leaf.root()
-            if root.kind == "result" and root not in self.direct:
-                self.direct[root] = i
-            else:
-                self.copies.append((i, root))
 
     def plan(self) -> MemoryPlan:
         """Lifetimes of the intermediates and kernel workspaces, then their placement."""

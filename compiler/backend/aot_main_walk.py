@@ -441,3 +441,32 @@ def kernel_types(definition: object, tensors: list[MainTensor]) -> tuple[TensorT
             return tuple(leaves)
     return tuple(t.ty for t in tensors)
 
+
+def alias_reshapes(steps: list[Step], result: list[MainTensor], sizes_known: bool) -> None:
+    """A reshape-only call whose result is not an output of @main does not run: buffers are
+    dense and row-major, so its result is its input's memory. With `sizes_known` the two must
+    also have the same bytes (with `?` dims a reshape keeps the element count by definition)."""
+    outputs = set(result)
+    for step in steps:
+        if not is_reshape_only(step.metadata) or len(step.inputs) != 1 or len(step.outputs) != 1:
+            continue
+        src, dst = step.inputs[0], step.outputs[0]
+        if dst in outputs or src.ty.dtype != dst.ty.dtype or (sizes_known and src.bytes != dst.bytes):
+            continue
+        dst.alias_of = src
+        step.emitted = False
+
+
+def assign_outputs(result: list[MainTensor]) -> tuple[dict[MainTensor, int], list[tuple[int, MainTensor]]]:
+    """Which results are written straight into output i, and which outputs are copied after
+    the last call (an input, a constant, or a value already written to another output)."""
+    direct: dict[MainTensor, int] = {}
+    copies: list[tuple[int, MainTensor]] = []
+    for i, leaf in enumerate(result):
+        root = leaf.root()
+        if root.kind == "result" and root not in direct:
+            direct[root] = i
+        else:
+            copies.append((i, root))
+    return direct, copies
+

@@ -148,7 +148,7 @@ def test_inspect_is_what_relaycc_inspect_json_prints_for_the_stored_text(
 def test_inspect_of_a_failed_module_says_why_it_runs_in_the_interpreter_only(tmp_path: Path) -> None:
     relay = """#[version = "0.0.5"]
 def @main(%c: bool, %x: Tensor[(2), float32]) -> Tensor[(2), float32] {
-  if (%c) { %x } else { negative(%x) }
+  ref_read(ref(negative(%x)))
 }
 """
     with TestClient(make_app(make_settings(tmp_path / "store"))) as client:

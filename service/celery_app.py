@@ -138,12 +138,13 @@ def _compile_module(task: Task, module_id: str) -> None:
 
 
 def _run_module(
-    task: Task, module_id: str, inputs_b64: str, repeat: int, seconds: float, memory_bytes: int
+    task: Task, module_id: str, inputs_b64: str, repeat: int, seconds: float, memory_bytes: int,
+    sandbox: str = "auto",
 ) -> dict[str, object]:
     try:
         archive = run_model_job(
             str(_relaycc_app(task).store.root), module_id, base64.b64decode(inputs_b64),
-            repeat=repeat, seconds=seconds, memory_bytes=memory_bytes,
+            repeat=repeat, seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox,
         )
     except RunFailed as err:
         return {"problem": err.problem}
@@ -199,11 +200,12 @@ class CeleryQueue:
         self._app.compile_task.apply_async((module_id,))
 
     def submit_run(
-        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int
+        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
+        sandbox: str = "auto",
     ) -> Future[bytes]:
         self._check_open()
         result = self._app.run_task.apply_async(
-            (module_id, base64.b64encode(inputs_npz).decode("ascii"), repeat, seconds, memory_bytes),
+            (module_id, base64.b64encode(inputs_npz).decode("ascii"), repeat, seconds, memory_bytes, sandbox),
             soft_time_limit=seconds + TIME_LIMIT_GRACE_SECONDS,
             time_limit=seconds + 2 * TIME_LIMIT_GRACE_SECONDS,
         )

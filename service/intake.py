@@ -27,6 +27,7 @@ from compiler.passes.bind_params import BindParams
 from service.arrays import TooManyElements, decode_b64_npz
 from service.normalize import SOURCE_NAME, checked_options, codegen_specs, fold_tvmc_config, merge_config, normal_form
 from service.problems import ProblemError, compile_error_problem
+from service.sandbox.policy import user_c_refusal
 from service.schemas import CompileRequest, TargetConfig
 from service.settings import Settings
 from service.store import module_id
@@ -81,11 +82,10 @@ def _check_codegens(body: CompileRequest, settings: Settings) -> None:
                     "sources inline instead"
                 )))
         brings_code = codegen.sources or library.get("sources") or library.get("libraries")
-        if brings_code and not settings.allow_user_c:
+        refusal = user_c_refusal(settings) if brings_code else None
+        if refusal is not None:
             raise ProblemError.of(
-                "user-c-not-allowed",
-                f"codegens[{index}] brings C sources or libraries; this service does not compile "
-                "them (RELAYCC_ALLOW_USER_C=false)",
+                "user-c-not-allowed", f"codegens[{index}] brings C sources or libraries, refused: {refusal}",
             )
 
 

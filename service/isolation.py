@@ -1,4 +1,6 @@
-"""Running one job's work in a child process with a wall-clock limit and a memory limit.
+"""Running one job's work in a child process with a wall-clock limit and a memory limit: the
+isolation of jobs without user C where the machine has no sandbox (service/sandbox/), or where
+the operator turned it off (RELAYCC_SANDBOX=off).
 
 The worker (a process of the embedded pool, or a Celery worker) forks a child per job. The
 child lowers its address-space limit (RLIMIT_AS), optionally leaves the network (a new network

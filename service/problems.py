@@ -28,6 +28,7 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "too-many-jobs": (429, "Too many jobs in flight for this client"),
     "module-not-ready": (409, "Module is not built"),
     "user-c-not-allowed": (400, "User C sources are not allowed"),
+    "sandbox-unavailable": (503, "No sandbox to build or run in"),
     "cflag-not-allowed": (400, "C flag is not allowed"),
     "time-limit": (422, "Job exceeded its time limit"),
     "memory-limit": (422, "Job exceeded its memory limit"),

@@ -42,7 +42,8 @@ class JobQueue(Protocol):
         """Queue the compile job of a stored module (its status says `queued`)."""
 
     def submit_run(
-        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int
+        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
+        sandbox: str = "auto",
     ) -> Future[bytes]:
         """Run a built module in a worker; the future holds run_model_job's archive or raises
         RunFailed."""
@@ -72,10 +73,12 @@ class _RunTask:
     repeat: int
     seconds: float
     memory_bytes: int
+    sandbox: str = "auto"
     future: Future[bytes] = field(default_factory=Future)
 
     def message(self, store_root: str) -> tuple[str, tuple[object, ...]]:
-        return "run", (store_root, self.module_id, self.inputs_npz, self.repeat, self.seconds, self.memory_bytes)
+        return "run", (store_root, self.module_id, self.inputs_npz, self.repeat, self.seconds,
+                       self.memory_bytes, self.sandbox)
 
 
 _Task = _CompileTask | _RunTask
@@ -95,9 +98,10 @@ class EmbeddedQueue:
         self._put(_CompileTask(module_id))
 
     def submit_run(
-        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int
+        self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
+        sandbox: str = "auto",
     ) -> Future[bytes]:
-        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes)
+        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox)
         self._put(task)
         return task.future
 
@@ -278,6 +282,10 @@ def _worker_main(conn: Connection) -> None:
 
 
 def _run(
-    store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int
+    store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int,
+    sandbox: str,
 ) -> bytes:
-    return run_model_job(store_root, module_id, inputs_npz, repeat=repeat, seconds=seconds, memory_bytes=memory_bytes)
+    return run_model_job(
+        store_root, module_id, inputs_npz, repeat=repeat, seconds=seconds, memory_bytes=memory_bytes,
+        sandbox=sandbox,
+    )

@@ -43,7 +43,7 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
     with state.limiter.holding(client):
         future = state.queue.submit_run(
             module_id, encode_npz(inputs), repeat=body.repeat,
-            seconds=settings.run_seconds, memory_bytes=settings.memory_bytes,
+            seconds=settings.run_seconds, memory_bytes=settings.memory_bytes, sandbox=settings.sandbox,
         )
         try:
             archive = await asyncio.wrap_future(future)

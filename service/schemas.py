@@ -33,12 +33,19 @@ class HealthStatus(BaseModel):
 
 class ReadyStatus(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"status": "ready", "store": True, "queue": True}]}
+        json_schema_extra={"examples": [{
+            "status": "ready", "store": True, "queue": True, "sandbox": True, "user_c_allowed": False,
+            "detail": "user C: this service has no API keys, and an open service compiles no client's C",
+        }]}
     )
 
     status: Literal["ready", "not ready"]
     store: bool = Field(description="The module store is writable.")
     queue: bool = Field(description="Jobs submitted now will be executed.")
+    sandbox: bool = Field(default=False, description="Builds and runs happen in the bubblewrap sandbox.")
+    user_c_allowed: bool = Field(default=False, description="Codegen documents may bring C sources.")
+    detail: str = Field(default="", description="What an operator should know: why there is no "
+                        "sandbox, why user C is refused.")
 
 
 class Problem(BaseModel):
@@ -445,7 +452,8 @@ class TargetsInfo(BaseModel):
     executors: list[str]
     codegens: list[CodegenInfo] = Field(description="Built-in external codegens, usable by name in a target string.")
     codegen_documents: bool = Field(description="Whether `codegens` documents are accepted by POST /compile.")
-    user_c_allowed: bool = Field(description="Whether codegen documents may bring C sources.")
+    user_c_allowed: bool = Field(description="Whether codegen documents may bring C sources (the "
+                                 "service allows it and runs jobs in its sandbox; `GET /readyz` says why not).")
     allowed_cflags: list[str]
     operators: list[OperatorInfo] = Field(
         default_factory=list, description="Every supported operator, as `relaycc ops --json` lists it."

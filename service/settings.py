@@ -62,12 +62,27 @@ class Settings(BaseSettings):
 
     # Comma-separated bearer keys; empty means the API is open.
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
-    # Whether codegen documents may bring C sources that are compiled into the model.
-    allow_user_c: bool = True
+    # Whether codegen documents may bring C sources that are compiled into the model and run.
+    # Unset: only when API keys are configured (an open service runs no stranger's C). Either
+    # way user C needs the sandbox; without one it is refused and /readyz says why.
+    allow_user_c: bool | None = None
+
+    # How builds and runs are isolated. `auto`: in a bubblewrap sandbox where this machine can
+    # start one, else in a forked child (user C refused); `required`: the sandbox or nothing,
+    # the service does not start without it; `off`: forked children only (user C refused).
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    # A build's own hard limits in the sandbox, besides its time and memory: processes (gcc
+    # runs several) and the largest file it may write (a library with its weights linked in).
+    build_processes: int = Field(default=256, ge=8)
+    build_file_bytes: int = Field(default=4 * GiB, ge=MiB)
 
     # For tests and demonstrations only: every compile job sleeps this long before it starts
     # building, so that its worker can be observed (or killed) while the job is running.
     job_start_delay_seconds: float = Field(default=0.0, ge=0)
+
+    def user_c_allowed(self) -> bool:
+        """Whether this service's policy lets clients send C (the sandbox is checked apart)."""
+        return self.allow_user_c if self.allow_user_c is not None else bool(self.api_keys)
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -3,6 +3,7 @@ the counters behind /metrics. Built when the app starts (its lifespan), closed w
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -11,8 +12,12 @@ from fastapi import Depends, FastAPI, Request
 
 from service.client_limits import ClientJobLimiter
 from service.queue import EmbeddedQueue, JobQueue
+from service.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
 from service.store import IN_FLIGHT, JobLimits, ModuleStore
+
+# uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
+_log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
@@ -39,6 +44,13 @@ class ServiceState:
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
+        sandboxed, detail = sandbox_status(settings)
+        if settings.sandbox == "required" and not sandboxed:
+            raise RuntimeError(f"RELAYCC_SANDBOX=required, but there is no sandbox: {detail}")
+        _log.info("sandbox: %s", detail)
+        refusal = user_c_refusal(settings)
+        if refusal is not None:
+            _log.info("user C is refused: %s", refusal)
         store = ModuleStore(settings.store.resolve())
         store.ensure()
 
@@ -61,6 +73,9 @@ class ServiceState:
             memory_bytes=self.settings.memory_bytes,
             max_attempts=self.settings.max_attempts,
             start_delay_seconds=self.settings.job_start_delay_seconds,
+            sandbox=self.settings.sandbox,
+            file_bytes=self.settings.build_file_bytes,
+            processes=self.settings.build_processes,
         )
 
     def close(self) -> None:

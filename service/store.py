@@ -76,6 +76,10 @@ class JobLimits:
     memory_bytes: int
     max_attempts: int
     start_delay_seconds: float = 0.0
+    # How the job is isolated (RELAYCC_SANDBOX) and the build's own rlimits in the sandbox.
+    sandbox: str = "auto"
+    file_bytes: int = 4 << 30
+    processes: int = 256
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -89,6 +93,9 @@ class JobLimits:
             memory_bytes=int(data["memory_bytes"]),
             max_attempts=int(data["max_attempts"]),
             start_delay_seconds=float(data.get("start_delay_seconds", 0.0)),
+            sandbox=str(data.get("sandbox", "auto")),
+            file_bytes=int(data.get("file_bytes", 4 << 30)),
+            processes=int(data.get("processes", 256)),
         )
 
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 from compiler.backend.aot_c import Kernel, extern_prototype
 from compiler.backend.aot_dynamic import DATA_STATE, INPUT_MISMATCH, KERNEL_SHAPE_MISMATCH, OUT_OF_MEMORY
-from compiler.backend.aot_dynamic import OUTPUT_MISMATCH, SHAPE_STATE, dynamic_cffi_cdef, emit_dynamic_header, preamble
+from compiler.backend.aot_dynamic import OUTPUT_MISMATCH, SHAPE_STATE, emit_dynamic_header, preamble
 from compiler.backend.aot_main_walk import AOTResult, CallInfo, kernel_dim_args, kernel_types, leaf_types
 from compiler.backend.aot_main_walk import tensor_info
 from compiler.backend.c_signature import has_workspace, prim_func_signature
 from compiler.backend.constants import ConstantPool, ConstantPoolBuilder
 from compiler.backend.dlpack import dtype_code
-from compiler.backend.interface_c import TensorInfo, c_prefix, check_names, header_name
+from compiler.backend.interface_c import TensorInfo, c_prefix, check_names, dynamic_cffi_cdef, header_name
 from compiler.backend.memory_planner import MemoryPlan
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs

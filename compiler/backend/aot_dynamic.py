@@ -31,7 +31,9 @@ from compiler.backend.aot_main_walk import alias_reshapes, assign_outputs, outpu
 from compiler.backend.c_signature import prim_func_signature
 from compiler.backend.constants import ConstantPool, ConstantPoolBuilder, emit_pool
 from compiler.backend.dlpack import HEADER_TEXT, dtype_code
-from compiler.backend.interface_c import TensorInfo, c_prefix, check_names, header_name, macro_prefix
+from compiler.backend.interface_c import (
+    TensorInfo, c_prefix, check_names, dynamic_cffi_cdef, dynamic_declarations, header_name, macro_prefix,
+)
 from compiler.backend.memory_planner import MemoryPlan
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import GlobalVar
@@ -491,27 +493,6 @@ static int relaycc_place(relaycc_arena* arena, int64_t* offset, const int64_t* s
 """.split("\n")
 
 
-_CFFI_DLPACK = """typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
-typedef struct { void* data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t* shape; int64_t* strides;
-                 uint64_t byte_offset; } DLTensor;
-"""
-
-
-def _declarations(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> list[str]:
-    prefix = c_prefix(module_name)
-    lines: list[str] = []
-    for kind, group in (("inputs", inputs), ("outputs", outputs)):
-        lines.append(f"struct {prefix}_{kind} {{")
-        lines += [f"  DLTensor* {t.c_name};" for t in group] or ["  DLTensor* unused_;"]
-        lines += ["};", ""]
-    lines += [
-        f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs);",
-        f"void {prefix}_free(void* data);",
-    ]
-    return lines
-
-
 def _describe(t: TensorInfo) -> str:
     return f"{t.dtype}[{', '.join('?' if d < 0 else str(d) for d in t.shape)}]"
 
@@ -557,7 +538,7 @@ def emit_dynamic_header(module_name: str, inputs: list[TensorInfo], outputs: lis
         f"#define {macros}_DYNAMIC 1",
         f"#define {macros}_CONSTANT_POOL_SIZE {constant_bytes}",
         "",
-        *_declarations(module_name, inputs, outputs),
+        *dynamic_declarations(module_name, inputs, outputs),
         "",
         "#ifdef __cplusplus",
         "}",
@@ -569,5 +550,3 @@ def emit_dynamic_header(module_name: str, inputs: list[TensorInfo], outputs: lis
     return "\n".join(doc)
 
 
-def dynamic_cffi_cdef(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> str:
-    return _CFFI_DLPACK + "\n".join(_declarations(module_name, inputs, outputs)) + "\n"

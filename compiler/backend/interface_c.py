@@ -224,3 +224,30 @@ def cffi_cdef(
     """The header's declarations in the form cffi's `FFI.cdef` parses (no guards, no comments)."""
     lines = declarations(module_name, inputs, outputs, workspace_bytes, workspace_alignment, constant_bytes)
     return "\n".join(line for line in lines if not line.startswith("/*")) + "\n"
+
+
+# The declarations cffi needs to call the DLTensor entry of a module with `?` dims, here beside
+# the static ones so that loading a built module does not import the compiler.
+CFFI_DLPACK = """typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct { void* data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t* shape; int64_t* strides;
+                 uint64_t byte_offset; } DLTensor;
+"""
+
+
+def dynamic_declarations(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> list[str]:
+    prefix = c_prefix(module_name)
+    lines: list[str] = []
+    for kind, group in (("inputs", inputs), ("outputs", outputs)):
+        lines.append(f"struct {prefix}_{kind} {{")
+        lines += [f"  DLTensor* {t.c_name};" for t in group] or ["  DLTensor* unused_;"]
+        lines += ["};", ""]
+    lines += [
+        f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs);",
+        f"void {prefix}_free(void* data);",
+    ]
+    return lines
+
+
+def dynamic_cffi_cdef(module_name: str, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> str:
+    return CFFI_DLPACK + "\n".join(dynamic_declarations(module_name, inputs, outputs)) + "\n"

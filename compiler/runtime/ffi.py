@@ -19,14 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import cffi
 import numpy as np
 
-from compiler.backend.codegen_c import prim_func_signature
 from compiler.diagnostics import InputError
-from compiler.tir.stmt import PrimFunc
+
+if TYPE_CHECKING:
+    from compiler.tir.stmt import PrimFunc
 
 # The numpy dtypes an array may have to be passed for a pointer to each C element type.
 _ARRAY_DTYPES: Mapping[str, tuple[np.dtype, ...]] = {
@@ -62,6 +63,9 @@ class _CType(Protocol):
 
 def prim_func_cdef(func: PrimFunc) -> str:
     """The C declaration of `func` in a form cffi parses (no `restrict`, float16 as uint16_t)."""
+    # Imported here: loading and running a built module needs no code generator.
+    from compiler.backend.codegen_c import prim_func_signature
+
     return prim_func_signature(func, restrict=False, type_map=CDEF_TYPES) + ";"
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.backend.aot_dynamic import dynamic_cffi_cdef
 from compiler.backend.dlpack import DTYPE_CODES
-from compiler.backend.interface_c import TensorInfo, cffi_cdef
+from compiler.backend.interface_c import TensorInfo, cffi_cdef, dynamic_cffi_cdef
 from compiler.diagnostics import InputError
 from compiler.runtime.ffi import Library, aligned_empty, load_library
 

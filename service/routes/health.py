@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from compiler import __version__
+from service.sandbox.policy import sandbox_status, user_c_refusal
 from service.schemas import HealthStatus, ReadyStatus
 from service.state import StateDep
 
@@ -34,7 +35,14 @@ def healthz() -> HealthStatus:
 def readyz(state: StateDep) -> JSONResponse:
     store_ok = _writable(state.store.modules)
     queue_ok = state.queue.ready()
-    ready = ReadyStatus(status="ready" if store_ok and queue_ok else "not ready", store=store_ok, queue=queue_ok)
+    sandboxed, sandbox_detail = sandbox_status(state.settings)
+    refusal = user_c_refusal(state.settings)
+    ready = ReadyStatus(
+        status="ready" if store_ok and queue_ok else "not ready", store=store_ok, queue=queue_ok,
+        sandbox=sandboxed, user_c_allowed=refusal is None,
+        detail="; ".join(part for part in (
+            f"sandbox: {sandbox_detail}", f"user C: {refusal}" if refusal else "") if part),
+    )
     return JSONResponse(ready.model_dump(), status_code=200 if ready.status == "ready" else 503)
 
 

@@ -9,6 +9,7 @@ from compiler.driver import HOST_TARGETS
 from compiler.ops.catalog import catalog
 from service.normalize import ALLOWED_CFLAGS
 from service.routes.docs import AUTHENTICATED, problem_responses
+from service.sandbox.policy import user_c_refusal
 from service.schemas import CodegenInfo, OperatorInfo, TargetsInfo
 from service.security import client_identity
 from service.state import StateDep
@@ -43,7 +44,7 @@ def list_targets(state: StateDep) -> TargetsInfo:
         executors=["aot"],
         codegens=codegens,
         codegen_documents=True,
-        user_c_allowed=state.settings.allow_user_c,
+        user_c_allowed=user_c_refusal(state.settings) is None,
         allowed_cflags=sorted(ALLOWED_CFLAGS) + ["-DNAME[=VALUE]"],
         operators=[OperatorInfo.model_validate(entry) for entry in catalog()],
     )

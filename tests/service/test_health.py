@@ -32,7 +32,8 @@ def test_readyz_answers_ready_with_a_writable_store_and_a_running_queue(client: 
     response = client.get("/readyz")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "store": True, "queue": True}
+    body = response.json()
+    assert {k: body[k] for k in ("status", "store", "queue")} == {"status": "ready", "store": True, "queue": True}
 
 
 def test_readyz_answers_503_when_the_store_is_not_writable(client: TestClient, settings: Settings) -> None:
@@ -47,4 +48,15 @@ def test_readyz_answers_503_when_the_store_is_not_writable(client: TestClient, s
         aside.rename(modules)
 
     assert response.status_code == 503
-    assert response.json() == {"status": "not ready", "store": False, "queue": True}
+    body = response.json()
+    assert {k: body[k] for k in ("status", "store", "queue")} == {"status": "not ready", "store": False, "queue": True}
+
+
+def test_readyz_says_whether_jobs_run_in_the_sandbox_and_why_user_c_is_refused(client: TestClient) -> None:
+    from service.sandbox.bwrap import probe
+
+    body = client.get("/readyz").json()
+
+    assert body["sandbox"] is probe().ok
+    assert body["user_c_allowed"] is False
+    assert "user C: this service has no API keys" in body["detail"]

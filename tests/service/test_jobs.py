@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from service.arrays import encode_npz
-from service.jobs import TIMES_KEY, RunFailed, run_compile_job, run_model_job
-from service.normalize import checked_options, normal_form
+from service.jobs import TIMES_KEY, RunFailed, _copy_checked, _read_regular, run_compile_job, run_model_job
+from service.normalize import checked_options, codegen_specs, normal_form
+from service.sandbox import bwrap
 from service.store import JobLimits, ModuleStore
 from tests.service.support import SMALL_RELAY
 
@@ -112,17 +113,79 @@ def test_run_failed_survives_pickling_between_processes() -> None:
     assert error.problem == {"type": "t", "status": 400}
 
 
-def test_pass_progress_records_the_last_finished_pass_while_running(tmp_path: Path) -> None:
-    from service.jobs import _PassProgress
-
+def test_a_job_without_user_c_compiles_and_runs_in_a_forked_child_when_the_sandbox_is_off(tmp_path: Path) -> None:
     store = ModuleStore(tmp_path)
-    mid = stored(store)
-    store.begin_attempt(mid, {"host": "h", "pid": 1, "job_pid": None})
-    progress = _PassProgress(store, mid)
+    mid = stored(store, limits=JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=2, sandbox="off"))
 
-    progress.after_pass("InferType", 0.001)
-    progress.after_pass("FuseOps", 0.002)
+    run_compile_job(str(store.root), mid)
+    x = np.full((2, 3), -1.0, "float32")
+    archive = run_model_job(str(store.root), mid, encode_npz({"x": x, "y": x}), sandbox="off")
+
+    assert store.status(mid)["state"] == "succeeded"
+    with np.load(io.BytesIO(archive)) as outputs:
+        np.testing.assert_array_equal(outputs["out0"], np.zeros((2, 3), "float32"))
+
+
+def with_user_c(store: ModuleStore, limits: JobLimits) -> str:
+    document = {"name": "acme", "mode": "relay_to_tir", "calling_convention": "dltensor",
+                "patterns": [{"name": "relu", "pattern": "nn.relu(*)", "symbol": "relu"}],
+                "library": {"sources": ["acme.c"]}}
+    options = checked_options("acme, c", "small", {}, codegen_specs([{"document": document, "sources": {
+        "acme.c": '#include "relaycc_dlpack.h"\nint relu(DLTensor* a, DLTensor* b) { return 0; }\n'}}]))
+    mid, _ = store.create(normal_form(SMALL_RELAY, options, {}), {}, limits, "ip:test")
+    return mid
+
+
+def test_a_job_with_user_c_fails_rather_than_run_without_the_sandbox(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    mid = with_user_c(store, JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=2, sandbox="off"))
+
+    run_compile_job(str(store.root), mid)
 
     status = store.status(mid)
-    assert status is not None
-    assert status["progress"] == {"stage": "compiling", "last_pass": "FuseOps", "passes_done": 2}
+    assert status["state"] == "failed"
+    assert status["error"]["type"].endswith("/sandbox-unavailable")
+    assert "RELAYCC_SANDBOX=off" in status["error"]["detail"]
+
+
+def test_a_job_with_user_c_fails_where_the_machine_has_no_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bwrap, "probe", lambda uid=bwrap.DEFAULT_UID: bwrap.Availability(False, "bwrap is missing"))
+    store = ModuleStore(tmp_path)
+    mid = with_user_c(store, LIMITS)
+
+    run_compile_job(str(store.root), mid)
+
+    assert store.status(mid)["error"]["detail"] == "the module cannot be built: no sandbox on this machine: bwrap is missing"
+
+
+def test_the_sandbox_required_but_missing_fails_every_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bwrap, "probe", lambda uid=bwrap.DEFAULT_UID: bwrap.Availability(False, "bwrap is missing"))
+    store = ModuleStore(tmp_path)
+    mid = stored(store, limits=JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=2, sandbox="required"))
+
+    run_compile_job(str(store.root), mid)
+
+    assert store.status(mid)["error"]["type"].endswith("/sandbox-unavailable")
+
+
+def test_only_regular_files_and_directories_leave_a_jobs_scratch_directory(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "src").mkdir(parents=True)
+    (out / "src" / "a.c").write_text("int a;")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    _copy_checked(out, dest)
+    assert (dest / "src" / "a.c").read_text() == "int a;"
+
+    (out / "leak").symlink_to("/etc/hostname")
+    with pytest.raises(OSError):
+        _copy_checked(out, tmp_path / "dest")
+
+
+def test_a_file_larger_than_allowed_is_not_read(tmp_path: Path) -> None:
+    big = tmp_path / "result.npz"
+    big.write_bytes(b"x" * 100)
+
+    with pytest.raises(ValueError, match="larger than the job may leave"):
+        _read_regular(big, 99)
+    assert _read_regular(big, 100) == b"x" * 100

@@ -17,7 +17,7 @@ MLP_RELAY = (MODELS / "mlp_seed001.relay").read_text()
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path_factory.mktemp("run") / "store", workers=2)
+    settings = make_settings(tmp_path_factory.mktemp("run") / "store", workers=2, allow_user_c=True)
     with TestClient(make_app(settings)) as client:
         yield client
 

@@ -14,7 +14,7 @@ def test_targets_list_hosts_codegens_and_allowed_flags(client: TestClient) -> No
     info = response.json()
     assert info["hosts"] == ["c"]
     assert info["executors"] == ["aot"]
-    assert info["codegen_documents"] is True and info["user_c_allowed"] is True
+    assert info["codegen_documents"] is True
     assert "-O3" in info["allowed_cflags"] and "-o" not in info["allowed_cflags"]
     for codegen in info["codegens"]:
         assert codegen["mode"] in ("relay_to_tir", "function_at_a_time")
@@ -25,6 +25,20 @@ def test_targets_list_hosts_codegens_and_allowed_flags(client: TestClient) -> No
 def test_targets_say_when_user_c_is_not_allowed(tmp_path: Path) -> None:
     with TestClient(make_app(make_settings(tmp_path / "store", allow_user_c=False))) as client:
         assert client.get("/targets").json()["user_c_allowed"] is False
+
+
+def test_an_open_service_refuses_user_c_unless_told_to_allow_it(tmp_path: Path) -> None:
+    with TestClient(make_app(make_settings(tmp_path / "open"))) as client:
+        assert client.get("/targets").json()["user_c_allowed"] is False
+    with TestClient(make_app(make_settings(tmp_path / "keys", api_keys=("k",)))) as client:
+        info = client.get("/targets", headers={"Authorization": "Bearer k"}).json()
+        assert info["user_c_allowed"] is sandbox_ready()
+
+
+def sandbox_ready() -> bool:
+    from service.sandbox.bwrap import probe
+
+    return probe().ok
 
 
 def test_targets_list_every_operator_as_relaycc_ops_does(client: TestClient) -> None:

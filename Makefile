@@ -11,7 +11,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run).
 SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap
 
-.PHONY: install apt test serve bench openapi clean fuzz-diff
+.PHONY: install apt test serve bench openapi clean fuzz-diff soak
 
 install: apt $(INSTALL_STAMP)
 
@@ -50,6 +50,12 @@ serve: install
 N ?= 1000
 fuzz-diff: install
 	$(VENV_PYTHON) -m tests.differential.run $(N)
+
+# The service under load at length: 100 clients with their own API keys for 60 s against a real
+# server, then every accepted job must finish (make test runs it for 10 s).
+SECONDS_OF_LOAD ?= 60
+soak: install
+	$(VENV_PYTHON) -m tests.service.load --seconds $(SECONDS_OF_LOAD) --clients 100
 
 bench: install
 	$(VENV_PYTHON) -m bench

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 import numpy as np
 from fastapi import FastAPI
@@ -73,3 +83,68 @@ def gone_within(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """A `relaycc serve` process (its own session, so it can be killed with all it started)."""
+
+    base: str
+    process: subprocess.Popen[bytes]
+
+    def kill_everything(self) -> None:
+        """SIGKILL the server, its workers and their jobs at once, as a crash of the machine's
+        service would."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+@contextmanager
+def serving(store: Path, *, workers: int = 2, api_keys: str = "", **env: str) -> Iterator[Server]:
+    """`relaycc serve` in a subprocess on a free port; RELAYCC_* settings from `env`
+    (`job_start_delay_seconds="2"` sets RELAYCC_JOB_START_DELAY_SECONDS)."""
+    port = free_port()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    log = store.parent / f"server-{port}.log"  # a file, not a pipe: nobody reads it while it runs
+    environment = {**os.environ, "RELAYCC_STORE": str(store), "PYTHONPATH": str(ROOT), "RELAYCC_API_KEYS": api_keys,
+                   **{f"RELAYCC_{name.upper()}": value for name, value in env.items()}}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compiler", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", str(workers)],
+        cwd=store.parent, env=environment, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        start_new_session=True,
+    )
+    server = Server(f"http://127.0.0.1:{port}", process)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{server.base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited: {log.read_text(errors='replace')[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not come up within 60 s")
+            time.sleep(0.1)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill_everything()

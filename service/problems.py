@@ -35,6 +35,8 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "run-crashed": (500, "Model run crashed"),
     "run-time-limit": (504, "Model run exceeded its time limit"),
     "internal-error": (500, "Internal error"),
+    "artifact-corrupt": (500, "Stored artifact failed its integrity check"),
+    "store-unavailable": (503, "Module store cannot be written"),
 }
 
 # Compiler errors by their `kind`: the status a synchronous answer would have had.

@@ -3,6 +3,7 @@ the counters behind /metrics. Built when the app starts (its lifespan), closed w
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -12,7 +13,9 @@ from fastapi import Depends, FastAPI, Request
 from service.client_limits import ClientJobLimiter
 from service.queue import EmbeddedQueue, JobQueue
 from service.settings import Settings, get_settings
-from service.store import IN_FLIGHT, JobLimits, ModuleStore
+from service.store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+
+log = logging.getLogger("relaycc.service")
 
 
 @dataclass
@@ -36,23 +39,40 @@ class ServiceState:
     queue: JobQueue
     limiter: ClientJobLimiter
     counters: Counters
+    lock: StoreLock | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
+        """Lock the store (StoreLocked when another service holds it; nothing is touched
+        then), set corrupt entries aside, start the queue and recover interrupted jobs."""
         store = ModuleStore(settings.store.resolve())
         store.ensure()
+        embedded = settings.queue == "embedded"
+        lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        try:
+            quarantined = store.check_entries()
+            if quarantined:
+                log.warning("%d corrupt module entries quarantined at start-up: %s",
+                            len(quarantined), ", ".join(quarantined))
 
-        def finished(module_id: str) -> bool:
-            status = store.status(module_id)
-            return status is None or status["state"] not in IN_FLIGHT
+            def finished(module_id: str) -> bool:
+                status = store.status(module_id)
+                return status is None or status["state"] not in IN_FLIGHT
 
-        limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
-        state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters())
+            limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
+            state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters(), lock)
+        except BaseException:
+            lock.release()
+            raise
         # With Celery, jobs in flight belong to the broker, which delivers them again; the
         # embedded queue died with the previous process, so its jobs are submitted anew.
-        if settings.queue == "embedded":
-            for module_id in store.recover(state.job_limits()):
-                state.queue.submit_compile(module_id)
+        if embedded:
+            try:
+                for module_id in store.recover(state.job_limits()):
+                    state.queue.submit_compile(module_id)
+            except BaseException:
+                state.close()
+                raise
         return state
 
     def job_limits(self) -> JobLimits:
@@ -64,7 +84,11 @@ class ServiceState:
         )
 
     def close(self) -> None:
-        self.queue.close()
+        try:
+            self.queue.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:

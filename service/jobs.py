@@ -159,6 +159,7 @@ def run_model_job(
     The model runs in a child process without network access where the platform allows it.
     """
     store = ModuleStore(store_root)
+    store.verified_artifacts_dir(module_id)  # raises ArtifactCorrupt (a StoreError with its problem)
     status = store.status(module_id)
     if status is None:
         raise RunFailed(make_problem("not-found", f"no module {module_id}"))

@@ -10,6 +10,9 @@ so it is built here without FastAPI: worker processes import this module too.
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 from compiler.diagnostics import CompileError
 
 PROBLEM_BASE = "https://relaycc.dev/problems/"
@@ -52,6 +55,17 @@ def make_problem(slug: str, detail: str, **extensions: object) -> Problem:
     problem: Problem = {"type": problem_type(slug), "title": title, "status": status, "detail": detail}
     problem.update({k: v for k, v in extensions.items() if v is not None})
     return problem
+
+
+def internal_problem(err: BaseException, where: str) -> Problem:
+    """The problem for an unexpected exception: its type and a reference into the log, where
+    the exception is written in full. Never its text, which may name files on the server (an
+    OSError always does)."""
+    reference = uuid.uuid4().hex[:12]
+    logging.getLogger("relaycc.service").error("internal error %s in %s", reference, where, exc_info=err)
+    return make_problem(
+        "internal-error", f"{type(err).__name__}; the server log has the details under reference {reference}"
+    )
 
 
 def compile_error_problem(err: CompileError) -> Problem:

@@ -29,8 +29,8 @@ from typing import Protocol
 
 from service.isolation import describe_exit
 from service.jobs import RunFailed, run_compile_job, run_model_job
-from service.problems import Problem, make_problem
-from service.store import ModuleStore
+from service.problems import Problem, internal_problem, make_problem
+from service.store import ModuleStore, StoreError
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
@@ -166,7 +166,7 @@ class _Slot:
             try:
                 self._execute(task)
             except Exception as err:  # a slot must outlive any single job
-                self._settle(task, None, make_problem("internal-error", f"{type(err).__name__}: {err}"))
+                self._settle(task, None, internal_problem(err, "a job slot"))
 
     def _execute(self, task: _Task) -> None:
         process, conn = self._worker()
@@ -267,10 +267,10 @@ def _worker_main(conn: Connection) -> None:
         kind, args = message
         try:
             reply: tuple[str, object] = ("ok", handlers[kind](*args))
-        except RunFailed as err:
+        except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
             reply = ("failed", err.problem)
         except Exception as err:  # reported to the API; the worker keeps serving
-            reply = ("failed", make_problem("internal-error", f"{type(err).__name__}: {err}"))
+            reply = ("failed", internal_problem(err, "a worker process"))
         try:
             conn.send(reply)
         except (EOFError, OSError):

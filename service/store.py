@@ -219,9 +219,10 @@ _NUMBER = (int, float)
 _OPTIONAL_NUMBER = (int, float, type(None))
 # Members every status has (create() writes them) and the types they may have; `bool` is never
 # accepted where a number is meant.
+_OPTIONAL_TEXT = (str, type(None))
 _REQUIRED: dict[str, tuple[type, ...]] = {
-    "id": (str,), "state": (str,), "module_name": (str,), "target": (str,),
-    "compiler_version": (str,), "attempts": (int,), "limits": (dict,), "created_at": _NUMBER,
+    "id": (str,), "state": (str,), "module_name": _OPTIONAL_TEXT, "target": _OPTIONAL_TEXT,
+    "compiler_version": _OPTIONAL_TEXT, "attempts": (int,), "limits": (dict,), "created_at": _NUMBER,
     "artifacts": (list,),
 }
 _OPTIONAL: dict[str, tuple[type, ...]] = {
@@ -504,15 +505,13 @@ class ModuleStore:
             return None
         return self._digested(mid, status)
 
-    def verified_artifacts_dir(self, mid: str) -> Path:
+    def verified_artifacts_dir(self, mid: str) -> Path | None:
         """The artifacts directory of a built module after checking every file in it against the
-        manifest: what a run loads. StoreError with the problem otherwise (unknown module, not
-        built, ArtifactCorrupt)."""
+        manifest: what a run loads. None when the module is unknown or not built (the caller
+        says so); ArtifactCorrupt (a StoreError, with the problem) when a file fails."""
         status = self.status(mid)
-        if status is None:
-            raise StoreError(make_problem("not-found", f"no module {mid}"))
-        if status["state"] != "succeeded":
-            raise StoreError(make_problem("module-not-ready", f"module {mid} is {status['state']}"))
+        if status is None or status["state"] != "succeeded":
+            return None
         for entry in self._digested(mid, status):
             path = self._verified(mid, entry)
             if entry["name"] == "metadata.json":

@@ -288,7 +288,7 @@ def test_a_status_that_is_not_a_record_makes_the_module_unknown_and_quarantines_
         lambda s: s.update(artifacts={"name": "x"}),
         lambda s: s.update(artifacts=[{"name": "../../etc/passwd", "bytes": 1, "sha256": "0" * 64}]),
         lambda s: s.update(artifacts=[{"name": "a", "bytes": 1, "sha256": "not hex"}]),
-        lambda s: s.update(module_name=None),
+        lambda s: s.update(module_name=5),
         lambda s: s.update(created_at="yesterday"),
         lambda s: s.update(error={"detail": 5}),
         lambda s: s.update(timings={"total_seconds": "slow"}),
@@ -469,22 +469,19 @@ def test_metadata_that_is_not_json_is_refused_even_when_no_digest_was_recorded(t
         store.artifact(mid, "metadata.json")
 
 
-def test_verified_artifacts_dir_answers_a_problem_for_unknown_unbuilt_and_corrupt_modules(tmp_path: Path) -> None:
+def test_verified_artifacts_dir_checks_a_built_module_and_leaves_unknown_and_unbuilt_ones_to_the_caller(tmp_path: Path) -> None:
     store = ModuleStore(tmp_path)
     built = _built(store, "built")
     queued, _ = store.create(normal("queued"), {}, LIMITS, "ip:x")
 
     assert store.verified_artifacts_dir(built) == store.modules / built / "artifacts"
-    with pytest.raises(StoreError) as unknown:
-        store.verified_artifacts_dir("0" * 64)
-    with pytest.raises(StoreError) as not_built:
-        store.verified_artifacts_dir(queued)
+    assert store.verified_artifacts_dir("0" * 64) is None
+    assert store.verified_artifacts_dir(queued) is None
     (store.modules / built / "artifacts" / "libdefault.so").write_bytes(b"\x7fELF corrupted")
-    with pytest.raises(ArtifactCorrupt):
+    with pytest.raises(ArtifactCorrupt) as corrupt:
         store.verified_artifacts_dir(built)
 
-    assert unknown.value.problem["status"] == 404
-    assert not_built.value.problem["status"] == 409
+    assert isinstance(corrupt.value, StoreError) and corrupt.value.problem["status"] == 500
 
 
 def test_requeue_rebuilds_a_module_whose_artifacts_were_corrupt_with_fresh_attempts(tmp_path: Path) -> None:

@@ -39,6 +39,9 @@ class ReadyStatus(BaseModel):
     status: Literal["ready", "not ready"]
     store: bool = Field(description="The module store is writable.")
     queue: bool = Field(description="Jobs submitted now will be executed.")
+    reason: str | None = Field(
+        default=None, description="When not ready: why (e.g. the module store is read-only or full)."
+    )
 
 
 class Problem(BaseModel):

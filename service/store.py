@@ -1010,31 +1010,40 @@ class StoreLock:
         holder's record is left as it is (a check that releases the lock at once)."""
         root = Path(root)
         path = root / LOCK_FILE
+        # The lock is held on a read-only descriptor (flock does not need write access), so an
+        # operator can still remount the store read-only under a running service; the record
+        # is written through a second descriptor, closed at once.
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            writer: int | None = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         except OSError as err:
             if unavailable_reason(err) is None or not path.exists():
                 raise StoreLocked(f"cannot lock the module store {root}: {err.strerror}") from None
-            fd = os.open(path, os.O_RDONLY)  # a read-only store: lock it all the same
+            writer = None  # a read-only store: lock it all the same, keep the old record
         try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            wanted = "the embedded queue" if exclusive else "the Celery queue"
-            raise StoreLocked(
-                f"the module store {root} is in use by another relaycc service ({holder}); a "
-                f"service with {wanted} cannot share it. Stop that service or give this one "
-                "another store (RELAYCC_STORE)."
-            ) from None
-        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "queue": queue})
-        try:
-            # One write at offset 0 of a fixed-size record: holders sharing the lock may write
-            # at once without interleaving.
-            if record:
-                os.pwrite(fd, text.encode().ljust(StoreLock.RECORD_BYTES)[: StoreLock.RECORD_BYTES - 1] + b"\n", 0)
-        except OSError:
-            pass  # a read-only store keeps the previous record
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                wanted = "the embedded queue" if exclusive else "the Celery queue"
+                raise StoreLocked(
+                    f"the module store {root} is in use by another relaycc service ({holder}); a "
+                    f"service with {wanted} cannot share it. Stop that service or give this one "
+                    "another store (RELAYCC_STORE)."
+                ) from None
+            text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "queue": queue})
+            if record and writer is not None:
+                try:
+                    # One write at offset 0 of a fixed-size record: holders sharing the lock may
+                    # write at once without interleaving.
+                    data = text.encode().ljust(StoreLock.RECORD_BYTES)[: StoreLock.RECORD_BYTES - 1] + b"\n"
+                    os.pwrite(writer, data, 0)
+                except OSError:
+                    pass  # a full store keeps the previous record
+        finally:
+            if writer is not None:
+                os.close(writer)
         return StoreLock(path, fd, exclusive)
 
     def release(self) -> None:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
 from compiler import __version__
 from service.settings import Settings
+from tests.service.support import fill, make_app, make_settings, remount, tmpfs
 
 
 def test_healthz_answers_ok_with_compiler_version(client: TestClient) -> None:
@@ -47,4 +50,35 @@ def test_readyz_answers_503_when_the_store_is_not_writable(client: TestClient, s
         aside.rename(modules)
 
     assert response.status_code == 503
-    assert response.json() == {"status": "not ready", "store": False, "queue": True}
+    assert response.json() == {"status": "not ready", "store": False, "queue": True,
+                               "reason": "the module store cannot be written (ENOTDIR)"}
+
+
+def test_readyz_says_not_ready_while_the_store_is_read_only_and_ready_again_after(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "store", "1m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            remount(store, "ro")
+            try:
+                read_only = client.get("/readyz")
+            finally:
+                remount(store, "rw")
+            again = client.get("/readyz")
+
+    assert read_only.status_code == 503
+    assert read_only.json() == {"status": "not ready", "store": False, "queue": True,
+                                "reason": "the module store is read-only"}
+    assert again.status_code == 200
+
+
+def test_readyz_says_not_ready_while_the_store_is_full(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "store", "1m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            filler = fill(store / "modules")
+            full = client.get("/readyz")
+            filler.unlink()
+            again = client.get("/readyz")
+
+    assert full.status_code == 503
+    assert full.json()["reason"] == "the module store is full (no space left on its device)"
+    assert str(store) not in full.text
+    assert again.status_code == 200

@@ -468,7 +468,18 @@ class ModuleStore:
             return None
 
     def request(self, mid: str) -> dict[str, object]:
-        request: dict[str, object] = json.loads((self._dir(mid) / "request.json").read_text(encoding="utf-8"))
+        """The stored normalized request; KeyError for an unknown module, and for one whose
+        request is not a valid record (it is then quarantined)."""
+        path = self._dir(mid)
+        try:
+            request = json.loads((path / "request.json").read_bytes().decode("utf-8"))
+            if not isinstance(request, dict) or not isinstance(request.get("relay"), str):
+                raise ValueError("not a request object")
+        except FileNotFoundError:
+            raise KeyError(f"no module {mid}") from None
+        except (OSError, ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+            self._quarantine_entry(mid, f"request of module {mid}: {type(err).__name__}")
+            raise KeyError(f"no module {mid}") from None
         return request
 
     def params(self, mid: str) -> dict[str, np.ndarray]:

@@ -155,7 +155,10 @@ def _etag_matches(header: str | None, etag: str) -> bool:
 )
 async def inspect(module_id: str, state: StateDep) -> ModuleInspection:
     _status(state, module_id)
-    relay = state.store.request(module_id)["relay"]
+    try:
+        relay = state.store.request(module_id)["relay"]
+    except KeyError:  # gone meanwhile, or its request was corrupt (and is now quarantined)
+        raise ProblemError.of("not-found", f"no module {module_id}") from None
     assert isinstance(relay, str)
     info = await run_in_threadpool(_inspect_relay, relay)
     return ModuleInspection.model_validate(info)

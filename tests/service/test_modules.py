@@ -369,3 +369,14 @@ def _zeros_npz() -> str:
 
     zeros = np.zeros((2, 3), dtype="float32")
     return npz_b64(x=zeros, y=zeros)
+
+
+def test_inspecting_a_module_whose_stored_request_is_corrupt_answers_404(client: TestClient, settings: Settings) -> None:
+    module_id = client.post("/compile", json={"relay": small_relay(46)}).json()["id"]
+    wait_until_done(client, module_id)
+    (settings.store / "modules" / module_id / "request.json").write_text('{"no": "relay"}')
+
+    response = client.get(f"/modules/{module_id}/inspect")
+
+    assert response.status_code == 404
+    assert response.json()["type"] == PROBLEMS + "not-found"

@@ -589,3 +589,17 @@ def test_the_lock_of_a_process_that_died_is_free(tmp_path: Path) -> None:
         holder.wait()
 
     StoreLock.acquire(tmp_path, exclusive=True, queue="embedded").release()
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe", b"[1, 2]", b'{"relay": 5}', b"{"])
+def test_a_request_that_is_not_a_valid_record_makes_the_module_unknown_and_quarantines_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    store = ModuleStore(tmp_path)
+    mid, _ = store.create(normal(), {}, LIMITS, "ip:x")
+    (store.modules / mid / "request.json").write_bytes(content)
+
+    with pytest.raises(KeyError):
+        store.request(mid)
+    assert store.status(mid) is None
+    assert store.quarantined()["entry"] == 1

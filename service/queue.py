@@ -13,6 +13,7 @@ queue. (concurrent.futures' pool instead breaks as a whole and fails every pendi
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import multiprocessing.connection
 import queue
@@ -35,6 +36,8 @@ from service.store import ModuleStore, StoreError
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
 HARD_DEADLINE_GRACE_SECONDS = 30.0
+
+log = logging.getLogger("relaycc.queue")
 
 
 class JobQueue(Protocol):
@@ -215,7 +218,12 @@ class _Slot:
             if isinstance(task, _CompileTask):
                 return  # left in flight for the next start of the service
         if isinstance(task, _CompileTask):
-            self._owner._store.fail(task.module_id, problem, retryable=retryable, only_if_pid=pid)
+            try:
+                self._owner._store.fail(task.module_id, problem, retryable=retryable, only_if_pid=pid)
+            except (StoreError, KeyError) as err:
+                # A store that cannot be written (or a module quarantined meanwhile) must not end
+                # the slot: the job stays in flight and the next start of the service recovers it.
+                log.error("module %s: its failure could not be recorded: %s", task.module_id, err)
         elif not task.future.done():
             task.future.set_exception(RunFailed(problem))
 

@@ -543,8 +543,12 @@ class ModuleStore:
         name = str(entry["name"])
         root = self.modules / mid / "artifacts"
         path = root / name
-        # A directory of the artifacts replaced by a symbolic link leads out of them.
-        inside = os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+        # The module directory, its artifacts directory or a directory inside replaced by a
+        # symbolic link leads out of the store.
+        real_root = os.path.realpath(root)
+        inside = real_root == os.path.join(os.path.realpath(self.modules), mid, "artifacts") and (
+            os.path.realpath(path).startswith(real_root + os.sep)
+        )
         if not inside or not _matches(path, str(entry["sha256"]), entry.get("bytes")):
             raise self._corrupt(mid, name, "does not match the sha256 recorded when it was built")
         return path

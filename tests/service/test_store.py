@@ -423,7 +423,7 @@ def test_an_unchanged_artifact_is_hashed_once_and_again_when_its_mtime_changes(
     assert len(hashed) == 2
 
 
-@pytest.mark.parametrize("how", ["file", "directory"])
+@pytest.mark.parametrize("how", ["file", "directory", "artifacts"])
 def test_an_artifact_replaced_by_a_symbolic_link_is_refused(tmp_path: Path, how: str) -> None:
     store = ModuleStore(tmp_path)
     mid = _built(store, files={"metadata.json": b"{}", "src/a.c": b"int a;\n"})
@@ -434,9 +434,13 @@ def test_an_artifact_replaced_by_a_symbolic_link_is_refused(tmp_path: Path, how:
     if how == "file":
         (artifacts / "src" / "a.c").unlink()
         (artifacts / "src" / "a.c").symlink_to(outside / "src" / "a.c")
-    else:
+    elif how == "directory":
         shutil.rmtree(artifacts / "src")
         (artifacts / "src").symlink_to(outside / "src")
+    else:
+        shutil.copytree(artifacts, outside / "artifacts")
+        shutil.rmtree(artifacts)
+        artifacts.symlink_to(outside / "artifacts")
 
     with pytest.raises(ArtifactCorrupt):
         store.artifact(mid, "src/a.c")

@@ -585,8 +585,8 @@ class ModuleStore:
 
         try:
             self.update(mid, record)
-        except StoreUnavailable:
-            log.warning("module %s: could not record the digests of its artifacts (store not writable)", mid)
+        except (StoreUnavailable, KeyError) as err:
+            log.warning("module %s: the digests of its artifacts were not recorded: %s", mid, err)
         for entry in entries:
             if entry["name"] in digests:
                 entry["sha256"], entry["bytes"] = digests[entry["name"]]
@@ -608,7 +608,7 @@ class ModuleStore:
             if status["state"] != "succeeded":
                 return False  # another reader got here first
             artifacts = self.modules / mid / "artifacts"
-            if artifacts.exists():
+            if os.path.lexists(artifacts):
                 self._quarantine(artifacts, f"{mid}-{ARTIFACTS_LABEL}", detail)
             _finish(status, "failed", error=problem)
             status.update(retryable=True, rebuild=True, artifacts=[])

@@ -38,7 +38,10 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "run-crashed": (500, "Model run crashed"),
     "run-time-limit": (504, "Model run exceeded its time limit"),
     "internal-error": (500, "Internal error"),
+    # A server fault that asking again does not cure (the module must be built again, which
+    # the next identical POST /compile does), hence 500 rather than 503.
     "artifact-corrupt": (500, "Stored artifact failed its integrity check"),
+    # A condition an operator fixes while the service runs (remount, free space): 503, retry.
     "store-unavailable": (503, "Module store cannot be written"),
 }
 

@@ -140,13 +140,14 @@ def _compile_module(task: Task, module_id: str) -> None:
 def _run_module(
     task: Task, module_id: str, inputs_b64: str, repeat: int, seconds: float, memory_bytes: int
 ) -> dict[str, object]:
+    store = _relaycc_app(task).store
     try:
         archive = run_model_job(
-            str(_relaycc_app(task).store.root), module_id, base64.b64decode(inputs_b64),
+            str(store.root), module_id, base64.b64decode(inputs_b64),
             repeat=repeat, seconds=seconds, memory_bytes=memory_bytes,
         )
     except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
-        return {"problem": err.problem}
+        return {"problem": store.without_paths(err.problem)}
     return {"outputs": base64.b64encode(archive).decode("ascii")}
 
 

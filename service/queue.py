@@ -209,7 +209,7 @@ class _Slot:
             task.future.set_result(value)
         else:
             problem = value if isinstance(value, dict) else make_problem("internal-error", repr(value))
-            task.future.set_exception(RunFailed(problem))
+            task.future.set_exception(RunFailed(self._owner._store.without_paths(problem)))
 
     def _settle(self, task: _Task, pid: int | None, problem: Problem, retryable: bool = False) -> None:
         """Fail a task whose worker could not finish it."""

@@ -68,6 +68,8 @@ ENTRY_LABEL = "entry"
 ARTIFACTS_LABEL = "artifacts"
 
 log = logging.getLogger("relaycc.store")
+# Where the service's code is installed (the directory holding `compiler/` and `service/`).
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Status = dict[str, object]
 
@@ -831,11 +833,34 @@ class ModuleStore:
                 worker = status.get("worker")
                 if status["state"] == "running" and isinstance(worker, dict) and worker.get("pid") != only_if_pid:
                     return False
-            _finish(status, "failed", error=problem)
+            _finish(status, "failed", error=self.without_paths(problem))
             status["retryable"] = retryable
             return True
 
         return self.update(mid, change)
+
+    def without_paths(self, problem: Problem) -> Problem:
+        """`problem` with the paths of this store (and of the service's own code) taken out of
+        its text: a C compiler's message names `<store>/modules/<id>/work-.../src/x.c`, which
+        becomes `src/x.c`, the artifact's name; what else names the store says `<store>`."""
+        roots = sorted({str(self.root), os.path.realpath(self.root)}, key=len, reverse=True)
+        store = "|".join(re.escape(root) for root in roots)
+        inside = re.compile(rf"(?:{store})/modules/[0-9a-f]{{64}}/(?:(?:work-|\.tmp-)[^/\s]*|artifacts)/")
+        anywhere = re.compile(rf"(?:{store})(?=/|\b|$)")
+        code = re.compile(re.escape(_CODE_ROOT) + "/")
+
+        def clean(value: object) -> object:
+            if isinstance(value, str):
+                return code.sub("", anywhere.sub("<store>", inside.sub("", value)))
+            if isinstance(value, list):
+                return [clean(item) for item in value]
+            if isinstance(value, dict):
+                return {key: clean(item) for key, item in value.items()}
+            return value
+
+        cleaned = clean(problem)
+        assert isinstance(cleaned, dict)
+        return cleaned
 
     def requeue(self, mid: str, limits: JobLimits | None = None) -> bool:
         """Put a job that failed for a reason that may pass (its worker died) back in the queue,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from service.settings import Settings
 from tests.service.support import (
     SMALL_RELAY,
     fill,
@@ -245,3 +246,14 @@ def test_compile_answers_503_when_a_store_write_fails_for_lack_of_space_or_a_rea
     assert response.status_code == 503
     assert response.json()["type"] == PROBLEMS + "store-unavailable"
     assert words in response.json()["detail"] and "/srv" not in response.text
+
+
+def test_a_c_compiler_error_names_the_source_by_its_artifact_name_not_its_server_path(
+    client: TestClient, settings: Settings
+) -> None:
+    response = client.post("/compile?wait=60", json={"relay": small_relay(54), "config": {"cflags": ["-Dfloat=("]}})
+
+    error = response.json()["error"]
+    assert error["type"] == PROBLEMS + "build-error"
+    assert "src/default_lib0.c:" in error["detail"]
+    assert str(settings.store) not in response.text and "/modules/" not in error["detail"]

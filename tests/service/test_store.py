@@ -607,3 +607,25 @@ def test_a_request_that_is_not_a_valid_record_makes_the_module_unknown_and_quara
         store.request(mid)
     assert store.status(mid) is None
     assert store.quarantined()["entry"] == 1
+
+
+def test_a_recorded_problem_names_no_path_of_the_store_or_of_the_service_code(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    mid, _ = store.create(normal(), {}, LIMITS, "ip:x")
+    store.begin_attempt(mid, worker_identity())
+    work = store.new_work_dir(mid)
+    code = Path(store_module.__file__).resolve()
+    problem = make_problem(
+        "internal-error",
+        f"C compiler failed:\n{work}/src/default_lib0.c:9:66: error: expected ')'\n"
+        f"cannot open {tmp_path}/modules/{mid}/params.npz at {code}:12",
+        errors=[{"msg": f"see {tmp_path}"}],
+    )
+
+    failed = store.fail(mid, problem)
+
+    text = json.dumps(failed["error"])
+    assert str(tmp_path) not in text and str(code.parent) not in text
+    assert "\\nsrc/default_lib0.c:9:66: error" in text
+    assert f"<store>/modules/{mid}/params.npz at service/store.py:12" in text
+    assert failed["error"]["errors"] == [{"msg": "see <store>"}]

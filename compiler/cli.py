@@ -203,6 +203,25 @@ def load_json(path: Path) -> dict[str, object]:
     return value
 
 
+def _check_store_free(settings: object) -> None:
+    """Refuse at once, in one line, to serve a store another service holds. The app takes the
+    lock itself when it starts (service/state.py) and holds it; this check only spares the
+    operator the server's traceback in the common case."""
+    from service.settings import Settings
+    from service.store import ModuleStore, StoreError, StoreLock, StoreLocked
+
+    assert isinstance(settings, Settings)
+    store = ModuleStore(settings.store.resolve())
+    try:
+        store.ensure()
+        StoreLock.acquire(store.root, exclusive=settings.queue == "embedded", queue=settings.queue,
+                          record=False).release()
+    except StoreLocked as err:
+        raise InputError(str(err)) from None
+    except StoreError as err:
+        raise InputError(f"{store.root}: {err}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
@@ -222,6 +241,7 @@ def _serve(args: argparse.Namespace) -> int:
             f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}" for problem in err.errors()
         )
         raise InputError(f"invalid service settings: {problems}") from err
+    _check_store_free(settings)
     uvicorn.run("service.app:create_app", factory=True, host=settings.host, port=settings.port)
     return 0
 

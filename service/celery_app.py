@@ -40,9 +40,9 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from celery.result import AsyncResult
 
 from service.jobs import RunFailed, run_compile_job, run_model_job
-from service.problems import make_problem
+from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
-from service.store import ModuleStore
+from service.store import ModuleStore, StoreError
 
 QUEUE_NAME = "relaycc"
 COMPILE_TASK = "relaycc.compile"
@@ -141,13 +141,14 @@ def _run_module(
     task: Task, module_id: str, inputs_b64: str, repeat: int, seconds: float, memory_bytes: int,
     sandbox: str = "auto",
 ) -> dict[str, object]:
+    store = _relaycc_app(task).store
     try:
         archive = run_model_job(
-            str(_relaycc_app(task).store.root), module_id, base64.b64decode(inputs_b64),
+            str(store.root), module_id, base64.b64decode(inputs_b64),
             repeat=repeat, seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox,
         )
-    except RunFailed as err:
-        return {"problem": err.problem}
+    except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
+        return {"problem": store.without_paths(err.problem)}
     return {"outputs": base64.b64encode(archive).decode("ascii")}
 
 
@@ -170,7 +171,7 @@ class CompileTask(Task):
                 "and was stopped",
             )
         else:
-            problem = make_problem("internal-error", f"{type(exc).__name__}: {exc}")
+            problem = internal_problem(exc, f"Celery task {task_id}")
         # Only a job still queued or running changes; a finished one keeps its outcome.
         app.store.fail(args[0], problem)
 

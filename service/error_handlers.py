@@ -9,7 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.problems import PROBLEM_MEDIA_TYPE, Problem, ProblemError, make_problem
+from service.problems import PROBLEM_MEDIA_TYPE, Problem, ProblemError, internal_problem, make_problem
+from service.store import StoreError
 
 _SLUG_BY_STATUS = {404: "not-found", 405: "method-not-allowed"}
 
@@ -26,6 +27,7 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _problem_error)
+    app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
@@ -34,6 +36,13 @@ def install(app: FastAPI) -> None:
 async def _problem_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
     return problem_response(exc.problem, exc.headers)
+
+
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StoreError)
+    # A store that cannot be written may be fixed by an operator at any time.
+    headers = {"Retry-After": "30"} if exc.problem.get("status") == 503 else None
+    return problem_response(exc.problem, headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -67,4 +76,6 @@ def _phrase(status: int) -> str:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    return problem_response(make_problem("internal-error", f"{type(exc).__name__}: {exc}"))
+    # The exception's text may name files on the server (an OSError always does): it goes to
+    # the log, under a reference the client can quote.
+    return problem_response(internal_problem(exc, f"{request.method} {request.url.path}"))

@@ -232,6 +232,7 @@ def run_model_job(
     read-only), or where there is none and the service allows it, in a forked child.
     """
     store = ModuleStore(store_root)
+    store.verified_artifacts_dir(module_id)  # raises ArtifactCorrupt (a StoreError with its problem)
     status = store.status(module_id)
     if status is None:
         raise RunFailed(make_problem("not-found", f"no module {module_id}"))

@@ -1,8 +1,10 @@
 """The Prometheus text exposition of /metrics, written out by hand (format 0.0.4).
 
 Job states and compile times are read from the store, so they are right whichever process ran
-the jobs and survive restarts; queue depth comes from the queue, request counters from this
-process.
+the jobs and survive restarts; so are the integrity failures and quarantined entries, counted
+in the store's quarantine directory (an artifact check may fail in a worker process, and each
+failure sets one directory aside there; the counts go down only when an operator empties it).
+Queue depth comes from the queue, request counters from this process.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from service.state import ServiceState
-from service.store import STATES, Status
+from service.store import ARTIFACTS_LABEL, ENTRY_LABEL, STATES, Status
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 COMPILE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -32,6 +34,12 @@ def render(state: ServiceState) -> str:
     _metric(lines, "relaycc_compile_requests_total", "counter", "Compile requests admitted or refused.",
             [("", counters.compile_requests)])
     _metric(lines, "relaycc_runs_total", "counter", "Model runs requested.", [("", counters.runs)])
+    quarantined = state.store.quarantined()
+    _metric(lines, "relaycc_artifact_integrity_failures_total", "counter",
+            "Modules whose stored artifacts did not match their recorded sha256 (set aside for a rebuild).",
+            [("", quarantined[ARTIFACTS_LABEL])])
+    _metric(lines, "relaycc_store_quarantined_entries_total", "counter",
+            "Corrupt or unreadable module entries moved out of the store.", [("", quarantined[ENTRY_LABEL])])
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,9 @@ so it is built here without FastAPI: worker processes import this module too.
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 from compiler.diagnostics import CompileError
 
 PROBLEM_BASE = "https://relaycc.dev/problems/"
@@ -36,6 +39,11 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "run-crashed": (500, "Model run crashed"),
     "run-time-limit": (504, "Model run exceeded its time limit"),
     "internal-error": (500, "Internal error"),
+    # A server fault that asking again does not cure (the module must be built again, which
+    # the next identical POST /compile does), hence 500 rather than 503.
+    "artifact-corrupt": (500, "Stored artifact failed its integrity check"),
+    # A condition an operator fixes while the service runs (remount, free space): 503, retry.
+    "store-unavailable": (503, "Module store cannot be written"),
 }
 
 # Compiler errors by their `kind`: the status a synchronous answer would have had.
@@ -51,6 +59,17 @@ def make_problem(slug: str, detail: str, **extensions: object) -> Problem:
     problem: Problem = {"type": problem_type(slug), "title": title, "status": status, "detail": detail}
     problem.update({k: v for k, v in extensions.items() if v is not None})
     return problem
+
+
+def internal_problem(err: BaseException, where: str) -> Problem:
+    """The problem for an unexpected exception: its type and a reference into the log, where
+    the exception is written in full. Never its text, which may name files on the server (an
+    OSError always does)."""
+    reference = uuid.uuid4().hex[:12]
+    logging.getLogger("relaycc.service").error("internal error %s in %s", reference, where, exc_info=err)
+    return make_problem(
+        "internal-error", f"{type(err).__name__}; the server log has the details under reference {reference}"
+    )
 
 
 def compile_error_problem(err: CompileError) -> Problem:

@@ -13,6 +13,7 @@ queue. (concurrent.futures' pool instead breaks as a whole and fails every pendi
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import multiprocessing.connection
 import queue
@@ -29,12 +30,14 @@ from typing import Protocol
 
 from service.isolation import describe_exit
 from service.jobs import RunFailed, run_compile_job, run_model_job
-from service.problems import Problem, make_problem
-from service.store import ModuleStore
+from service.problems import Problem, internal_problem, make_problem
+from service.store import ModuleStore, StoreError
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
 HARD_DEADLINE_GRACE_SECONDS = 30.0
+
+log = logging.getLogger("relaycc.queue")
 
 
 class JobQueue(Protocol):
@@ -170,7 +173,7 @@ class _Slot:
             try:
                 self._execute(task)
             except Exception as err:  # a slot must outlive any single job
-                self._settle(task, None, make_problem("internal-error", f"{type(err).__name__}: {err}"))
+                self._settle(task, None, internal_problem(err, "a job slot"))
 
     def _execute(self, task: _Task) -> None:
         process, conn = self._worker()
@@ -210,7 +213,7 @@ class _Slot:
             task.future.set_result(value)
         else:
             problem = value if isinstance(value, dict) else make_problem("internal-error", repr(value))
-            task.future.set_exception(RunFailed(problem))
+            task.future.set_exception(RunFailed(self._owner._store.without_paths(problem)))
 
     def _settle(self, task: _Task, pid: int | None, problem: Problem, retryable: bool = False) -> None:
         """Fail a task whose worker could not finish it."""
@@ -219,7 +222,12 @@ class _Slot:
             if isinstance(task, _CompileTask):
                 return  # left in flight for the next start of the service
         if isinstance(task, _CompileTask):
-            self._owner._store.fail(task.module_id, problem, retryable=retryable, only_if_pid=pid)
+            try:
+                self._owner._store.fail(task.module_id, problem, retryable=retryable, only_if_pid=pid)
+            except (StoreError, KeyError) as err:
+                # A store that cannot be written (or a module quarantined meanwhile) must not end
+                # the slot: the job stays in flight and the next start of the service recovers it.
+                log.error("module %s: its failure could not be recorded: %s", task.module_id, err)
         elif not task.future.done():
             task.future.set_exception(RunFailed(problem))
 
@@ -271,10 +279,10 @@ def _worker_main(conn: Connection) -> None:
         kind, args = message
         try:
             reply: tuple[str, object] = ("ok", handlers[kind](*args))
-        except RunFailed as err:
+        except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
             reply = ("failed", err.problem)
         except Exception as err:  # reported to the API; the worker keeps serving
-            reply = ("failed", make_problem("internal-error", f"{type(err).__name__}: {err}"))
+            reply = ("failed", internal_problem(err, "a worker process"))
         try:
             conn.send(reply)
         except (EOFError, OSError):

@@ -42,6 +42,9 @@ class ReadyStatus(BaseModel):
     status: Literal["ready", "not ready"]
     store: bool = Field(description="The module store is writable.")
     queue: bool = Field(description="Jobs submitted now will be executed.")
+    reason: str | None = Field(
+        default=None, description="When not ready: why (e.g. the module store is read-only or full)."
+    )
     sandbox: bool = Field(default=False, description="Builds and runs happen in the bubblewrap sandbox.")
     user_c_allowed: bool = Field(default=False, description="Codegen documents may bring C sources.")
     detail: str = Field(default="", description="What an operator should know: why there is no "

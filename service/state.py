@@ -14,10 +14,10 @@ from service.client_limits import ClientJobLimiter
 from service.queue import EmbeddedQueue, JobQueue
 from service.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store import IN_FLIGHT, JobLimits, ModuleStore
+from service.store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
-_log = logging.getLogger("uvicorn.error")
+log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
@@ -41,30 +41,47 @@ class ServiceState:
     queue: JobQueue
     limiter: ClientJobLimiter
     counters: Counters
+    lock: StoreLock | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
+        """Lock the store (StoreLocked when another service holds it; nothing is touched
+        then), set corrupt entries aside, start the queue and recover interrupted jobs."""
         sandboxed, detail = sandbox_status(settings)
         if settings.sandbox == "required" and not sandboxed:
             raise RuntimeError(f"RELAYCC_SANDBOX=required, but there is no sandbox: {detail}")
-        _log.info("sandbox: %s", detail)
+        log.info("sandbox: %s", detail)
         refusal = user_c_refusal(settings)
         if refusal is not None:
-            _log.info("user C is refused: %s", refusal)
+            log.info("user C is refused: %s", refusal)
         store = ModuleStore(settings.store.resolve())
         store.ensure()
+        embedded = settings.queue == "embedded"
+        lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        try:
+            quarantined = store.check_entries()
+            if quarantined:
+                log.warning("%d corrupt module entries quarantined at start-up: %s",
+                            len(quarantined), ", ".join(quarantined))
 
-        def finished(module_id: str) -> bool:
-            status = store.status(module_id)
-            return status is None or status["state"] not in IN_FLIGHT
+            def finished(module_id: str) -> bool:
+                status = store.status(module_id)
+                return status is None or status["state"] not in IN_FLIGHT
 
-        limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
-        state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters())
+            limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
+            state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters(), lock)
+        except BaseException:
+            lock.release()
+            raise
         # With Celery, jobs in flight belong to the broker, which delivers them again; the
         # embedded queue died with the previous process, so its jobs are submitted anew.
-        if settings.queue == "embedded":
-            for module_id in store.recover(state.job_limits()):
-                state.queue.submit_compile(module_id)
+        if embedded:
+            try:
+                for module_id in store.recover(state.job_limits()):
+                    state.queue.submit_compile(module_id)
+            except BaseException:
+                state.close()
+                raise
         return state
 
     def job_limits(self) -> JobLimits:
@@ -79,7 +96,11 @@ class ServiceState:
         )
 
     def close(self) -> None:
-        self.queue.close()
+        try:
+            self.queue.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:

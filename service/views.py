@@ -25,9 +25,11 @@ def module_status(status: Status) -> ModuleStatus:
     return ModuleStatus.model_validate({
         "id": mid,
         "state": status["state"],
-        "module_name": status["module_name"],
-        "target": status["target"],
-        "compiler_version": status["compiler_version"],
+        # Checked by the store (service/store.py checked_status); null only in records not
+        # written by the API.
+        "module_name": status["module_name"] or "",
+        "target": status["target"] or "",
+        "compiler_version": status["compiler_version"] or "",
         "created_at": _time(status["created_at"]),
         "started_at": _time(status.get("started_at")),
         "finished_at": _time(status.get("finished_at")),

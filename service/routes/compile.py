@@ -28,6 +28,10 @@ parse or type-check is answered at once with `400` and a problem carrying `line`
 job is queued or running, or `200` with the status once it is done (`succeeded` or `failed`;
 a failed job's `error` holds the problem). With `?wait=SECONDS` the answer waits up to that
 long for the job to finish.
+
+A module whose stored artifacts failed their integrity check is built again by the next
+identical request. While the module store cannot be written (read-only or full) a request that
+would store something is answered `503` with a `store-unavailable` problem.
 """
 
 
@@ -43,7 +47,7 @@ long for the job to finish.
             "description": "Queued or running; poll `Location`.",
             "headers": {"Location": {"description": "`/modules/{id}`", "schema": {"type": "string"}}},
         },
-        **problem_responses(400, *AUTHENTICATED, 413, 422, 429),
+        **problem_responses(400, *AUTHENTICATED, 413, 422, 429, 503),
     },
 )
 async def compile_model(

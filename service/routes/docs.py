@@ -22,17 +22,30 @@ _EXAMPLES: dict[int, Problem] = {
     429: make_problem("too-many-jobs", "this client already has 8 jobs queued or running; the limit is 8 "
                       "(RELAYCC_MAX_JOBS_PER_CLIENT)"),
     500: make_problem("run-crashed", "the process running the model died (killed by SIGSEGV)"),
+    503: make_problem("store-unavailable", "the module store is full (no space left on its device), so "
+                      "storing a new module is not possible now; try again once an operator has made it writable"),
     504: make_problem("run-time-limit", "the run took longer than 60 s, the service's limit (RELAYCC_RUN_SECONDS)"),
 }
 
 
-def problem_responses(*codes: int) -> dict[int | str, dict[str, object]]:
-    """`responses=` entries documenting problem+json answers with the given status codes."""
+# The problem a stored artifact that fails its integrity check is answered with.
+ARTIFACT_CORRUPT_EXAMPLE = make_problem(
+    "artifact-corrupt",
+    f"module {MODULE_ID_EXAMPLE}: its artifact 'libdefault.so' does not match the sha256 recorded when it was "
+    "built. Its artifacts were set aside; send the same POST /compile again to build the module anew",
+    module_id=MODULE_ID_EXAMPLE,
+)
+
+
+def problem_responses(*codes: int, examples: dict[int, Problem] | None = None) -> dict[int | str, dict[str, object]]:
+    """`responses=` entries documenting problem+json answers with the given status codes;
+    `examples` replaces the usual example of a code."""
     responses: dict[int | str, dict[str, object]] = {}
+    chosen = {**_EXAMPLES, **(examples or {})}
     for code in codes:
         content: dict[str, object] = {"schema": {"$ref": "#/components/schemas/Problem"}}
-        if code in _EXAMPLES:
-            content["example"] = _EXAMPLES[code]
+        if code in chosen:
+            content["example"] = chosen[code]
         responses[code] = {"description": HTTPStatus(code).phrase, "content": {PROBLEM_MEDIA_TYPE: content}}
     return responses
 

@@ -14,7 +14,7 @@ from compiler.parser import parse
 from service.normalize import SOURCE_NAME
 
 from service.problems import ProblemError, compile_error_problem
-from service.routes.docs import AUTHENTICATED, problem_responses
+from service.routes.docs import ARTIFACT_CORRUPT_EXAMPLE, AUTHENTICATED, problem_responses
 from service.running import run_module
 from service.schemas import ArtifactList, MetadataReport, ModuleInspection, ModuleStatus, RunRequest, RunResponse
 from service.security import ClientDep, client_identity
@@ -60,11 +60,13 @@ def get_module(module_id: str, state: StateDep) -> ModuleStatus:
     summary="Metadata report",
     description="The call_lowered metadata report (`metadata.json`) of a built module: every "
     "lowered call in execution order with its metadata, the functions, the memory plan and the "
-    "pass timings. Has a sha256 ETag; `If-None-Match` gives `304`.",
+    "pass timings. Has a sha256 ETag; `If-None-Match` gives `304`. The file is checked against "
+    "the sha256 recorded when the module was built: one that no longer matches (or is not JSON) "
+    "is `500` `artifact-corrupt`, and the next identical `POST /compile` builds the module anew.",
     responses={
         200: {"description": "The report.", "model": MetadataReport},
         304: {"description": "Not modified (the ETag matched)."},
-        **problem_responses(*AUTHENTICATED, 404, 409, 422),
+        **problem_responses(*AUTHENTICATED, 404, 409, 422, 500, examples={500: ARTIFACT_CORRUPT_EXAMPLE}),
     },
 )
 def get_metadata(module_id: str, state: StateDep, request: Request) -> Response:
@@ -79,15 +81,21 @@ def get_metadata(module_id: str, state: StateDep, request: Request) -> Response:
     responses=problem_responses(*AUTHENTICATED, 404, 409, 422),
 )
 def list_artifacts(module_id: str, state: StateDep) -> ArtifactList:
-    return artifact_list(_succeeded(state, module_id))
+    status = _succeeded(state, module_id)
+    entries = state.store.manifest(module_id)
+    if entries is None:  # changed since it was read
+        return artifact_list(_succeeded(state, module_id))
+    return artifact_list({**status, "artifacts": entries})
 
 
 @router.get(
     "/{module_id}/artifacts/{name:path}",
     summary="Download an artifact",
     description="One file of the artifact list, by its name there (e.g. `libdefault.so`, "
-    "`src/default_lib1.c`); any other name is `404`. The ETag is the file's sha256; "
-    "`If-None-Match` with it gives `304`.",
+    "`src/default_lib1.c`); any other name is `404`. The ETag is the sha256 recorded when the "
+    "module was built; `If-None-Match` with it gives `304`. The file is checked against that "
+    "sha256 first: one that no longer matches is `500` `artifact-corrupt` (the bytes are never "
+    "served), and the next identical `POST /compile` builds the module anew.",
     response_class=FileResponse,
     responses={
         200: {
@@ -101,7 +109,7 @@ def list_artifacts(module_id: str, state: StateDep) -> ArtifactList:
             },
         },
         304: {"description": "Not modified (the ETag matched)."},
-        **problem_responses(*AUTHENTICATED, 404, 409, 422),
+        **problem_responses(*AUTHENTICATED, 404, 409, 422, 500, examples={500: ARTIFACT_CORRUPT_EXAMPLE}),
     },
 )
 def get_artifact(module_id: str, name: str, state: StateDep, request: Request) -> Response:
@@ -109,6 +117,8 @@ def get_artifact(module_id: str, name: str, state: StateDep, request: Request) -
 
 
 def _artifact_response(state: ServiceState, status: Status, name: str, request: Request) -> Response:
+    # Checked against its recorded sha256 before anything is answered, 304 included: a
+    # tampered file raises ArtifactCorrupt (a 500 problem naming the module).
     found = state.store.artifact(str(status["id"]), name)
     if found is None:
         raise ProblemError.of("not-found", f"module {status['id']} has no artifact {name!r}")
@@ -145,7 +155,10 @@ def _etag_matches(header: str | None, etag: str) -> bool:
 )
 async def inspect(module_id: str, state: StateDep) -> ModuleInspection:
     _status(state, module_id)
-    relay = state.store.request(module_id)["relay"]
+    try:
+        relay = state.store.request(module_id)["relay"]
+    except KeyError:  # gone meanwhile, or its request was corrupt (and is now quarantined)
+        raise ProblemError.of("not-found", f"no module {module_id}") from None
     assert isinstance(relay, str)
     info = await run_in_threadpool(_inspect_relay, relay)
     return ModuleInspection.model_validate(info)
@@ -166,7 +179,9 @@ def _inspect_relay(relay: str) -> dict[str, object]:
     description="Runs the module's library in a worker process with the given inputs (JSON "
     "nested lists keyed by parameter name, or base64 .npz) and answers with the outputs "
     "(`out0`, `out1`, ...) the same way, plus the measured latency. A run that crashes is "
-    "`500`, one over the time limit `504`.",
+    "`500`, one over the time limit `504`. The artifacts are checked against their recorded "
+    "sha256 before the library is loaded: a mismatch is `500` `artifact-corrupt`, and the next "
+    "identical `POST /compile` builds the module anew.",
     responses=problem_responses(400, *AUTHENTICATED, 404, 409, 413, 422, 429, 500, 504),
 )
 async def run(module_id: str, body: RunRequest, state: StateDep, client: ClientDep) -> RunResponse:

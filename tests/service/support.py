@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import errno
 import io
 import os
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 
 import numpy as np
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -148,3 +150,33 @@ def serving(store: Path, *, workers: int = 2, api_keys: str = "", **env: str) ->
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 server.kill_everything()
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted on `path` (a store that can really be filled up or made
+    read-only); the test is skipped where this process may not mount."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def remount(path: Path, mode: str) -> None:
+    """Remount the tmpfs at `path` `ro` or `rw`."""
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True, capture_output=True)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file in `directory` until its file system has no space left; the file."""
+    filler = directory / "filler"
+    with open(filler, "wb", buffering=0) as stream:
+        try:
+            while True:
+                stream.write(b"\0" * 65536)
+        except OSError as err:
+            assert err.errno == errno.ENOSPC, err
+    return filler

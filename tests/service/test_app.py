@@ -108,3 +108,60 @@ def test_a_real_server_compiles_serves_and_runs_a_model(server: str) -> None:
     assert too_large.status_code == 413
     assert parse_error.status_code == 400 and parse_error.headers["content-type"] == "application/problem+json"
     assert (parse_error.json()["line"], parse_error.json()["column"]) == (2, 14)
+
+
+def _serve(store: Path, port: int, cwd: Path, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "compiler", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=cwd, env={**os.environ, "RELAYCC_STORE": str(store), "PYTHONPATH": str(ROOT), **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_a_second_relaycc_serve_on_the_same_store_exits_naming_the_holder_and_leaves_its_job_alone(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    port = _free_port()
+    # The first server's job sleeps before building, so it is running while the second starts.
+    first = _serve(store, port, tmp_path, RELAYCC_JOB_START_DELAY_SECONDS="4")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if http.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert first.poll() is None and time.monotonic() < deadline, "the first server did not come up"
+                time.sleep(0.1)
+            location = http.post("/compile", json={"relay": SMALL_RELAY}).headers["location"]
+            while http.get(location).json()["state"] == "queued":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            running = http.get(location).json()
+
+            second = _serve(store, _free_port(), tmp_path)
+            _, stderr = second.communicate(timeout=60)
+
+            deadline = time.monotonic() + 60
+            while (status := http.get(location).json())["state"] in ("queued", "running"):
+                assert time.monotonic() < deadline, status
+                time.sleep(0.1)
+    finally:
+        first.send_signal(signal.SIGTERM)
+        try:
+            first.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.wait()
+
+    assert running["state"] == "running"
+    assert second.returncode != 0
+    message = stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert str(store.resolve()) in message and f"pid {first.pid}" in message
+    # The first server's job was not reset by the second: it finished in its first attempt.
+    assert (status["state"], status["attempts"]) == ("succeeded", 1), status["error"]

@@ -190,3 +190,22 @@ def test_closed_queue_refuses_jobs(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError):
             submit()
     assert queue.ready() is False
+
+
+def test_run_task_answers_artifact_corrupt_for_a_module_whose_library_was_tampered_with(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    store = ModuleStore(settings.store)
+    module_id = _stored_job(store)
+    store.begin_attempt(module_id, worker_identity())
+    work = store.new_work_dir(module_id)
+    (work / "metadata.json").write_text("{}")
+    (work / "libdefault.so").write_bytes(b"\x7fELF")
+    store.succeed(module_id, work, {})
+    with open(store.modules / module_id / "artifacts" / "libdefault.so", "ab") as stream:
+        stream.write(b"tampered")
+
+    result = _eager_app(settings).run_task.apply_async((module_id, "", 1, 10.0, 1 << 30)).get()
+
+    assert isinstance(result, dict)
+    assert str(result["problem"]["type"]).endswith("/artifact-corrupt")
+    assert str(settings.store) not in str(result["problem"]["detail"])

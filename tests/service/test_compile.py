@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.support import SMALL_RELAY, make_app, make_settings, small_relay, wait_until_done
+from service.settings import Settings
+from tests.service.support import (
+    SMALL_RELAY,
+    fill,
+    make_app,
+    make_settings,
+    remount,
+    small_relay,
+    tmpfs,
+    wait_until_done,
+)
 
 PROBLEMS = "https://relaycc.dev/problems/"
 
@@ -174,3 +186,74 @@ def test_too_many_jobs_from_one_client_answer_429(tmp_path: Path) -> None:
     assert second.headers["retry-after"] == "1"
     # Asking again for a job already in flight creates nothing, so it is not limited.
     assert same_as_first.status_code == 202
+
+
+def test_compile_on_a_read_only_store_answers_503_store_unavailable_and_cached_modules_still_answer(
+    tmp_path: Path,
+) -> None:
+    with tmpfs(tmp_path / "store", "4m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            built = client.post("/compile?wait=60", json={"relay": small_relay(50)}).json()
+            remount(store, "ro")
+            try:
+                refused = client.post("/compile", json={"relay": small_relay(51)})
+                cached = client.post("/compile", json={"relay": small_relay(50)})
+                served = client.get(f"/modules/{built['id']}/artifacts/libdefault.so")
+            finally:
+                remount(store, "rw")
+            after = client.post("/compile?wait=60", json={"relay": small_relay(51)})
+
+    assert built["state"] == "succeeded"
+    assert refused.status_code == 503
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["retry-after"]
+    problem = refused.json()
+    assert problem["type"] == PROBLEMS + "store-unavailable"
+    assert "read-only" in problem["detail"] and str(store) not in refused.text
+    assert cached.status_code == 200 and cached.json()["state"] == "succeeded"
+    assert served.status_code == 200
+    assert after.status_code == 200 and after.json()["state"] == "succeeded"
+
+
+def test_compile_on_a_full_store_answers_503_saying_it_is_full_and_leaves_nothing_half_written(
+    tmp_path: Path,
+) -> None:
+    with tmpfs(tmp_path / "store", "4m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            filler = fill(store)
+            refused = client.post("/compile", json={"relay": small_relay(52)})
+            left = sorted(p.name for p in (store / "modules").iterdir())
+            filler.unlink()
+            after = client.post("/compile?wait=60", json={"relay": small_relay(52)})
+
+    assert refused.status_code == 503
+    assert refused.json()["type"] == PROBLEMS + "store-unavailable"
+    assert "full" in refused.json()["detail"] and str(store) not in refused.text
+    assert left == []
+    assert after.status_code == 200 and after.json()["state"] == "succeeded"
+
+
+@pytest.mark.parametrize(("code", "words"), [(errno.EROFS, "read-only"), (errno.ENOSPC, "full")])
+def test_compile_answers_503_when_a_store_write_fails_for_lack_of_space_or_a_read_only_store(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, code: int, words: str
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code), "/srv/relaycc/store/modules/x")
+
+    monkeypatch.setattr(os, "fsync", refuse)
+    response = client.post("/compile", json={"relay": small_relay(53)})
+
+    assert response.status_code == 503
+    assert response.json()["type"] == PROBLEMS + "store-unavailable"
+    assert words in response.json()["detail"] and "/srv" not in response.text
+
+
+def test_a_c_compiler_error_names_the_source_by_its_artifact_name_not_its_server_path(
+    client: TestClient, settings: Settings
+) -> None:
+    response = client.post("/compile?wait=60", json={"relay": small_relay(54), "config": {"cflags": ["-Dfloat=("]}})
+
+    error = response.json()["error"]
+    assert error["type"] == PROBLEMS + "build-error"
+    assert "src/default_lib0.c:" in error["detail"]
+    assert str(settings.store) not in response.text and "/modules/" not in error["detail"]

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from service.settings import Settings
+from tests.service.support import make_app
+
 
 def test_an_unknown_path_is_a_404_problem(client: TestClient) -> None:
     response = client.get("/no/such/path")
@@ -33,3 +36,20 @@ def test_a_bad_query_parameter_is_a_422_problem(client: TestClient) -> None:
 
     assert response.status_code == 422
     assert response.json()["errors"][0]["loc"] == ["query", "wait"]
+
+
+def test_an_unexpected_error_answers_500_without_its_text_or_any_server_path(settings: Settings) -> None:
+    app = make_app(settings)
+
+    @app.get("/boom")
+    def boom() -> None:
+        open(settings.store / "secret-dir" / "missing-file")  # noqa: SIM115 - raises FileNotFoundError
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+
+    assert response.status_code == 500
+    problem = response.json()
+    assert problem["type"] == "https://relaycc.dev/problems/internal-error"
+    assert problem["detail"].startswith("FileNotFoundError; the server log has the details under reference ")
+    assert str(settings.store) not in response.text and "secret-dir" not in response.text

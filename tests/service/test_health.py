@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
 from compiler import __version__
 from service.settings import Settings
+from tests.service.support import fill, make_app, make_settings, remount, tmpfs
 
 
 def test_healthz_answers_ok_with_compiler_version(client: TestClient) -> None:
@@ -49,7 +52,38 @@ def test_readyz_answers_503_when_the_store_is_not_writable(client: TestClient, s
 
     assert response.status_code == 503
     body = response.json()
-    assert {k: body[k] for k in ("status", "store", "queue")} == {"status": "not ready", "store": False, "queue": True}
+    assert {k: body[k] for k in ("status", "store", "queue", "reason")} == {
+        "status": "not ready", "store": False, "queue": True, "reason": "the module store cannot be written (ENOTDIR)"}
+
+
+def test_readyz_says_not_ready_while_the_store_is_read_only_and_ready_again_after(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "store", "1m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            remount(store, "ro")
+            try:
+                read_only = client.get("/readyz")
+            finally:
+                remount(store, "rw")
+            again = client.get("/readyz")
+
+    assert read_only.status_code == 503
+    assert {k: read_only.json()[k] for k in ("status", "store", "queue", "reason")} == {
+        "status": "not ready", "store": False, "queue": True, "reason": "the module store is read-only"}
+    assert again.status_code == 200
+
+
+def test_readyz_says_not_ready_while_the_store_is_full(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "store", "1m") as store:
+        with TestClient(make_app(make_settings(store))) as client:
+            filler = fill(store / "modules")
+            full = client.get("/readyz")
+            filler.unlink()
+            again = client.get("/readyz")
+
+    assert full.status_code == 503
+    assert full.json()["reason"] == "the module store is full (no space left on its device)"
+    assert str(store) not in full.text
+    assert again.status_code == 200
 
 
 def test_readyz_says_whether_jobs_run_in_the_sandbox_and_why_user_c_is_refused(client: TestClient) -> None:
@@ -60,3 +94,4 @@ def test_readyz_says_whether_jobs_run_in_the_sandbox_and_why_user_c_is_refused(c
     assert body["sandbox"] is probe().ok
     assert body["user_c_allowed"] is False
     assert "user C: this service has no API keys" in body["detail"]
+

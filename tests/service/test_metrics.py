@@ -40,3 +40,21 @@ def test_metrics_follow_the_text_format(client: TestClient) -> None:
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or re.match(r"^[a-z_]+(\{[^}]*\})? \S+$", line)
     buckets = [float(v) for v in re.findall(r'^relaycc_compile_seconds_bucket\{le="[^"]+"\} (\S+)$', text, re.M)]
     assert buckets == sorted(buckets)
+
+
+def test_metrics_count_integrity_failures_and_quarantined_entries_from_the_store(client: TestClient) -> None:
+    before = client.get("/metrics").text
+    built = client.post("/compile?wait=60", json={"relay": small_relay(31)}).json()
+    store = client.app.state.relaycc.store
+    with open(store.modules / built["id"] / "artifacts" / "metadata.json", "ab") as stream:
+        stream.write(b" ")
+    assert client.get(f"/modules/{built['id']}/metadata").status_code == 500
+    (store.modules / built["id"] / "status.json").write_text("{}")
+    client.get(f"/modules/{built['id']}")
+
+    after = client.get("/metrics").text
+
+    assert sample(before, "relaycc_artifact_integrity_failures_total") == 0
+    assert sample(before, "relaycc_store_quarantined_entries_total") == 0
+    assert sample(after, "relaycc_artifact_integrity_failures_total") == 1
+    assert sample(after, "relaycc_store_quarantined_entries_total") == 1

@@ -173,19 +173,21 @@ def test_a_module_that_is_not_built_has_no_artifacts_yet(tmp_path: Path) -> None
     assert metadata.json()["type"] == PROBLEMS + "module-not-ready"
 
 
-def test_a_restarted_service_still_serves_a_finished_module(
-    mlp_settings: Settings, mlp_client: TestClient, mlp_id: str
-) -> None:
-    before = mlp_client.get(f"/modules/{mlp_id}/artifacts/libmlp.so")
+def test_a_restarted_service_still_serves_a_finished_module(tmp_path: Path) -> None:
+    # One service per store: the first stops before the second starts.
+    settings = make_settings(tmp_path / "store")
+    with TestClient(make_app(settings)) as client:
+        module_id = _built(client, small_relay(14))
+        before = client.get(f"/modules/{module_id}/artifacts/libdefault.so")
 
-    with TestClient(make_app(mlp_settings)) as restarted:
-        status = restarted.get(f"/modules/{mlp_id}").json()
-        after = restarted.get(f"/modules/{mlp_id}/artifacts/libmlp.so")
-        again = restarted.post("/compile", json={"relay": MLP_RELAY, "module_name": "mlp"})
+    with TestClient(make_app(settings)) as restarted:
+        status = restarted.get(f"/modules/{module_id}").json()
+        after = restarted.get(f"/modules/{module_id}/artifacts/libdefault.so")
+        again = restarted.post("/compile", json={"relay": small_relay(14)})
 
     assert status["state"] == "succeeded"
     assert after.content == before.content
-    assert again.status_code == 200 and again.json()["id"] == mlp_id
+    assert again.status_code == 200 and again.json()["id"] == module_id
 
 
 def test_a_restarted_service_compiles_the_jobs_left_in_flight(tmp_path: Path) -> None:
@@ -240,3 +242,141 @@ def _worker_pid(settings: Settings, module_id: str) -> int:
 
     status = json.loads((settings.store / "modules" / module_id / "status.json").read_text())
     return int(status["worker"]["pid"])
+
+
+def _built(client: TestClient, relay: str) -> str:
+    response = client.post("/compile?wait=60", json={"relay": relay})
+    status = wait_until_done(client, response.json()["id"])
+    assert status["state"] == "succeeded", status["error"]
+    return str(status["id"])
+
+
+def _tamper(settings: Settings, module_id: str, name: str, data: bytes = b"TAMPERED-BYTES") -> None:
+    with open(settings.store / "modules" / module_id / "artifacts" / name, "ab") as stream:
+        stream.write(data)
+
+
+def test_tampered_library_is_refused_with_a_problem_naming_the_module(
+    client: TestClient, settings: Settings
+) -> None:
+    module_id = _built(client, small_relay(40))
+    url = f"/modules/{module_id}/artifacts/libdefault.so"
+    etag = client.get(url).headers["etag"]
+    _tamper(settings, module_id, "libdefault.so")
+
+    revalidated = client.get(url, headers={"If-None-Match": etag})
+    afterwards = client.get(url)
+    status = client.get(f"/modules/{module_id}").json()
+
+    assert revalidated.status_code == 500
+    assert revalidated.headers["content-type"] == "application/problem+json"
+    problem = revalidated.json()
+    assert problem["type"] == PROBLEMS + "artifact-corrupt"
+    assert module_id in problem["detail"] and "libdefault.so" in problem["detail"]
+    assert "TAMPERED" not in revalidated.text and str(settings.store.resolve()) not in revalidated.text
+    # Set aside: never served again, and the module says why.
+    assert afterwards.status_code == 409
+    assert status["state"] == "failed" and status["error"]["type"] == PROBLEMS + "artifact-corrupt"
+
+
+def test_tampered_metadata_is_refused_and_never_served_as_json(client: TestClient, settings: Settings) -> None:
+    module_id = _built(client, small_relay(41))
+    _tamper(settings, module_id, "metadata.json", b"\n<not json>")
+
+    response = client.get(f"/modules/{module_id}/metadata")
+
+    assert response.status_code == 500
+    assert response.json()["type"] == PROBLEMS + "artifact-corrupt"
+    assert "not json" not in response.text
+
+
+def test_the_next_identical_compile_rebuilds_a_module_whose_artifacts_were_corrupt(
+    client: TestClient, settings: Settings
+) -> None:
+    module_id = _built(client, small_relay(42))
+    original = client.get(f"/modules/{module_id}/artifacts/libdefault.so")
+    _tamper(settings, module_id, "libdefault.so")
+    assert client.get(f"/modules/{module_id}/artifacts/libdefault.so").status_code == 500
+
+    again = client.post("/compile", json={"relay": small_relay(42)})
+    rebuilt = wait_until_done(client, module_id)
+    served = client.get(f"/modules/{module_id}/artifacts/libdefault.so")
+    metrics = client.get("/metrics").text
+
+    assert again.status_code == 202 and again.json()["id"] == module_id
+    assert rebuilt["state"] == "succeeded", rebuilt["error"]
+    assert served.status_code == 200
+    assert served.headers["etag"] == f'"{hashlib.sha256(served.content).hexdigest()}"'
+    assert served.content == original.content
+    assert "relaycc_artifact_integrity_failures_total 1" in metrics
+
+
+def test_running_a_corrupted_library_answers_artifact_corrupt_not_an_input_error(
+    client: TestClient, settings: Settings
+) -> None:
+    module_id = _built(client, small_relay(43))
+    library = settings.store / "modules" / module_id / "artifacts" / "libdefault.so"
+    library.write_bytes(b"\x7fELF but not a library any more")
+
+    response = client.post(f"/modules/{module_id}/run", json={"inputs_npz": _zeros_npz()})
+
+    assert response.status_code == 500
+    assert response.json()["type"] == PROBLEMS + "artifact-corrupt"
+    assert module_id in response.json()["detail"]
+    assert str(settings.store.resolve()) not in response.text and "/artifacts/" not in response.json()["detail"]
+
+
+def test_a_module_stored_without_digests_is_served_with_digests_recorded_on_first_use(
+    client: TestClient, settings: Settings
+) -> None:
+    module_id = _built(client, small_relay(44))
+    path = settings.store / "modules" / module_id / "status.json"
+    status = json.loads(path.read_text())
+    for entry in status["artifacts"]:
+        del entry["sha256"]
+    path.write_text(json.dumps(status))
+
+    listing = client.get(f"/modules/{module_id}/artifacts")
+    library = client.get(f"/modules/{module_id}/artifacts/libdefault.so")
+
+    assert listing.status_code == 200
+    entry = next(a for a in listing.json()["artifacts"] if a["name"] == "libdefault.so")
+    assert entry["sha256"] == hashlib.sha256(library.content).hexdigest()
+    assert library.headers["etag"] == f'"{entry["sha256"]}"'
+    assert all("sha256" in e for e in json.loads(path.read_text())["artifacts"])
+
+
+def test_a_status_with_a_missing_key_answers_404_and_the_module_can_be_built_again(
+    client: TestClient, settings: Settings
+) -> None:
+    module_id = _built(client, small_relay(45))
+    path = settings.store / "modules" / module_id / "status.json"
+    status = json.loads(path.read_text())
+    del status["id"]
+    path.write_text(json.dumps(status))
+
+    answers = [client.get(f"/modules/{module_id}{suffix}") for suffix in ("", "/metadata", "/artifacts")]
+    again = client.post("/compile?wait=60", json={"relay": small_relay(45)})
+
+    assert [a.status_code for a in answers] == [404, 404, 404]
+    assert again.status_code == 200 and again.json()["state"] == "succeeded"
+
+
+def _zeros_npz() -> str:
+    import numpy as np
+
+    from tests.service.support import npz_b64
+
+    zeros = np.zeros((2, 3), dtype="float32")
+    return npz_b64(x=zeros, y=zeros)
+
+
+def test_inspecting_a_module_whose_stored_request_is_corrupt_answers_404(client: TestClient, settings: Settings) -> None:
+    module_id = client.post("/compile", json={"relay": small_relay(46)}).json()["id"]
+    wait_until_done(client, module_id)
+    (settings.store / "modules" / module_id / "request.json").write_text('{"no": "relay"}')
+
+    response = client.get(f"/modules/{module_id}/inspect")
+
+    assert response.status_code == 404
+    assert response.json()["type"] == PROBLEMS + "not-found"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import io
 import os
 import signal
@@ -120,3 +121,29 @@ def test_a_closed_queue_refuses_jobs(store: ModuleStore) -> None:
     assert not queue.ready()
     with pytest.raises(RuntimeError, match="closed"):
         queue.submit_compile("0" * 64)
+
+
+def test_a_slot_outlives_a_worker_death_it_cannot_record_in_a_full_store(
+    store: ModuleStore, queue: EmbeddedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doomed = stored(store, 60, delay=30.0)
+    queue.submit_compile(doomed)
+    running = wait_for(store, doomed, lambda s: s["state"] == "running")
+    following = stored(store, 61)
+    # Writes from this process (the API's) now fail as on a full disk; the workers' do not.
+    real_replace = os.replace
+
+    def full(src: object, dst: object) -> None:
+        if str(dst).endswith("status.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", full)
+    os.kill(int(running["worker"]["pid"]), signal.SIGKILL)
+    queue.submit_compile(following)
+
+    status = wait_for(store, following, finished)
+
+    assert status["state"] == "succeeded", status["error"]
+    assert queue.ready()
+    assert store.status(doomed)["state"] == "running"  # left for recovery, not lost

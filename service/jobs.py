@@ -34,7 +34,7 @@ from service.job_tasks import TIMES_KEY, compile_request, describe_error_json, r
 from service.problems import Problem, make_problem
 from service.sandbox import bwrap
 from service.sandbox.entry import MODULE_DIR
-from service.store import JobLimits, ModuleStore, worker_identity
+from service.store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
 
 __all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
 
@@ -113,28 +113,53 @@ def run_compile_job(store_root: str, module_id: str) -> None:
         return
     limits = JobLimits.from_json(status["limits"])
     work = store.new_work_dir(module_id)
-    started = time.monotonic()
     try:
-        request = store.request(module_id)
-        refusal = sandbox_refusal(limits.sandbox, brings_user_c(request))
-        if refusal is not None:
-            store.fail(module_id, make_problem("sandbox-unavailable", f"the module cannot be built: {refusal}"))
-            return
-        if _use_sandbox(limits.sandbox):
-            done = _compile_sandboxed(store, module_id, request, work, limits)
-        else:
-            done = _compile_forked(store, module_id, request, work, limits)
-        if done.outcome == "ok":
-            store.set_progress(module_id, "storing artifacts")
-            timings = dict(done.value) if isinstance(done.value, Mapping) else {}
-            timings["total_seconds"] = time.monotonic() - started
-            store.succeed(module_id, work, timings)
-        else:
-            store.fail(module_id, _compile_failure(done, limits), retryable=done.outcome == "crashed")
+        failure = _build(store, module_id, work, limits)
+    except StoreError as err:  # the store filled up or went read-only under the job
+        failure = err.problem, True
     except Exception as err:  # the job's status must never stay `running` after it returns
-        store.fail(module_id, make_problem("internal-error", f"{type(err).__name__}: {err}"))
+        failure = make_problem("internal-error", f"{type(err).__name__}: {err}"), False
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if failure is not None:
+        _record_failure(store, module_id, *failure, patience_seconds=limits.compile_seconds)
+
+
+def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) -> tuple[Problem, bool] | None:
+    """Build the module and store it; the problem (and whether it is worth retrying) if not."""
+    started = time.monotonic()
+    request = store.request(module_id)
+    refusal = sandbox_refusal(limits.sandbox, brings_user_c(request))
+    if refusal is not None:
+        return make_problem("sandbox-unavailable", f"the module cannot be built: {refusal}"), False
+    if _use_sandbox(limits.sandbox):
+        done = _compile_sandboxed(store, module_id, request, work, limits)
+    else:
+        done = _compile_forked(store, module_id, request, work, limits)
+    if done.outcome != "ok":
+        return _compile_failure(done, limits), done.outcome == "crashed"
+    store.set_progress(module_id, "storing artifacts")
+    timings = dict(done.value) if isinstance(done.value, Mapping) else {}
+    timings["total_seconds"] = time.monotonic() - started
+    store.succeed(module_id, work, timings)
+    return None
+
+
+def _record_failure(store: ModuleStore, module_id: str, problem: Problem, retryable: bool, *, patience_seconds: float) -> None:
+    """Record a failed job, waiting while the store cannot be written (an operator frees space or
+    makes it writable again) so that the job does not stay `running`; up to `patience_seconds`,
+    after which the next start of the service finds it in flight and queues it again."""
+    deadline = time.monotonic() + patience_seconds
+    pause = 0.2
+    while True:
+        try:
+            store.fail(module_id, problem, retryable=retryable)
+            return
+        except StoreUnavailable:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 def _compile_sandboxed(
@@ -163,8 +188,9 @@ def _compile_sandboxed(
         done = _from_sandbox(finished)
         if done.outcome == "ok":
             try:
-                _copy_checked(scratch / "out", work)
-            except (OSError, ValueError) as err:
+                with writing("storing the module's artifacts"):
+                    _copy_checked(scratch / "out", work)
+            except ValueError as err:
                 return _Done("error", make_problem("internal-error", f"the build left files that cannot be stored: {err}"))
         return done
     finally:

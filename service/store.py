@@ -179,7 +179,7 @@ def unavailable_reason(err: OSError) -> str | None:
 
 
 @contextmanager
-def _writing(what: str) -> Iterator[None]:
+def writing(what: str) -> Iterator[None]:
     """Turn a write that failed because the store is read-only or full into StoreUnavailable."""
     try:
         yield
@@ -197,7 +197,7 @@ def _writing(what: str) -> Iterator[None]:
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{uuid.uuid4().hex}")
     try:
-        with _writing("storing the change"):
+        with writing("storing the change"):
             with open(tmp, "wb") as stream:
                 stream.write(data)
                 stream.flush()
@@ -380,7 +380,7 @@ class ModuleStore:
         self.quarantine = self.root / QUARANTINE
 
     def ensure(self) -> None:
-        with _writing("creating the store"):
+        with writing("creating the store"):
             self.modules.mkdir(parents=True, exist_ok=True)
 
     def module_dir(self, mid: str) -> Path | None:
@@ -412,7 +412,7 @@ class ModuleStore:
             return mid, False
         self.ensure()
         tmp = self.modules / f"{_TMP_PREFIX}{mid}.{uuid.uuid4().hex}"
-        with _writing("storing a new module"):
+        with writing("storing a new module"):
             tmp.mkdir()
         try:
             _write_json(tmp / "request.json", normalized)
@@ -449,7 +449,7 @@ class ModuleStore:
                     return mid, True
                 except OSError as err:
                     if unavailable_reason(err) is not None:
-                        with _writing("storing a new module"):
+                        with writing("storing a new module"):
                             raise
                     # Someone else's rename won (their job is the one that runs), or a module
                     # directory without a status is in the way: set it aside, then try again.
@@ -686,7 +686,7 @@ class ModuleStore:
         moved it first."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         target = self.quarantine / f"{label}-{stamp}-{uuid.uuid4().hex[:8]}"
-        with _writing("setting a corrupt entry aside"):
+        with writing("setting a corrupt entry aside"):
             self.quarantine.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(source, target)
@@ -728,7 +728,7 @@ class ModuleStore:
             try:
                 fd = os.open(path / ".lock", os.O_RDONLY)
             except FileNotFoundError:
-                with _writing("changing the module"):
+                with writing("changing the module"):
                     raise err from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -803,7 +803,7 @@ class ModuleStore:
     def new_work_dir(self, mid: str) -> Path:
         """An empty directory next to `artifacts/` (same file system, so it can be renamed)."""
         work = self._dir(mid) / f"{_WORK_PREFIX}{uuid.uuid4().hex}"
-        with _writing("building the module"):
+        with writing("building the module"):
             work.mkdir()
         return work
 
@@ -814,7 +814,7 @@ class ModuleStore:
             if status["state"] != "running":
                 return status
             final = path / "artifacts"
-            with _writing("storing the artifacts"):
+            with writing("storing the artifacts"):
                 if final.exists():
                     # Left by an attempt that died between the rename and the status write.
                     stale = path / f"{_WORK_PREFIX}stale-{uuid.uuid4().hex}"

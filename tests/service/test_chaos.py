@@ -128,3 +128,38 @@ def _kill_soon(pid: int):  # noqa: ANN202
     thread = threading.Thread(target=kill)
     thread.start()
     return thread
+
+
+def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succeeds(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from tests.service.support import fill, make_app, make_settings, tmpfs
+
+    with tmpfs(tmp_path / "store", "8m") as store:
+        settings = make_settings(store, workers=1, job_start_delay_seconds=1.0)
+        with TestClient(make_app(settings)) as client:
+            accepted = client.post("/compile", json={"relay": SMALL_RELAY + "// fills up\n"})
+            module_id = accepted.json()["id"]
+            while client.get(f"/modules/{module_id}").json()["state"] == "queued":
+                time.sleep(0.05)
+            filler = fill(store / "modules")  # while the job waits to build
+            # The job cannot store its artifacts, nor record that: it waits for space.
+            time.sleep(6)
+            unready = client.get("/readyz")
+            filler.unlink()  # an operator frees space
+            ready = client.get("/readyz")
+            deadline = time.monotonic() + 60
+            while (status := client.get(f"/modules/{module_id}").json())["state"] not in FINAL:
+                assert time.monotonic() < deadline, status
+                time.sleep(0.1)
+            again = client.post("/compile?wait=60", json={"relay": SMALL_RELAY + "// fills up\n"})
+            final = client.get(f"/modules/{module_id}").json()
+            while final["state"] not in FINAL:
+                time.sleep(0.1)
+                final = client.get(f"/modules/{module_id}").json()
+            assert_served_intact(client, module_id)  # type: ignore[arg-type]
+
+    assert status["state"] == "failed" and status["error"]["type"].endswith("/store-unavailable")
+    assert unready.status_code == 503 and ready.status_code == 200
+    assert again.status_code in (200, 202)
+    assert final["state"] == "succeeded", final["error"]

@@ -35,6 +35,21 @@ would store something is answered `503` with a `store-unavailable` problem.
 """
 
 
+# OpenAPI links from a compile's answer to what can be done with the module it names, so that
+# clients and stateful API testers (schemathesis) can follow them with the real id.
+_MODULE_LINKS = {
+    name: {"operationId": operation, "parameters": {"module_id": "$response.body#/id"},
+           "description": description}
+    for name, operation, description in (
+        ("GetModule", "get_module", "The status of the module."),
+        ("GetMetadata", "get_metadata", "Its call_lowered report, once built."),
+        ("ListArtifacts", "list_artifacts", "Its artifacts, once built."),
+        ("Inspect", "inspect", "What its Relay text holds."),
+        ("Run", "run", "Run it, once built."),
+    )
+}
+
+
 @router.post(
     "/compile",
     summary="Compile a model",
@@ -42,10 +57,12 @@ would store something is answered `503` with a `store-unavailable` problem.
     status_code=202,
     response_model=ModuleStatus,
     responses={
-        200: {"description": "The module is done (succeeded or failed).", "model": ModuleStatus},
+        200: {"description": "The module is done (succeeded or failed).", "model": ModuleStatus,
+              "links": _MODULE_LINKS},
         202: {
             "description": "Queued or running; poll `Location`.",
             "headers": {"Location": {"description": "`/modules/{id}`", "schema": {"type": "string"}}},
+            "links": _MODULE_LINKS,
         },
         **problem_responses(400, *AUTHENTICATED, 413, 422, 429, 503),
     },

@@ -72,3 +72,21 @@ def service_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setti
 def test_api_answers_every_generated_request_as_its_openapi_document_says(case: schemathesis.Case) -> None:
     case.call_and_validate(checks=CHECKS)
 
+
+
+class LinkedCalls(schema.as_state_machine()):  # type: ignore[misc]
+    """Sequences of calls that follow the document's links: a compile's answer gives the id the
+    module routes then use, so they are tested on real modules, not only on unknown ids."""
+
+    def validate_response(self, response, case, additional_checks=None, **kwargs):  # type: ignore[no-untyped-def]
+        case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+
+
+def test_api_follows_its_links_without_server_errors_or_schema_violations() -> None:
+    LinkedCalls.run(settings=hypothesis.settings(
+        max_examples=8,
+        stateful_step_count=5,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    ))

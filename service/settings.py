@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     max_relay_bytes: int = Field(default=4 * MiB, ge=1)
     max_nodes: int = Field(default=250_000, ge=1)
     max_tensor_elements: int = Field(default=1 << 26, ge=1)
+    # Bytes of array data (elements times item size) in the params of a compile or the inputs
+    # of a run, checked from the .npz headers before anything is decoded.
+    max_tensor_bytes: int = Field(default=256 * MiB, ge=1)
     # Jobs (compiles and runs) one client may have queued or running at once; a client is its
     # API key when keys are configured, else its IP address.
     max_jobs_per_client: int = Field(default=8, ge=1)

@@ -65,3 +65,11 @@ def test_settings_dependency_can_be_overridden(settings: Settings) -> None:
     app.dependency_overrides[get_settings] = lambda: settings
     with TestClient(app) as client:
         assert client.get("/store").json() == str(settings.store)
+
+
+def test_the_tensor_byte_limit_defaults_to_256_mib_and_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RELAYCC_MAX_TENSOR_BYTES", raising=False)
+    assert Settings().max_tensor_bytes == 256 * 1024 * 1024
+
+    monkeypatch.setenv("RELAYCC_MAX_TENSOR_BYTES", "4096")
+    assert Settings().max_tensor_bytes == 4096

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import numpy as np
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -14,7 +22,8 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings, get_settings
 
-MODELS = Path(__file__).resolve().parent.parent / "models"
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "tests" / "models"
 
 # A tiny model: compiles in a fraction of a second.
 SMALL_RELAY = """#[version = "0.0.5"]
@@ -73,3 +82,43 @@ def gone_within(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def served(directory: Path, env: dict[str, str]) -> Iterator[str]:
+    """A real server started the way `relaycc serve` starts it (a subprocess on a free port),
+    its store under `directory`, RELAYCC_* overrides in `env`; yields its base URL."""
+    port = free_port()
+    full_env = {**os.environ, "RELAYCC_STORE": str(directory / "store"), "PYTHONPATH": str(ROOT), **env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compiler", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=directory, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                output = process.stdout.read().decode() if process.stdout else ""
+                raise AssertionError(f"the server exited: {output}")
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

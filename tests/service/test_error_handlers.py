@@ -33,3 +33,14 @@ def test_a_bad_query_parameter_is_a_422_problem(client: TestClient) -> None:
 
     assert response.status_code == 422
     assert response.json()["errors"][0]["loc"] == ["query", "wait"]
+
+
+def test_a_body_that_cannot_be_decoded_is_a_validation_problem_like_invalid_json(client: TestClient) -> None:
+    # FastAPI answers a body that is not UTF-8 with a bare 400 of its own, JSON that does not
+    # parse with a 422: both are the same mistake and get the same problem.
+    undecodable = client.post("/compile", content=b'{"relay": "\xff"}', headers={"content-type": "application/json"})
+    unparsable = client.post("/compile", content=b'{"relay": ', headers={"content-type": "application/json"})
+
+    for response in (undecodable, unparsable):
+        assert response.status_code == 422
+        assert response.json()["type"] == "https://relaycc.dev/problems/validation-error"

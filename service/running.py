@@ -1,7 +1,8 @@
 """POST /modules/{id}/run: inputs in, outputs and latency out, the model run by a worker.
 
-The API process only converts arrays: JSON inputs take the dtypes of the model's interface
-(metadata.json), and the run itself (loading the library, checking names and shapes, calling
+The API process only converts arrays, in a thread so that the event loop keeps answering
+(inputs are checked against the element and byte limits before they are decoded): JSON inputs
+take the dtypes of the model's interface (metadata.json), and the run itself (loading the library, checking names and shapes, calling
 it) happens in a worker's child process, never here.
 """
 

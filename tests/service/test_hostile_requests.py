@@ -144,6 +144,59 @@ def test_void_dtype_in_inputs_is_refused_before_decoding(
     )
 
 
+def _understated_zip(arrays: dict[str, np.ndarray], padding: int) -> str:
+    """An .npz whose members each hold `padding` zero bytes after their array, deflated, while
+    the zip directory declares only the array's own size: a member that inflates far past what
+    its directory entry says."""
+    archive = io.BytesIO()
+    declared: dict[str, int] = {}
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, array)
+            declared[name + ".npy"] = len(member.getvalue())
+            zf.writestr(name + ".npy", member.getvalue() + bytes(padding))
+    data = bytearray(archive.getvalue())
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
+        for info in zf.infolist():
+            # Patch the central directory's uncompressed size, which ZipFile believes.
+            size = info.file_size.to_bytes(4, "little")
+            at = data.index(b"PK\x01\x02")
+            while True:
+                name_length = int.from_bytes(data[at + 28 : at + 30], "little")
+                if data[at + 46 : at + 46 + name_length].decode() == info.filename:
+                    break
+                at = data.index(b"PK\x01\x02", at + 4)
+            assert data[at + 24 : at + 28] == size
+            data[at + 24 : at + 28] = declared[info.filename].to_bytes(4, "little")
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def test_a_member_inflating_past_its_directory_entry_is_refused_without_inflating_it(
+    client: TestClient, store: Path, module_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = np.arange(6, dtype="float32").reshape(2, 3) - 3
+    y = np.ones((2, 3), "float32")
+    # Each member inflates to 64 MiB, far past the 1 MiB byte limit of this service.
+    archive = _understated_zip({"x": x, "y": y}, padding=64 << 20)
+    inflated: list[int] = []
+    read = zipfile.ZipExtFile.read
+
+    def counting_read(self: zipfile.ZipExtFile, n: int = -1) -> bytes:
+        chunk = read(self, n)
+        inflated.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(zipfile.ZipExtFile, "read", counting_read)
+
+    response = client.post(f"/modules/{module_id}/run", json={"inputs_npz": archive})
+
+    # Read up to the size the directory declares, where the member's checksum does not match.
+    problem = problem_of(response, 400, "input-error", store)
+    assert "Bad CRC-32 for file 'x.npy'" in str(problem["detail"])
+    assert sum(inflated) < 64 * 1024
+
+
 # --- paths --------------------------------------------------------------------------------------
 
 

@@ -69,4 +69,8 @@ def _phrase(status: int) -> str:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    return problem_response(make_problem("internal-error", f"{type(exc).__name__}: {exc}"))
+    # The exception's text may name server paths (an OSError does); the client gets its type
+    # only. Starlette raises the exception again after this answer, so the server logs it whole.
+    return problem_response(
+        make_problem("internal-error", f"unexpected {type(exc).__name__}; the server's log has the details")
+    )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 
@@ -44,3 +45,18 @@ def test_a_body_that_cannot_be_decoded_is_a_validation_problem_like_invalid_json
     for response in (undecodable, unparsable):
         assert response.status_code == 422
         assert response.json()["type"] == "https://relaycc.dev/problems/validation-error"
+
+
+def test_an_unexpected_error_answers_500_without_its_text(app: FastAPI) -> None:
+    # An OSError's text names a server path; the answer names only the exception's type.
+    @app.get("/boom")
+    def boom() -> None:
+        raise PermissionError(13, "Permission denied", "/srv/relaycc/store/modules/secret")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+
+    assert response.status_code == 500
+    problem = response.json()
+    assert problem["type"] == "https://relaycc.dev/problems/internal-error"
+    assert "/srv" not in response.text and "PermissionError" in problem["detail"]

@@ -242,7 +242,11 @@ def _serve(args: argparse.Namespace) -> int:
         )
         raise InputError(f"invalid service settings: {problems}") from err
     _check_store_free(settings)
-    uvicorn.run("service.app:create_app", factory=True, host=settings.host, port=settings.port)
+    # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the client address
+    # before the app sees it; the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
+    uvicorn.run(
+        "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ from starlette.types import Scope
 from compiler import __version__
 from service import error_handlers
 from service.body_limit import BodyLimitMiddleware
+from service.body_parsing import parse_bodies_off_loop
 from service.routes import compile as compile_routes
 from service.routes import health, metrics, modules, targets
 from service.state import ServiceState, settings_of
@@ -51,6 +52,7 @@ def create_app() -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
     error_handlers.install(app)
     for router in (compile_routes.router, modules.router, targets.router, health.router, metrics.router):
+        parse_bodies_off_loop(router)
         app.include_router(router)
     return app
 

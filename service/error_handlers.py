@@ -12,7 +12,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from service.problems import PROBLEM_MEDIA_TYPE, Problem, ProblemError, internal_problem, make_problem
 from service.store import StoreError
 
-_SLUG_BY_STATUS = {404: "not-found", 405: "method-not-allowed"}
+# FastAPI answers a body it cannot decode (not UTF-8, say) with a bare 400; JSON that does not
+# parse is already a validation error (422), so an undecodable body is one too.
+_SLUG_BY_STATUS = {400: "validation-error", 404: "not-found", 405: "method-not-allowed"}
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:

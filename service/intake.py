@@ -24,7 +24,7 @@ from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
 from compiler.ir.visitor import post_order
 from compiler.parser import parse
 from compiler.passes.bind_params import BindParams
-from service.arrays import TooManyElements, decode_b64_npz
+from service.arrays import OverLimit, decode_b64_npz, over_limit_problem
 from service.normalize import SOURCE_NAME, checked_options, codegen_specs, fold_tvmc_config, merge_config, normal_form
 from service.problems import ProblemError, compile_error_problem
 from service.sandbox.policy import user_c_refusal
@@ -107,9 +107,9 @@ def _params(body: CompileRequest, settings: Settings) -> dict[str, np.ndarray]:
     if body.params is None:
         return {}
     try:
-        return decode_b64_npz(body.params, "params", settings.max_tensor_elements)
-    except TooManyElements as err:
-        raise ProblemError.of("model-too-large", f"{err.message} (RELAYCC_MAX_TENSOR_ELEMENTS)") from None
+        return decode_b64_npz(body.params, "params", settings.max_tensor_elements, settings.max_tensor_bytes)
+    except OverLimit as err:
+        raise over_limit_problem(err) from None
 
 
 def _check_size(mod: IRModule, settings: Settings) -> None:

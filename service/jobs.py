@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from service.arrays import encode_npz
+import numpy as np
+
+from compiler.diagnostics import InputError
+from service.arrays import decode_npz, encode_npz
 from service.isolation import run_isolated
 from service.job_tasks import TIMES_KEY, compile_request, describe_error_json, run_module
 from service.problems import Problem, make_problem
@@ -305,13 +308,23 @@ def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimi
         ), mounts=[bwrap.Mount(outdir, MODULE_DIR)])
         done = _from_sandbox(finished)
         if done.outcome == "ok":
-            # The run's own code wrote this file: only its size is trusted here.
-            done.value = _read_regular(scratch / "result.npz", memory)
+            # The run's own code (user C included) wrote this file: it is read within the run's
+            # memory limit and must hold exactly a model's outputs before the API sees it.
+            result = _read_regular(scratch / "result.npz", memory)
+            _check_run_result(decode_npz(result, "run result", max_bytes=memory))
+            done.value = result
         return done
-    except (OSError, ValueError) as err:
-        return _Done("error", make_problem("run-crashed", f"the run left no readable result ({type(err).__name__})"))
+    except (OSError, ValueError, InputError) as err:
+        return _Done("error", make_problem("run-crashed", f"the run left no usable result ({type(err).__name__})"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_run_result(arrays: Mapping[str, np.ndarray]) -> None:
+    outputs = len(arrays) - 1
+    expected = {TIMES_KEY, *(f"out{index}" for index in range(outputs))}
+    if set(arrays) != expected or arrays[TIMES_KEY].ndim != 1 or arrays[TIMES_KEY].dtype != np.float64:
+        raise ValueError("the run result is not a model's outputs and latencies")
 
 
 # --- the sandbox ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """POST /modules/{id}/run: inputs in, outputs and latency out, the model run by a worker.
 
-The API process only converts arrays: JSON inputs take the dtypes of the model's interface
-(metadata.json), and the run itself (loading the library, checking names and shapes, calling
+The API process only converts arrays, in a thread so that the event loop keeps answering
+(inputs are checked against the element and byte limits before they are decoded): JSON inputs
+take the dtypes of the model's interface (metadata.json), and the run itself (loading the library, checking names and shapes, calling
 it) happens in a worker's child process, never here.
 """
 
@@ -13,9 +14,20 @@ import json
 import math
 
 import numpy as np
+from fastapi.concurrency import run_in_threadpool
 
 from compiler.diagnostics import InputError
-from service.arrays import NO_LIMIT, TooManyElements, decode_b64_npz, decode_npz, encode_npz, from_json, to_json
+from service.arrays import (
+    OverLimit,
+    TooManyBytes,
+    TooManyElements,
+    decode_b64_npz,
+    decode_npz,
+    encode_npz,
+    from_json,
+    over_limit_problem,
+    to_json,
+)
 from service.jobs import TIMES_KEY, RunFailed
 from service.problems import ProblemError, compile_error_problem
 from service.schemas import Latency, OutputTensor, RunRequest, RunResponse
@@ -33,23 +45,35 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
         raise ProblemError.of(
             "validation-error", f"repeat: at most {settings.max_run_repeat} (RELAYCC_MAX_RUN_REPEAT)"
         )
-    try:
-        inputs = _inputs(body, state, module_id)
-    except TooManyElements as err:
-        raise ProblemError.of("model-too-large", f"{err.message} (RELAYCC_MAX_TENSOR_ELEMENTS)") from None
-    except InputError as err:
-        raise ProblemError(compile_error_problem(err)) from None
+    # Decoding and checking the inputs, and encoding the outputs, take time in proportion to
+    # the body: they run in a thread, so the event loop keeps answering other requests.
+    inputs_npz = await run_in_threadpool(_encoded_inputs, body, state, module_id)
     state.counters.count("runs")
     with state.limiter.holding(client):
         future = state.queue.submit_run(
-            module_id, encode_npz(inputs), repeat=body.repeat,
+            module_id, inputs_npz, repeat=body.repeat,
             seconds=settings.run_seconds, memory_bytes=settings.memory_bytes, sandbox=settings.sandbox,
         )
         try:
             archive = await asyncio.wrap_future(future)
         except RunFailed as err:
             raise ProblemError(err.problem) from None
-    arrays = decode_npz(archive, "run result", NO_LIMIT)
+    return await run_in_threadpool(_response, archive, body, settings.memory_bytes)
+
+
+def _encoded_inputs(body: RunRequest, state: ServiceState, module_id: str) -> bytes:
+    """The run's inputs as the .npz a worker reads; a problem when they are refused."""
+    try:
+        return encode_npz(_inputs(body, state, module_id))
+    except OverLimit as err:
+        raise over_limit_problem(err) from None
+    except InputError as err:
+        raise ProblemError(compile_error_problem(err)) from None
+
+
+def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
+    # Checked by the worker already (service/jobs.py); bounded here too, as the API's own guard.
+    arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
     outputs = [arrays[f"out{index}"] for index in range(len(arrays))]
     latency = Latency(median_us=float(np.median(times)), min_us=float(np.min(times)), runs=int(times.size))
@@ -68,13 +92,15 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
 
 def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, np.ndarray]:
     limit = state.settings.max_tensor_elements
+    max_bytes = state.settings.max_tensor_bytes
     if body.inputs_npz is not None:
-        return decode_b64_npz(body.inputs_npz, "inputs_npz", limit)
+        return decode_b64_npz(body.inputs_npz, "inputs_npz", limit, max_bytes)
     if not body.inputs:
         return {}
     dtypes = _input_dtypes(state, module_id)
     arrays = {}
     total = 0
+    total_bytes = 0
     for name, value in body.inputs.items():
         if name not in dtypes:
             known = ", ".join(dtypes) or "no inputs"
@@ -83,6 +109,9 @@ def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, 
         total += math.prod(array.shape)
         if total > limit:
             raise TooManyElements(f"inputs: more than {limit} elements in all")
+        total_bytes += array.nbytes
+        if total_bytes > max_bytes:
+            raise TooManyBytes(f"inputs: more than {max_bytes} bytes in all")
         arrays[name] = array
     return arrays
 

@@ -10,6 +10,7 @@ service.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -46,9 +47,15 @@ class Settings(BaseSettings):
     max_relay_bytes: int = Field(default=4 * MiB, ge=1)
     max_nodes: int = Field(default=250_000, ge=1)
     max_tensor_elements: int = Field(default=1 << 26, ge=1)
+    # Bytes of array data (elements times item size) in the params of a compile or the inputs
+    # of a run, checked from the .npz headers before anything is decoded.
+    max_tensor_bytes: int = Field(default=256 * MiB, ge=1)
     # Jobs (compiles and runs) one client may have queued or running at once; a client is its
-    # API key when keys are configured, else its IP address.
+    # API key when keys are configured, else its IP address (service/security.py).
     max_jobs_per_client: int = Field(default=8, ge=1)
+    # Comma-separated IP addresses or CIDR networks of reverse proxies whose X-Forwarded-For is
+    # believed; from any other peer the header is ignored. Empty: the peer address decides.
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
     # `POST /compile?wait=` never holds a connection longer than this.
     max_wait_seconds: float = Field(default=60.0, ge=0)
 
@@ -89,6 +96,18 @@ class Settings(BaseSettings):
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(key.strip() for key in value.split(",") if key.strip())
+        return value
+
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, (list, tuple)):
+            # A bare address is a network of one; an invalid entry is a ValueError, so the
+            # service refuses to start rather than trusting something it cannot read.
+            return tuple(str(ipaddress.ip_network(str(part), strict=False)) for part in value)
         return value
 
 

@@ -234,7 +234,9 @@ def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch
         get_settings.cache_clear()
 
     assert status == 0
-    expected = {"factory": True, "host": "0.0.0.0", "port": 9123}
+    # proxy_headers=False: uvicorn must not rewrite the client address from X-Forwarded-For;
+    # the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
+    expected = {"factory": True, "host": "0.0.0.0", "port": 9123, "proxy_headers": False}
     assert calls == [("service.app:create_app", expected)]
     assert settings.workers == 2
 

@@ -50,6 +50,8 @@ def test_api_serves_the_app_with_uvicorn(compose: Compose) -> None:
     assert isinstance(command, list)
     assert command[:3] == ["uvicorn", "--factory", "service.app:create_app"]
     assert "0.0.0.0" in command
+    # X-Forwarded-For is for the app to judge (RELAYCC_TRUSTED_PROXIES), not for uvicorn.
+    assert "--no-proxy-headers" in command
 
 
 def test_worker_runs_the_celery_app(compose: Compose) -> None:

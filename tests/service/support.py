@@ -26,7 +26,8 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings, get_settings
 
-MODELS = Path(__file__).resolve().parent.parent / "models"
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "tests" / "models"
 
 # A tiny model: compiles in a fraction of a second.
 SMALL_RELAY = """#[version = "0.0.5"]
@@ -85,9 +86,6 @@ def gone_within(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.settings import Settings
@@ -53,3 +54,14 @@ def test_an_unexpected_error_answers_500_without_its_text_or_any_server_path(set
     assert problem["type"] == "https://relaycc.dev/problems/internal-error"
     assert problem["detail"].startswith("FileNotFoundError; the server log has the details under reference ")
     assert str(settings.store) not in response.text and "secret-dir" not in response.text
+
+
+def test_a_body_that_cannot_be_decoded_is_a_validation_problem_like_invalid_json(client: TestClient) -> None:
+    # FastAPI answers a body that is not UTF-8 with a bare 400 of its own, JSON that does not
+    # parse with a 422: both are the same mistake and get the same problem.
+    undecodable = client.post("/compile", content=b'{"relay": "\xff"}', headers={"content-type": "application/json"})
+    unparsable = client.post("/compile", content=b'{"relay": ', headers={"content-type": "application/json"})
+
+    for response in (undecodable, unparsable):
+        assert response.status_code == 422
+        assert response.json()["type"] == "https://relaycc.dev/problems/validation-error"

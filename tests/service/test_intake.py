@@ -64,6 +64,25 @@ def test_params_over_the_element_limit_are_refused(tmp_path: Path) -> None:
     assert problem["type"] == PROBLEMS + "model-too-large"
 
 
+def test_params_over_the_byte_limit_are_refused_naming_the_variable(tmp_path: Path) -> None:
+    # 6 float32 elements: within the element limit, 24 bytes over a byte limit of 20.
+    body = {"relay": SMALL_RELAY, "params": npz_b64(y=np.ones((2, 3), "float32"))}
+
+    problem = refused(body, make_settings(tmp_path, max_tensor_bytes=20))
+
+    assert problem["type"] == PROBLEMS + "model-too-large" and problem["status"] == 413
+    assert "RELAYCC_MAX_TENSOR_BYTES" in problem["detail"]
+
+
+def test_void_dtype_in_params_is_refused_before_decoding(settings: Settings) -> None:
+    params = npz_b64(y=np.zeros(1, dtype="|V16"))
+
+    problem = refused({"relay": SMALL_RELAY, "params": params}, settings)
+
+    assert problem["type"] == PROBLEMS + "input-error" and problem["status"] == 400
+    assert "array 'y' has dtype '|V16'" in problem["detail"]
+
+
 CODEGEN = {"name": "acme", "patterns": [{"name": "relu", "pattern": "nn.relu(*)"}]}
 
 

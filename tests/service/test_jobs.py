@@ -189,3 +189,17 @@ def test_a_file_larger_than_allowed_is_not_read(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="larger than the job may leave"):
         _read_regular(big, 99)
     assert _read_regular(big, 100) == b"x" * 100
+
+
+def test_a_run_result_that_is_not_a_models_outputs_is_refused() -> None:
+    from service.jobs import _check_run_result
+
+    _check_run_result({"out0": np.zeros(2), "out1": np.zeros(3), TIMES_KEY: np.zeros(4)})
+    for forged in (
+        {"out0": np.zeros(2)},  # no latencies
+        {"out1": np.zeros(2), TIMES_KEY: np.zeros(4)},  # a gap in the outputs
+        {"out0": np.zeros(2), "extra": np.zeros(1), TIMES_KEY: np.zeros(4)},
+        {"out0": np.zeros(2), TIMES_KEY: np.zeros((2, 2))},
+    ):
+        with pytest.raises(ValueError):
+            _check_run_result(forged)

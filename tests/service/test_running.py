@@ -144,6 +144,22 @@ def test_inputs_over_the_element_limit_answer_413(tmp_path_factory: pytest.TempP
     assert response.json()["type"] == PROBLEMS + "model-too-large"
 
 
+def test_inputs_over_the_byte_limit_answer_413_naming_the_variable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # 12 float32 elements, within the element limit; 48 bytes, over a byte limit of 40.
+    settings = make_settings(tmp_path_factory.mktemp("bytes") / "store", max_tensor_bytes=40)
+    inputs = {"x": [[0] * 3] * 2, "y": [[0] * 3] * 2}
+    with TestClient(make_app(settings)) as client:
+        module_id = compiled(client, relay=SMALL_RELAY)
+        as_json = client.post(f"/modules/{module_id}/run", json={"inputs": inputs})
+        as_npz = client.post(f"/modules/{module_id}/run", json={
+            "inputs_npz": npz_b64(x=np.zeros((2, 3), "float32"), y=np.zeros((2, 3), "float32"))})
+
+    for response in (as_json, as_npz):
+        assert response.status_code == 413, response.text
+        assert response.json()["type"] == PROBLEMS + "model-too-large"
+        assert "RELAYCC_MAX_TENSOR_BYTES" in response.json()["detail"]
+
+
 CODEGENS = MODELS.parent / "codegens" / "toy_cg_thflow"
 
 

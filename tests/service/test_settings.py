@@ -65,3 +65,28 @@ def test_settings_dependency_can_be_overridden(settings: Settings) -> None:
     app.dependency_overrides[get_settings] = lambda: settings
     with TestClient(app) as client:
         assert client.get("/store").json() == str(settings.store)
+
+
+def test_the_tensor_byte_limit_defaults_to_256_mib_and_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RELAYCC_MAX_TENSOR_BYTES", raising=False)
+    assert Settings().max_tensor_bytes == 256 * 1024 * 1024
+
+    monkeypatch.setenv("RELAYCC_MAX_TENSOR_BYTES", "4096")
+    assert Settings().max_tensor_bytes == 4096
+
+
+def test_trusted_proxies_are_addresses_or_networks_separated_by_commas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RELAYCC_TRUSTED_PROXIES", raising=False)
+    assert Settings().trusted_proxies == ()
+
+    monkeypatch.setenv("RELAYCC_TRUSTED_PROXIES", " 127.0.0.1, 10.1.0.0/16 ,fd00::/8,")
+    assert Settings().trusted_proxies == ("127.0.0.1/32", "10.1.0.0/16", "fd00::/8")
+
+
+def test_a_trusted_proxy_that_is_not_an_address_stops_the_service_from_starting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RELAYCC_TRUSTED_PROXIES", "proxy.example")
+
+    with pytest.raises(ValueError, match="trusted_proxies"):
+        Settings()

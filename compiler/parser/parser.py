@@ -53,6 +53,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import (
     ANY,
+    MAX_RANK,
     Dim,
     FuncType,
     IncompleteType,
@@ -982,8 +983,10 @@ class _Parser:
         return TensorType((), self.dtype(token))
 
     def shape(self) -> tuple[Dim, ...]:
-        self.expect("(", "a shape such as (1, 3)")
+        start = self.expect("(", "a shape such as (1, 3)")
         dims, _ = self.separated(self.dimension, ")", "`,` or `)` in the shape")
+        if len(dims) > MAX_RANK:
+            raise self.error(f"a tensor type of rank {len(dims)}: the maximum rank is {MAX_RANK}", start)
         return tuple(dims)
 
     def dimension(self) -> Dim:

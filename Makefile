@@ -11,7 +11,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # broker of the Celery topology test).
 SYSTEM_PACKAGES := gcc libopenblas-dev redis-server
 
-.PHONY: install apt test serve bench openapi clean fuzz-diff
+.PHONY: install apt test serve bench openapi clean fuzz-diff fuzz
 
 install: apt $(INSTALL_STAMP)
 
@@ -50,6 +50,14 @@ serve: install
 N ?= 1000
 fuzz-diff: install
 	$(VENV_PYTHON) -m tests.differential.run $(N)
+
+# Parser and type-checker fuzzing: N inputs (hypothesis's grammar-aware programs and mutants,
+# then atheris on raw bytes), then the hostile corpus at full size (10^6 let bindings); every
+# input must end in a module or a located error (make test runs a bounded sample). N defaults
+# to 10^6 here (not fuzz-diff's 1000). Failing inputs go to fuzz-out/parser.
+fuzz: install
+	$(VENV_PYTHON) -m pip install --quiet -e '.[test,fuzz]'
+	$(VENV_PYTHON) -m compiler.testing.fuzz_driver $(if $(filter file,$(origin N)),1000000,$(N))
 
 bench: install
 	$(VENV_PYTHON) -m bench

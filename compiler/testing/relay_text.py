@@ -341,7 +341,11 @@ def _worker(
             data = connection.recv()
         except EOFError:
             return
-        connection.send(check(data))
+        try:
+            outcome = check(data)
+        except MemoryError:
+            outcome = Outcome(MEMORY, "MemoryError")
+        connection.send(outcome)
 
 
 class IsolatedParser:

@@ -578,6 +578,9 @@ class _Parser:
                     raise self.error(f"expected a tuple index after `.`, found {index.describe()}", index)
                 self.advance()
                 expr = TupleGetItem(expr, int(index.text), self.span(start))
+            elif isinstance(expr, Op):
+                # Ops are interned and carry no span: the type checker could not say where.
+                raise self.error(f"operator {expr.name} used as a value; call it instead", start)
             else:
                 return expr
 

@@ -12,7 +12,7 @@ from compiler.ir.module import IRModule
 from compiler.parser.parser import MAX_NESTING, parse_expression, parse_module
 from compiler.parser.printer import astext
 
-__all__ = ["MAX_NESTING", "astext", "parse", "parse_bytes", "parse_expr", "parse_file"]
+__all__ = ["MAX_NESTING", "astext", "decode_source", "parse", "parse_bytes", "parse_expr", "parse_file"]
 
 
 def parse(text: str, source_name: str = "<string>", infer_types: bool = True) -> IRModule:
@@ -38,11 +38,15 @@ def parse_file(path: str, infer_types: bool = True) -> IRModule:
 def parse_bytes(data: bytes, source_name: str = "<bytes>", infer_types: bool = True) -> IRModule:
     """Parse a module given as UTF-8 bytes; bytes that are not UTF-8 are an InputError located
     at the line and column of the first bad byte."""
+    return parse(decode_source(data, source_name), source_name=source_name, infer_types=infer_types)
+
+
+def decode_source(data: bytes, source_name: str) -> str:
+    """The text of a model file's bytes; an InputError at the first byte that is not UTF-8."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _not_utf8(source_name, data, exc) from None
-    return parse(text, source_name=source_name, infer_types=infer_types)
 
 
 def _not_utf8(source_name: str, data: bytes, exc: UnicodeDecodeError) -> InputError:

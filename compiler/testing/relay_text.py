@@ -182,8 +182,8 @@ def _token_spans(text: str) -> list[tuple[int, int, str]]:
 
 @st.composite
 def _mutate_once(draw: st.DrawFn, text: str) -> str:
-    kinds = ["delete", "duplicate", "swap", "number", "bracket", "deep", "dtype", "dim", "unicode",
-             "truncate", "repeat", "splice"]
+    kinds = ["delete", "duplicate", "swap", "number", "bracket", "deep", "deep type", "dtype", "dim",
+             "unicode", "truncate", "repeat", "splice"]
     if "#[metadata]" in text:
         kinds.append("metadata")
     kind = draw(st.sampled_from(kinds))
@@ -219,6 +219,14 @@ def _mutate_once(draw: st.DrawFn, text: str) -> str:
         opener = draw(st.sampled_from(OPENERS))
         count = draw(st.sampled_from((2, 100, 499, 501, 2000)))
         return text[:start] + opener * count + text[start:]
+    if kind == "deep type":
+        # A dtype wrapped in balanced tuple or function types, up to as deep as the parser allows:
+        # the type checker then unifies, joins and prints types that deep.
+        words = [s for s in spans if text[s[0]:s[1]] in DTYPES] or spans
+        start, end, _ = words[draw(st.integers(0, len(words) - 1))]
+        opening, closing = draw(st.sampled_from((("(", ",)"), ("fn () -> ", ""), ("(", ", float32)"))))
+        depth = draw(st.sampled_from((1, 10, 490)))
+        return text[:start] + opening * depth + text[start:end] + closing * depth + text[end:]
     if kind == "dtype":
         words = [s for s in spans if text[s[0]:s[1]] in DTYPES] or spans
         start, end, _ = words[draw(st.integers(0, len(words) - 1))]

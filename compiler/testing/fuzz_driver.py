@@ -183,9 +183,9 @@ def atheris_child(args: argparse.Namespace) -> None:
         with atheris.instrument_imports(include=["compiler.parser", "compiler.passes.infer_type"]):
             import compiler.parser  # noqa: F401
             import compiler.passes.infer_type  # noqa: F401
-    from compiler.testing.relay_text import outcome_of
+    from compiler.testing.relay_text import mapped_bytes, outcome_of
 
-    limit = args.memory_mb << 20
+    limit = mapped_bytes() + (args.memory_mb << 20)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     out, stats, count = Path(args.out), Path(args.stats), args.atheris_child
     counts: Counter[str] = Counter()
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--atheris-share", type=float, default=0.5, help="part of the inputs for atheris")
     parser.add_argument("--deadline", type=float, default=20.0, help="seconds an input may take")
-    parser.add_argument("--memory-mb", type=int, default=2048, help="address space an input may use")
+    parser.add_argument("--memory-mb", type=int, default=2048, help="address space an input may add to its worker's")
     parser.add_argument("--no-hostile", action="store_true", help="skip the full-size hostile corpus")
     parser.add_argument(
         "--no-instrument", dest="instrument", action="store_false",

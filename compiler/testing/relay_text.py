@@ -343,7 +343,10 @@ DEFAULT_DEADLINE = 20.0
 def _worker(
     connection: multiprocessing.connection.Connection, memory_limit: int, check: Callable[[str | bytes], Outcome]
 ) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    # The limit is on top of what the worker already maps (the forked interpreter, numpy, ...),
+    # so that it means the same under pytest as in the fuzz driver.
+    limit = mapped_bytes() + memory_limit
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     while True:
         try:
             data = connection.recv()
@@ -356,10 +359,20 @@ def _worker(
         connection.send(outcome)
 
 
+def mapped_bytes() -> int:
+    """This process's address space in bytes (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
 class IsolatedParser:
-    """Parses inputs (`check`, outcome_of by default) in a forked worker under RLIMIT_AS; an
-    input that takes longer than `deadline` seconds is a hang (the worker is killed and
-    replaced), one that raises MemoryError or kills the worker is a memory overrun."""
+    """Parses inputs (`check`, outcome_of by default) in a forked worker whose RLIMIT_AS lets
+    it map `memory_limit` bytes more than it had when forked; an input that takes longer than
+    `deadline` seconds is a hang (the worker is killed and replaced), one that raises
+    MemoryError or kills the worker is a memory overrun."""
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run).
 SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap
 
-.PHONY: install apt test serve bench openapi clean fuzz-diff soak
+.PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak
 
 install: apt $(INSTALL_STAMP)
 
@@ -56,6 +56,14 @@ fuzz-diff: install
 SECONDS_OF_LOAD ?= 60
 soak: install
 	$(VENV_PYTHON) -m tests.service.load --seconds $(SECONDS_OF_LOAD) --clients 100
+
+# Parser and type-checker fuzzing: N inputs (hypothesis's grammar-aware programs and mutants,
+# then atheris on raw bytes), then the hostile corpus at full size (10^6 let bindings); every
+# input must end in a module or a located error (make test runs a bounded sample). N defaults
+# to 10^6 here (not fuzz-diff's 1000). Failing inputs go to fuzz-out/parser.
+fuzz: install
+	$(VENV_PYTHON) -m pip install --quiet -e '.[test,fuzz]'
+	$(VENV_PYTHON) -m compiler.testing.fuzz_driver $(if $(filter file,$(origin N)),1000000,$(N))
 
 bench: install
 	$(VENV_PYTHON) -m bench

@@ -134,10 +134,13 @@ def _compile(args: argparse.Namespace) -> int:
 
     codegens = [CodegenSpec.from_json_file(path) for path in args.codegen]
     options = BuildOptions.from_config(config, target=args.target, module_name=args.module_name, codegens=codegens)
+    from compiler.parser import decode_source
+
     try:
-        text = model.read_text()
-    except (OSError, UnicodeDecodeError) as err:
+        data = model.read_bytes()
+    except OSError as err:
         raise InputError(f"{model}: cannot read: {err}") from err
+    text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
     build(text, args.output, options, params, source_name=str(model), executor=args.executor)
     return 0
 

@@ -49,6 +49,17 @@ class Span:
 
 # Source lines longer than this are shown as a window around the error's column.
 RENDER_WIDTH = 120
+# Messages longer than this keep their start and end: a message that quotes a 4 MiB name or
+# prints a type with a million fields would otherwise be megabytes on stderr and in the service.
+MAX_MESSAGE = 2000
+
+
+def elide(message: str, limit: int = MAX_MESSAGE) -> str:
+    """`message` cut to about `limit` characters, the middle replaced by a note."""
+    if len(message) <= limit:
+        return message
+    keep = limit // 2
+    return f"{message[:keep]} ...({len(message) - 2 * keep:,} characters)... {message[-keep:]}"
 
 
 class CompileError(Exception):
@@ -58,6 +69,7 @@ class CompileError(Exception):
     title = "Compile error"
 
     def __init__(self, message: str, span: Span | None = None):
+        message = elide(message)
         super().__init__(message)
         self.message = message
         self.span = span

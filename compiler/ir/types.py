@@ -12,6 +12,11 @@ from typing import Union
 
 import numpy as np
 
+# The most dimensions a tensor may have: numpy's limit (NPY_MAXDIMS), which the interpreter and
+# the runtime's arrays share. The parser and the type relations refuse more with a located
+# error, so that `expand_dims(%x, axis=0, num_newaxis=9223372036854775807)` cannot ask for a
+# shape tuple of 2^63 entries.
+MAX_RANK = 64
 DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 # Accepted in text but rarely used; they still map onto numpy.
 EXTRA_DTYPES = ("uint16", "uint32", "uint64")

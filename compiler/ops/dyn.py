@@ -58,7 +58,7 @@ import numpy as np
 
 from compiler.diagnostics import InputError
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, TensorType, TupleType, Type, dtype_of, flatten_tensor_types, is_valid_dtype
+from compiler.ir.types import ANY, MAX_RANK, TensorType, TupleType, Type, dtype_of, flatten_tensor_types, is_valid_dtype
 from compiler.ops import shape_rules as sr
 from compiler.ops.common import check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
@@ -343,6 +343,8 @@ def _expand_dims_rel(types: Sequence[Type], attrs: Attrs, values: Values = ()) -
     _scalar(types, 1, op, "axis", integer=True)
     if attrs["num_newaxis"] < 0:
         raise TypeRelationError(f"{op}: num_newaxis must not be negative, got {attrs['num_newaxis']}")
+    if data.ndim + attrs["num_newaxis"] > MAX_RANK:
+        raise TypeRelationError(f"{op}: {attrs['num_newaxis']} new axes exceed the maximum rank {MAX_RANK}")
     return _unknown(data.ndim + attrs["num_newaxis"], data.dtype)
 
 

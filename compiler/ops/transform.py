@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type
+from compiler.ir.types import ANY, MAX_RANK, Dim, TensorType, TupleType, Type
 from compiler.ops.broadcast import broadcast_index
 from compiler.ops.domain import Domain, Draw, kind_dtype, tensor_shape
 from compiler.ops.elemwise import ANY_DTYPE
@@ -435,6 +435,10 @@ def expand_dims_shape(shape: Sequence[Dim], axis: int, num_newaxis: int) -> tupl
         )
     if num_newaxis < 0:
         raise TypeRelationError(f"expand_dims: num_newaxis must not be negative, got {num_newaxis}")
+    if ndim + num_newaxis > MAX_RANK:
+        raise TypeRelationError(
+            f"expand_dims: {num_newaxis} new axes on rank {ndim} exceed the maximum rank {MAX_RANK}"
+        )
     at = axis + ndim + 1 if axis < 0 else axis
     return tuple(shape[:at]) + (1,) * num_newaxis + tuple(shape[at:])
 

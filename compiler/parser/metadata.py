@@ -21,6 +21,7 @@ from compiler.diagnostics import ParseError, Span
 from compiler.ir.attrs import Attrs
 from compiler.ir.device import VirtualDevice
 from compiler.ir.expr import Constant
+from compiler.ir.types import MAX_RANK
 
 CONSTANT_KEY = "relay.Constant"
 DEVICE_KEY = "VirtualDevice"
@@ -165,6 +166,10 @@ def _decode_text(
     except json.JSONDecodeError as exc:
         where = f"at its line {exc.lineno}, column {exc.colno}"
         raise ParseError(f"the metadata section is not valid JSON: {exc.msg} {where}", span) from None
+    except RecursionError:
+        raise ParseError("the metadata section nests its JSON too deeply", span) from None
+    except ValueError as exc:  # a number of more than 4300 digits
+        raise ParseError(f"the metadata section cannot be read: {exc}", span) from None
     try:
         return _decode_graph(graph, span)
     except _MetadataError as exc:
@@ -261,14 +266,16 @@ def _meta_attrs(element: Mapping[str, object], node: Callable[[object], dict[str
     if not isinstance(attrs, dict) or not all(isinstance(v, str) for v in attrs.values()):
         raise _MetadataError(f"{element.get('type_key')} attrs must be an object of strings")
 
-    def resolve(index: str) -> object:
+    def resolve(index: str, depth: int = 0) -> object:
         if index == "0":
             return None  # node 0 is TVM's null
+        if depth > 64:
+            raise _MetadataError("values nest too deeply")
         found = node(index)
         type_key = found.get("type_key")
         fields = found.get("attrs", {})
         if type_key == "Array":
-            return [resolve(str(i)) for i in _int_list(found.get("data", []), "Array data")]
+            return [resolve(str(i), depth + 1) for i in _int_list(found.get("data", []), "Array data")]
         if type_key in ("IntImm", "FloatImm") and isinstance(fields, dict):
             text = str(fields.get("value", ""))
             try:
@@ -372,6 +379,8 @@ def decode_ndarray(b64: str) -> np.ndarray:
     if dtype is None or lanes != 1:
         raise _MetadataError(f"unsupported NDArray dtype (code {code}, bits {bits}, lanes {lanes})")
     offset = _HEADER.size
+    if ndim > MAX_RANK:
+        raise _MetadataError(f"an NDArray blob has rank {ndim}; the maximum rank is {MAX_RANK}")
     if ndim < 0 or len(blob) < offset + 8 * ndim + 8:
         raise _MetadataError("an NDArray blob is truncated")
     shape = struct.unpack_from(f"<{ndim}q", blob, offset)

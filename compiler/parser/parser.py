@@ -53,6 +53,7 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import (
     ANY,
+    MAX_RANK,
     Dim,
     FuncType,
     IncompleteType,
@@ -577,6 +578,9 @@ class _Parser:
                     raise self.error(f"expected a tuple index after `.`, found {index.describe()}", index)
                 self.advance()
                 expr = TupleGetItem(expr, int(index.text), self.span(start))
+            elif isinstance(expr, Op):
+                # Ops are interned and carry no span: the type checker could not say where.
+                raise self.error(f"operator {expr.name} used as a value; call it instead", start)
             else:
                 return expr
 
@@ -982,8 +986,10 @@ class _Parser:
         return TensorType((), self.dtype(token))
 
     def shape(self) -> tuple[Dim, ...]:
-        self.expect("(", "a shape such as (1, 3)")
+        start = self.expect("(", "a shape such as (1, 3)")
         dims, _ = self.separated(self.dimension, ")", "`,` or `)` in the shape")
+        if len(dims) > MAX_RANK:
+            raise self.error(f"a tensor type of rank {len(dims)}: the maximum rank is {MAX_RANK}", start)
         return tuple(dims)
 
     def dimension(self) -> Dim:

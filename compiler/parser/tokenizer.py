@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from dataclasses import dataclass, field
 
 from compiler.diagnostics import ParseError, Source, Span
@@ -66,7 +67,7 @@ _INT_RANGES = {
     "int32": (-(2**31), 2**31 - 1),
     "int64": (-(2**63), 2**63 - 1),
 }
-_FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": float("inf")}
+_FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": sys.float_info.max}
 _FLOAT_SUFFIX = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64"}
 _INT_SUFFIX = {"i": "int32", "i16": "int16", "i32": "int32", "i64": "int64"}
 _INF_NAMES = {"inff": "float32", "inff16": "float16", "inff32": "float32", "inff64": "float64"}
@@ -174,6 +175,8 @@ class _Scanner:
                     return digits.end()
                 self.number_token(start, start + len(word), None)
             elif kind in ("local", "graph", "global", "string", "quoted_global"):
+                if kind == "graph" and len(word) > _MAX_INT_DIGITS + 1:
+                    raise self.error(f"graph variable `{_shorten(word)}` has too many digits", start, len(word))
                 append(Token(kind, word, start))
             elif kind == "nested_comment":
                 return self.skip_block_comment(start)
@@ -215,21 +218,27 @@ class _Scanner:
         decimal = whole + (fraction or "") + (exponent or "")
         has_point = bool(fraction or exponent)
         if suffix is None and has_point:
-            return Literal(sign * float(decimal), "float32", bare_decimal=True)
+            bare = sign * float(decimal)
+            if abs(bare) > _FLOAT_MAX["float64"]:
+                raise self.error(f"float literal `{_shorten(text)}` is out of range for float64", start, len(text))
+            return Literal(bare, "float32", bare_decimal=True)
         if suffix is None or suffix in _INT_SUFFIX:
             if has_point:
                 message = f"invalid integer literal `{text}`: integers have no fraction or exponent"
                 raise self.error(message, start, len(text))
+            if len(whole.lstrip("0")) > _MAX_INT_DIGITS:
+                # Out of range for any dtype; int() would refuse more than 4300 digits anyway.
+                raise self.error(f"integer literal `{_shorten(text)}` is out of range for int64", start, len(text))
             value = sign * int(whole)
             dtype = _INT_SUFFIX[suffix] if suffix else ("int32" if _fits(value, "int32") else "int64")
             if not _fits(value, dtype):
-                raise self.error(f"integer literal `{text}` is out of range for {dtype}", start, len(text))
+                raise self.error(f"integer literal `{_shorten(text)}` is out of range for {dtype}", start, len(text))
             return Literal(value, dtype)
         if suffix in _FLOAT_SUFFIX:
             dtype = _FLOAT_SUFFIX[suffix]
             real = sign * float(decimal)
             if abs(real) > _FLOAT_MAX[dtype]:
-                raise self.error(f"float literal `{text}` is out of range for {dtype}", start, len(text))
+                raise self.error(f"float literal `{_shorten(text)}` is out of range for {dtype}", start, len(text))
             return Literal(real, dtype)
         hint = " (float16 literals are written like `1f16`)" if suffix.startswith("h") else ""
         raise self.error(
@@ -250,6 +259,8 @@ class _Scanner:
         match = _META.match(self.text, start)
         if match is None:
             raise self.error("malformed meta reference: expected meta[<type key>][<index>]", start, 5)
+        if len(match.group(2)) > _MAX_INT_DIGITS:
+            raise self.error(f"meta reference `{_shorten(match.group())}`: the index is out of range", start, len(match.group()))
         self.tokens.append(Token("meta", match.group(), start))
         return match.end()
 
@@ -284,6 +295,14 @@ class _Scanner:
             return close + 1
         message = f'unknown header `#[{content}]`: only #[version = "0.0.5"] and #[metadata] exist'
         raise self.error(message, start, len(token.text))
+
+
+# int64's limits have 19 digits: a longer literal is out of range without converting it.
+_MAX_INT_DIGITS = 20
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} characters)"
 
 
 def _fits(value: int, dtype: str) -> bool:

@@ -12,6 +12,10 @@ global) names the construct and points to `relaycc interpret`, which runs every 
   functions (a recursive one whose self-calls are tail calls is a loop) and their calls, but
   not a function used as a value,
 * @main inputs or results whose type is not made of tensors and tuples,
+* tensors of more than MAX_TENSOR_BYTES bytes (4 GiB; the pass config key
+  `relaycc.max_tensor_bytes` changes it): a parameter, constant or call result that large is
+  refused where it appears, before FoldConstant would allocate it or the memory planner would
+  place it (a `Tensor[(1000000, 1000000), float32]` type checks, as in TVM, but is 4 TB),
 * what TVM writes after LowerTE and ManifestAlloc (`call_lowered`, `memory.*`, `vm.*`) that
   UnwrapCallLowered and UndoManifestAlloc could not turn back into plain calls: the back end
   lowers and plans memory itself. These are reported before anything else in the module,
@@ -45,12 +49,14 @@ from compiler.ir.expr import (
     children,
 )
 from compiler.ir.module import IRModule
-from compiler.ir.types import FuncType, TensorType, TupleType, Type
+from compiler.ir.types import FuncType, TensorType, TupleType, Type, is_valid_dtype, np_dtype
 from compiler.ir.visitor import post_order
 from compiler.ops.memory import MEMORY_OPS
 from compiler.passes.pass_infra import Pass, PassContext
 
 _HINT = "; run it with relaycc interpret"
+MAX_TENSOR_BYTES = 1 << 32
+MAX_TENSOR_BYTES_KEY = "relaycc.max_tensor_bytes"
 _OWNED = ("Primitive", "Compiler", "Composite")
 # Op -> (what it is, the pass of TVM that writes it).
 _LOWERED_FORMS = {"call_lowered": "LowerTE", **{name: "ManifestAlloc" for name in MEMORY_OPS}}
@@ -111,6 +117,30 @@ def _offences(func: Function, in_main: bool = False) -> list[tuple[Expr, str]]:
     return found
 
 
+def _tensor_bytes(ty: Type) -> int:
+    """The bytes of the largest static tensor in `ty` (0 for none); dynamic dims count as 1."""
+    if isinstance(ty, TupleType):
+        return max((_tensor_bytes(f) for f in ty.fields), default=0)
+    if not isinstance(ty, TensorType):
+        return 0
+    count = 1
+    for dim in ty.shape:
+        count *= dim if isinstance(dim, int) else 1
+    return count * (np_dtype(ty.dtype).itemsize if is_valid_dtype(ty.dtype) else 1)
+
+
+def _oversized(funcs: list[tuple[str, Function]], limit: int) -> list[tuple[Expr, str]]:
+    found: list[tuple[Expr, str]] = []
+    for _, func in funcs:
+        for node in post_order(func):
+            if isinstance(node, (Function, Op, GlobalVar, Constructor)) or not node.has_type:
+                continue
+            size = _tensor_bytes(node.checked_type)
+            if size > limit:
+                found.append((node, f"{node.checked_type} holds {size:,} bytes"))
+    return found
+
+
 def _position(span: Span | None) -> tuple[int, int, int]:
     return (0, span.line, span.column) if span is not None else (1, 0, 0)
 
@@ -140,6 +170,15 @@ class CheckCompilable(Pass):
         if lowered:
             node, what = min(lowered, key=lambda o: _position(o[0].span))
             raise UnsupportedError(f"the AOT executor cannot compile {what}", node.span)
+        limit = int(ctx.get(MAX_TENSOR_BYTES_KEY, MAX_TENSOR_BYTES)) if ctx is not None else MAX_TENSOR_BYTES
+        oversized = _oversized(reachable, limit)
+        if oversized:
+            node, what = min(oversized, key=lambda o: _position(o[0].span))
+            raise UnsupportedError(
+                f"a tensor of type {what}, more than the {limit:,} bytes a tensor may have "
+                f"(pass config {MAX_TENSOR_BYTES_KEY})",
+                node.span,
+            )
         # @main's own constructs first: in a printed module the prelude (List, tensor arrays, ...)
         # comes before @main, and an error inside a library helper says little about the model.
         in_main = [(o, "") for name, f in reachable if name == "main" for o in _offences(f, in_main=True)]

@@ -19,7 +19,10 @@ InferType runs between passes cheap. A failed run leaves no types behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -496,14 +499,51 @@ def constant_data(arg: Expr) -> object:
     return None
 
 
+# Python frames type checking may use, beyond the caller's: types nested as deep as the parser
+# allows (500 levels of tuple or function types, unified with as deep a type) take about 3,000.
+_TYPE_FRAMES = 8_000
+
+
+@contextmanager
+def _room_for_deep_types() -> Iterator[None]:
+    old_limit = sys.getrecursionlimit()
+    wanted = old_limit + _TYPE_FRAMES
+    sys.setrecursionlimit(wanted)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == wanted:
+            sys.setrecursionlimit(old_limit)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic GC while inferring: a module of 10^5 bindings allocates millions of short-lived
+    types and solver entries, and the collector's passes over them took 40% of the time (the
+    parser pauses it too); whatever cycles remain are collected once it runs again."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 @dataclass(frozen=True)
 class InferType(Pass):
     name: ClassVar[str] = "InferType"
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        with _collector_paused(), _room_for_deep_types():
+            return self._run(mod)
+
+    def _run(self, mod: IRModule) -> IRModule:
         inferencer = _Inferencer(mod)
+        where: Function | None = None
         try:
             for gv, func in mod.functions():
+                where = func
                 # A fully annotated function's type is known without its body (see global_type).
                 recursive_name = gv.name_hint if declared_type(func) is None else None
                 ty = inferencer.infer_function(func, recursive_name)
@@ -512,6 +552,13 @@ class InferType(Pass):
         except TypeCheckError:
             inferencer.forget()
             raise
+        except RecursionError:
+            # Unifying, joining and printing types recurse over their nesting, which the parser
+            # bounds (MAX_NESTING) but expressions can deepen further: past the room given
+            # below, a located error rather than Python's.
+            inferencer.forget()
+            span = where.span if where is not None else None
+            raise TypeCheckError("types nest too deeply to check", span) from None
         return mod
 
 

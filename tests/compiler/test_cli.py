@@ -456,3 +456,13 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     proc.stdout.close()  # like `relaycc ops --json | head -c 10`
     _, stderr = proc.communicate(timeout=60)
     assert b"Traceback" not in stderr
+
+
+@pytest.mark.parametrize("command", ["compile", "interpret"])
+def test_a_model_that_is_not_utf8_is_one_error_at_its_first_bad_byte(tmp_path: Path, command: str) -> None:
+    model = tmp_path / "m.relay"
+    model.write_bytes(b'#[version = "0.0.5"]\ndef @main(%x: float32) {\n  %x \xff\n}\n')
+    inputs = save_npz(tmp_path / "in.npz", x=np.float32(1))
+    extra = ["--inputs", inputs] if command == "interpret" else []
+    line = assert_one_line_error(run_relaycc(command, model, "-o", tmp_path / "out", *extra))
+    assert line == f"{model}:3:6: error: cannot read {model}: not UTF-8 text (invalid start byte at byte 51)"

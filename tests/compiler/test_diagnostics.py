@@ -1,4 +1,4 @@
-from compiler.diagnostics import ParseError, Source, Span, TypeCheckError
+from compiler.diagnostics import CompileError, ParseError, Source, Span, TypeCheckError
 
 
 def test_error_renders_location_source_line_and_caret():
@@ -34,3 +34,16 @@ def test_a_long_line_near_its_start_keeps_the_start():
     _, shown, caret = str(err).split("\n")
     assert shown.startswith("  BAD") and shown.endswith("...")
     assert caret == "  ^~~"
+
+
+def test_a_message_quoting_megabytes_keeps_its_start_and_end():
+    error = CompileError("undefined variable %" + "a" * (4 << 20) + " here")
+    assert len(error.message) < 2100
+    assert error.message.startswith("undefined variable %aaa")
+    assert error.message.endswith("aaa here")
+    assert "characters)..." in error.message
+
+
+def test_a_message_within_the_limit_is_kept_whole():
+    message = "x" * 2000
+    assert CompileError(message).message == message

@@ -147,6 +147,15 @@ def test_expand_dims_inserts_unit_dims_at_positive_and_negative_axes() -> None:
     assert ops.get("expand_dims").pattern is OpPattern.BROADCAST
 
 
+def test_expand_dims_refuses_more_axes_than_the_maximum_rank_before_building_the_shape() -> None:
+    # Found by the parser fuzzing: num_newaxis=2**63-1 built a tuple of that many 1s (MemoryError).
+    assert len(shape_of("expand_dims", t(2, 3), axis=0, num_newaxis=62)) == 64
+    with pytest.raises(TypeRelationError, match="expand_dims: 63 new axes on rank 2 exceed the maximum rank 64"):
+        infer("expand_dims", t(2, 3), axis=0, num_newaxis=63)
+    with pytest.raises(TypeRelationError, match="exceed the maximum rank 64"):
+        infer("expand_dims", t(2, 3), axis=0, num_newaxis=2**63 - 1)
+
+
 # --- broadcast_to ---------------------------------------------------------------------------------
 
 

@@ -142,6 +142,10 @@ def _blob_with(offset: int, packed: bytes) -> str:
         (_with_blob(_blob_with(0, b"\0" * 8)), "wrong magic number"),
         (_with_blob(_blob_with(28, b"\x04\x10")), "unsupported NDArray dtype (code 4"),
         (_with_blob(_blob_with(40, struct.pack("<q", 5))), "inconsistent byte count"),
+        # Found by the parser fuzzing: a RecursionError, a ValueError from int() and one from numpy.
+        ("[" * 100_000, "nests its JSON too deeply"),
+        ('{"root": ' + "1" * 5000 + "}", "cannot be read: Exceeds the limit (4300 digits)"),
+        (_with_blob(_blob_with(24, struct.pack("<i", 65))), "rank 65; the maximum rank is 64"),
     ],
 )
 def test_decode_metadata_reports_malformed_sections_at_the_header(text, fragment):
@@ -234,3 +238,12 @@ def test_a_map_entry_of_a_node_kind_relaycc_cannot_read_is_a_located_error():
         "meta[Map][0]: holds a tir.Layout node, which relaycc cannot read as an attribute value"
     )
     assert (info.value.span.line, info.value.span.column) == (4, 33)
+
+
+def test_an_attributes_array_that_contains_itself_is_a_located_error_not_a_recursion_error():
+    nodes = [dict(node) for node in CONV_NODES]
+    nodes[0] = {"type_key": "Array", "data": [4]}  # node 4, the strides array, holds itself
+    with pytest.raises(ParseError) as info:
+        parse(CONV + attrs_section({"relay.attrs.Conv2DAttrs": [CONV_FIELDS]}, nodes), "m.relay")
+    assert info.value.message == "meta[relay.attrs.Conv2DAttrs][0] field strides: values nest too deeply"
+    assert (info.value.line, info.value.column) == (3, 21)

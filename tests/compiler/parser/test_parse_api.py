@@ -145,3 +145,15 @@ def test_round_trip_keeps_sharing_of_meta_constants():
     shared = second.args[1]
     assert isinstance(shared, Constant) and first.args[1] is shared
     np.testing.assert_array_equal(shared.data, weights)
+
+
+def test_parse_bytes_locates_the_first_byte_that_is_not_utf8():
+    from compiler.parser import parse_bytes
+
+    with pytest.raises(InputError) as info:
+        parse_bytes(b'#[version = "0.0.5"]\ndef @main(%x: float32) {\n  %x \xc3\x28\n}', "m.relay")
+    assert info.value.one_line() == (
+        "m.relay:3:6: error: cannot read m.relay: not UTF-8 text (invalid continuation byte at byte 51)"
+    )
+    assert info.value.source_line == "  %x \ufffd("
+    assert parse_bytes('#[version = "0.0.5"]\ndef @main(%x: float32) { %x /* é */ }'.encode()).main is not None

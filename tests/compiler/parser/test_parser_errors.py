@@ -212,3 +212,11 @@ def test_parse_expr_rejects_globals_and_trailing_tokens():
     with pytest.raises(ParseError, match="expected end of input, found `2f`") as info:
         parse_expr("1f 2f")
     assert info.value.column == 4
+
+
+@pytest.mark.parametrize("body", ["if (negative) { %x } else { %x }", "(nn.relu, %x).1", "let %f = add; %x"])
+def test_an_operator_used_as_a_value_is_refused_at_its_name(body):
+    # Found by the parser fuzzing: the type checker refused it, but an Op has no span.
+    error = body_error(body)
+    assert error.message.endswith("used as a value; call it instead")
+    assert (error.line, error.column) == (3, body.index(error.message.split()[1]) + 1)

@@ -108,3 +108,16 @@ def test_parser_type_checks_long_binding_and_let_chains():
     for lines in (graph, lets):
         mod = parse("\n".join(lines))
         assert mod.main.body.checked_type == mod.main.params[0].type_annotation
+
+
+def test_parser_accepts_tensor_types_of_the_maximum_rank_and_refuses_one_more():
+    from compiler.ir.types import MAX_RANK
+
+    def annotated(rank: int) -> str:
+        return HEADER + f"def @main(%x: Tensor[({', '.join(['1'] * rank)}), float32]) {{ %x }}"
+
+    assert len(parse(annotated(MAX_RANK)).main.params[0].checked_type.shape) == MAX_RANK
+    with pytest.raises(ParseError) as info:
+        parse(annotated(MAX_RANK + 1))
+    assert info.value.message == f"a tensor type of rank {MAX_RANK + 1}: the maximum rank is {MAX_RANK}"
+    assert (info.value.line, info.value.column) == (2, 22)

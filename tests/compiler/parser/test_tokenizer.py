@@ -7,7 +7,7 @@ import math
 import pytest
 
 from compiler.diagnostics import ParseError, Source
-from compiler.parser.tokenizer import Lexed, Token, tokenize
+from compiler.parser.tokenizer import Lexed, Literal, Token, tokenize
 
 
 def lex(text: str) -> Lexed:
@@ -264,3 +264,35 @@ def test_tokenizer_rejects_bad_headers(header, fragment):
     error = lex_error("\n" + header)
     assert fragment in error.message
     assert (error.line, error.column) == (2, 1)
+
+
+# Found by the parser fuzzing: int() refuses more than 4300 digits with a ValueError.
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("9" * 5000, "integer literal `999999999999999999...999999999999999999 (5000 characters)` is out of range for int64"),
+        ("1" * 21 + "i64", "integer literal `111111111111111111111i64` is out of range for int64"),
+        ("%" + "1" * 5000, "graph variable `%11111111111111111...111111111111111111 (5001 characters)` has too many digits"),
+        ("meta[relay.Constant][" + "1" * 5000 + "]",
+         "meta reference `meta[relay.Constan...11111111111111111] (5022 characters)`: the index is out of range"),
+    ],
+    ids=["integer", "suffixed integer", "graph variable", "meta index"],
+)
+def test_tokenizer_refuses_numbers_of_thousands_of_digits_as_out_of_range(text, message):
+    error = lex_error("  " + text)
+    assert error.message == message
+    assert (error.line, error.column) == (1, 3)
+
+
+def test_tokenizer_keeps_twenty_digit_integers_to_range_check_them():
+    assert lex_error("18446744073709551616").message == "integer literal `18446744073709551616` is out of range for int64"
+    assert lex("00000000000000000000000000001").tokens[0].literal.value == 1
+
+
+@pytest.mark.parametrize("text", ["1e309f64", "1e400", "-1e999f64"])
+def test_tokenizer_refuses_float64_literals_that_overflow_to_infinity(text):
+    assert lex_error(text).message.endswith("is out of range for float64")
+
+
+def test_tokenizer_still_reads_float64_infinity_by_name():
+    assert lex("inff64").tokens[0].literal == Literal(float("inf"), "float64")

@@ -117,3 +117,29 @@ def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
         "give the module as it was before LowerTE, or run it with relaycc interpret"
     )
     assert (error.line, error.column) == (5, 3)
+
+
+def test_a_parameter_of_a_trillion_elements_is_refused_at_the_parameter():
+    error = refusal('#[version = "0.0.5"]\ndef @main(%x: Tensor[(1000000, 1000000), float32]) { add(%x, 1f) }')
+    assert error.message.startswith(
+        "a tensor of type Tensor[(1000000, 1000000), float32] holds 4,000,000,000,000 bytes, more than the "
+        "4,294,967,296 bytes a tensor may have"
+    )
+    assert (error.line, error.column) == (2, 11)
+
+
+def test_a_call_whose_shape_product_overflows_int64_is_refused_at_the_call():
+    text = '#[version = "0.0.5"]\ndef @main() {\n  zeros(shape=[4294967296, 4294967296, 4294967296], dtype="int8")\n}'
+    error = refusal(text)
+    assert "holds 79,228,162,514,264,337,593,543,950,336 bytes" in error.message
+    assert (error.line, error.column) == (3, 3)
+
+
+def test_the_tensor_size_limit_is_a_pass_config_option():
+    from compiler.passes.pass_infra import PassContext
+
+    mod = parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(1024), float32]) { %x }')
+    with PassContext(config={"relaycc.max_tensor_bytes": 4096}).scope():
+        assert CheckCompilable()(mod) is mod
+    with PassContext(config={"relaycc.max_tensor_bytes": 4095}).scope(), pytest.raises(UnsupportedError):
+        CheckCompilable()(mod)

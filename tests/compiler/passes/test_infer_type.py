@@ -230,3 +230,21 @@ def @main(%x: Tensor[(1, 3), float32], %y: Tensor[(?, 3), float32], %c: bool) {
     assert mod.main.checked_type.ret_type == TupleType(
         (TypeCall("List", (dynamic,)), dynamic, dynamic, dynamic, dynamic)
     )
+
+
+@pytest.mark.parametrize(
+    "opening, closing", [("(", ",)"), ("fn () -> ", "")], ids=["tuple types", "function types"]
+)
+def test_types_nested_as_deep_as_the_parser_allows_are_compared_without_a_recursion_error(opening, closing):
+    # Found by the parser fuzzing: unifying two 490-deep types ran out of Python's recursion limit.
+    import sys
+
+    def deep(dtype: str) -> str:
+        return opening * 490 + dtype + closing * 490
+
+    limit = sys.getrecursionlimit()
+    with pytest.raises(TypeCheckError) as info:
+        parse(f'#[version = "0.0.5"]\ndef @main(%x: {deep("float32")}) -> {deep("int32")} {{ %x }}', "m.relay")
+    assert info.value.message.startswith("function is annotated to return ")
+    assert (info.value.line, info.value.column) == (2, 11)
+    assert sys.getrecursionlimit() == limit

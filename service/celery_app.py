@@ -42,7 +42,7 @@ from celery.result import AsyncResult
 from service.jobs import RunFailed, run_compile_job, run_model_job
 from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
-from service.store import ModuleStore, StoreError
+from service.store.module_store import ModuleStore, StoreError
 
 QUEUE_NAME = "relaycc"
 COMPILE_TASK = "relaycc.compile"

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.problems import PROBLEM_MEDIA_TYPE, Problem, ProblemError, internal_problem, make_problem
-from service.store import StoreError
+from service.store.module_store import StoreError
 
 # FastAPI answers a body it cannot decode (not UTF-8, say) with a bare 400; JSON that does not
 # parse is already a validation error (422), so an undecodable body is one too.

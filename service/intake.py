@@ -30,7 +30,7 @@ from service.problems import ProblemError, compile_error_problem
 from service.sandbox.policy import user_c_refusal
 from service.schemas import CompileRequest, TargetConfig
 from service.settings import Settings
-from service.store import module_id
+from service.store.module_store import module_id
 
 # The parser adjusts process-wide state (recursion limit, garbage collector) while it runs;
 # one parse at a time keeps concurrent requests from undoing each other's adjustments.

@@ -37,7 +37,7 @@ from service.job_tasks import TIMES_KEY, compile_request, describe_error_json, r
 from service.problems import Problem, make_problem
 from service.sandbox import bwrap
 from service.sandbox.entry import MODULE_DIR
-from service.store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
+from service.store.module_store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
 
 __all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from service.state import ServiceState
-from service.store import ARTIFACTS_LABEL, ENTRY_LABEL, STATES, Status
+from service.store.module_store import ARTIFACTS_LABEL, ENTRY_LABEL, STATES, Status
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 COMPILE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

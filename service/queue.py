@@ -31,7 +31,7 @@ from typing import Protocol
 from service.isolation import describe_exit
 from service.jobs import RunFailed, run_compile_job, run_model_job
 from service.problems import Problem, internal_problem, make_problem
-from service.store import ModuleStore, StoreError
+from service.store.module_store import ModuleStore, StoreError
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.

@@ -14,7 +14,7 @@ from service.client_limits import ClientJobLimiter
 from service.queue import EmbeddedQueue, JobQueue
 from service.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
 log = logging.getLogger("uvicorn.error")

@@ -14,7 +14,7 @@ import time
 from service.intake import admit
 from service.schemas import CompileRequest
 from service.state import ServiceState
-from service.store import IN_FLIGHT, Status
+from service.store.module_store import IN_FLIGHT, Status
 
 _POLL_FIRST_SECONDS = 0.05
 _POLL_MAX_SECONDS = 0.5

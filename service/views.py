@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from service.schemas import ArtifactInfo, ArtifactList, ModuleLinks, ModuleStatus, Timings
-from service.store import Status
+from service.store.module_store import Status
 
 
 def module_path(module_id: str) -> str:
@@ -25,7 +25,7 @@ def module_status(status: Status) -> ModuleStatus:
     return ModuleStatus.model_validate({
         "id": mid,
         "state": status["state"],
-        # Checked by the store (service/store.py checked_status); null only in records not
+        # Checked by the store (service/store/module_store.py checked_status); null only in records not
         # written by the API.
         "module_name": status["module_name"] or "",
         "target": status["target"] or "",

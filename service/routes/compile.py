@@ -11,7 +11,7 @@ from service.routes.docs import AUTHENTICATED, problem_responses
 from service.schemas import CompileRequest, ModuleStatus
 from service.security import ClientDep, client_identity
 from service.state import StateDep
-from service.store import IN_FLIGHT
+from service.store.module_store import IN_FLIGHT
 from service.submission import submit_compile, wait_for_status
 from service.views import module_path, module_status
 

@@ -13,7 +13,7 @@ from compiler import __version__
 from service.sandbox.policy import sandbox_status, user_c_refusal
 from service.schemas import HealthStatus, ReadyStatus
 from service.state import StateDep
-from service.store import unavailable_reason
+from service.store.module_store import unavailable_reason
 
 router = APIRouter(tags=["health"])
 

@@ -19,7 +19,7 @@ from service.running import run_module
 from service.schemas import ArtifactList, MetadataReport, ModuleInspection, ModuleStatus, RunRequest, RunResponse
 from service.security import ClientDep, client_identity
 from service.state import ServiceState, StateDep
-from service.store import Status
+from service.store.module_store import Status
 from service.views import artifact_list, module_status
 
 router = APIRouter(prefix="/modules", tags=["modules"], dependencies=[Depends(client_identity)])

@@ -15,7 +15,7 @@ import service.celery_app as celery_app
 from service.celery_app import CeleryQueue, RelayccCelery, celery_config, time_limits
 from service.problems import make_problem
 from service.settings import Settings
-from service.store import JobLimits, ModuleStore, worker_identity
+from service.store.module_store import JobLimits, ModuleStore, worker_identity
 
 MAX_ATTEMPTS = 3
 

@@ -29,7 +29,7 @@ import pytest
 
 from service.celery_app import RelayccCelery
 from service.settings import Settings
-from service.store import ModuleStore, Status
+from service.store.module_store import ModuleStore, Status
 
 REDIS_SERVER = shutil.which("redis-server")
 REPO_ROOT = Path(__file__).resolve().parents[2]

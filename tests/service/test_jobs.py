@@ -11,7 +11,7 @@ from service.arrays import encode_npz
 from service.jobs import TIMES_KEY, RunFailed, _copy_checked, _read_regular, run_compile_job, run_model_job
 from service.normalize import checked_options, codegen_specs, normal_form
 from service.sandbox import bwrap
-from service.store import JobLimits, ModuleStore
+from service.store.module_store import JobLimits, ModuleStore
 from tests.service.support import SMALL_RELAY
 
 LIMITS = JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=2)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from compiler.driver import BuildOptions
 from service.normalize import normal_form
-from service.store import module_id
+from service.store.module_store import module_id
 
 TEXTS = (
     '#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) { exp(%x) }\n',

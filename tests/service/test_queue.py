@@ -15,7 +15,7 @@ from service.arrays import encode_npz
 from service.jobs import RunFailed
 from service.normalize import checked_options, normal_form
 from service.queue import EmbeddedQueue
-from service.store import JobLimits, ModuleStore, Status
+from service.store.module_store import JobLimits, ModuleStore, Status
 from tests.service.support import gone_within, small_relay
 
 

@@ -69,7 +69,7 @@ ARTIFACTS_LABEL = "artifacts"
 
 log = logging.getLogger("relaycc.store")
 # Where the service's code is installed (the directory holding `compiler/` and `service/`).
-_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 Status = dict[str, object]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service import store as store_module
+from service.store import module_store as store_module
 from service.problems import make_problem
-from service.store import (
+from service.store.module_store import (
     ArtifactCorrupt,
     JobLimits,
     ModuleStore,
@@ -577,7 +577,7 @@ def test_shared_locks_of_celery_api_processes_coexist_and_keep_an_embedded_servi
 
 def test_the_lock_of_a_process_that_died_is_free(tmp_path: Path) -> None:
     code = (
-        "import sys, time; from service.store import StoreLock;"
+        "import sys, time; from service.store.module_store import StoreLock;"
         f"StoreLock.acquire({str(tmp_path)!r}, exclusive=True, queue='embedded'); print('held', flush=True);"
         "time.sleep(60)"
     )
@@ -627,5 +627,5 @@ def test_a_recorded_problem_names_no_path_of_the_store_or_of_the_service_code(tm
     text = json.dumps(failed["error"])
     assert str(tmp_path) not in text and str(code.parent) not in text
     assert "\\nsrc/default_lib0.c:9:66: error" in text
-    assert f"<store>/modules/{mid}/params.npz at service/store.py:12" in text
+    assert f"<store>/modules/{mid}/params.npz at service/store/module_store.py:12" in text
     assert failed["error"]["errors"] == [{"msg": "see <store>"}]

@@ -2,7 +2,7 @@
 
 Cheap checks first, then the Relay text is parsed and type-checked here: a model that does
 not parse or type-check is answered at once (400, with line and column) and never costs a
-worker. What passes is put in its normal form (service/normalize.py), whose hash is the module
+worker. What passes is put in its normal form (service/jobs/normalize.py), whose hash is the module
 id.
 
 Parsing in the API process is bounded by the Relay text limit; the node and tensor limits are
@@ -25,9 +25,9 @@ from compiler.ir.visitor import post_order
 from compiler.parser import parse
 from compiler.passes.bind_params import BindParams
 from service.arrays import OverLimit, decode_b64_npz, over_limit_problem
-from service.normalize import SOURCE_NAME, checked_options, codegen_specs, fold_tvmc_config, merge_config, normal_form
+from service.jobs.normalize import SOURCE_NAME, checked_options, codegen_specs, fold_tvmc_config, merge_config, normal_form
 from service.problems import ProblemError, compile_error_problem
-from service.sandbox.policy import user_c_refusal
+from service.jobs.sandbox.policy import user_c_refusal
 from service.schemas import CompileRequest, TargetConfig
 from service.settings import Settings
 from service.store.module_store import module_id

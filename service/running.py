@@ -28,7 +28,7 @@ from service.arrays import (
     over_limit_problem,
     to_json,
 )
-from service.jobs import TIMES_KEY, RunFailed
+from service.jobs.worker import TIMES_KEY, RunFailed
 from service.problems import ProblemError, compile_error_problem
 from service.schemas import Latency, OutputTensor, RunRequest, RunResponse
 from service.state import ServiceState
@@ -72,7 +72,7 @@ def _encoded_inputs(body: RunRequest, state: ServiceState, module_id: str) -> by
 
 
 def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
-    # Checked by the worker already (service/jobs.py); bounded here too, as the API's own guard.
+    # Checked by the worker already (service/jobs/worker.py); bounded here too, as the API's own guard.
     arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
     outputs = [arrays[f"out{index}"] for index in range(len(arrays))]

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     # Where built modules and their artifacts are kept, keyed by module id.
     store: Path = Path(".relaycc-store")
     # `embedded`: a pool of worker processes owned by the API process. `celery`: jobs go to
-    # Celery workers through Redis (service/celery_app.py), sharing the store with the API.
+    # Celery workers through Redis (service/jobs/celery_app.py), sharing the store with the API.
     queue: Literal["embedded", "celery"] = "embedded"
     redis_url: str = "redis://127.0.0.1:6379/0"
 

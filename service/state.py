@@ -10,9 +10,9 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
-from service.client_limits import ClientJobLimiter
-from service.queue import EmbeddedQueue, JobQueue
-from service.sandbox.policy import sandbox_status, user_c_refusal
+from service.jobs.client_limits import ClientJobLimiter
+from service.jobs.queue import EmbeddedQueue, JobQueue
+from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
 from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
 
@@ -106,7 +106,7 @@ class ServiceState:
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
     if settings.queue == "celery":
         # Imported only when selected: the embedded default needs neither Celery nor Redis.
-        from service.celery_app import CeleryQueue
+        from service.jobs.celery_app import CeleryQueue
 
         return CeleryQueue(settings)
     return EmbeddedQueue(

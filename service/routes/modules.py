@@ -11,7 +11,7 @@ from compiler.diagnostics import CompileError
 from compiler.driver import BuildOptions
 from compiler.inspection import inspect_module
 from compiler.parser import parse
-from service.normalize import SOURCE_NAME
+from service.jobs.normalize import SOURCE_NAME
 
 from service.problems import ProblemError, compile_error_problem
 from service.routes.docs import ARTIFACT_CORRUPT_EXAMPLE, AUTHENTICATED, problem_responses

@@ -7,9 +7,9 @@ from fastapi import APIRouter, Depends
 from compiler.byoc.codegen_config import builtin, builtin_names
 from compiler.driver import HOST_TARGETS
 from compiler.ops.catalog import catalog
-from service.normalize import ALLOWED_CFLAGS
+from service.jobs.normalize import ALLOWED_CFLAGS
 from service.routes.docs import AUTHENTICATED, problem_responses
-from service.sandbox.policy import user_c_refusal
+from service.jobs.sandbox.policy import user_c_refusal
 from service.schemas import CodegenInfo, OperatorInfo, TargetsInfo
 from service.security import client_identity
 from service.state import StateDep

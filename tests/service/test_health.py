@@ -87,7 +87,7 @@ def test_readyz_says_not_ready_while_the_store_is_full(tmp_path: Path) -> None:
 
 
 def test_readyz_says_whether_jobs_run_in_the_sandbox_and_why_user_c_is_refused(client: TestClient) -> None:
-    from service.sandbox.bwrap import probe
+    from service.jobs.sandbox.bwrap import probe
 
     body = client.get("/readyz").json()
 

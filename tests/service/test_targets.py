@@ -36,7 +36,7 @@ def test_an_open_service_refuses_user_c_unless_told_to_allow_it(tmp_path: Path) 
 
 
 def sandbox_ready() -> bool:
-    from service.sandbox.bwrap import probe
+    from service.jobs.sandbox.bwrap import probe
 
     return probe().ok
 

@@ -1,5 +1,5 @@
 """The seccomp filter, read by a small classic-BPF evaluator written here: what each system call
-gets, without trusting the kernel to tell us (tests/service/sandbox/test_bwrap.py checks that)."""
+gets, without trusting the kernel to tell us (tests/service/jobs/sandbox/test_bwrap.py checks that)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from service.sandbox.seccomp import (
+from service.jobs.sandbox.seccomp import (
     AARCH64, CLONE_NEW_FLAGS, DENIED, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, X86_64, Arch, filter_program,
 )
 

@@ -1,7 +1,7 @@
-"""The scale-out job queue: the job functions of service/jobs.py as Celery tasks over Redis.
+"""The scale-out job queue: the job functions of service/jobs/worker.py as Celery tasks over Redis.
 
 Selected with RELAYCC_QUEUE=celery. The API process submits through `CeleryQueue`; any number of
-workers, started with `celery -A service.celery_app worker`, take the jobs from Redis and share
+workers, started with `celery -A service.jobs.celery_app worker`, take the jobs from Redis and share
 the module store with the API (RELAYCC_STORE must name the same directory everywhere).
 
 A compile job must survive the death of its worker but must not loop on a job that kills every
@@ -39,7 +39,7 @@ from celery.exceptions import TimeLimitExceeded
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from celery.result import AsyncResult
 
-from service.jobs import RunFailed, run_compile_job, run_model_job
+from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
 from service.store.module_store import ModuleStore, StoreError
@@ -176,12 +176,12 @@ class CompileTask(Task):
         app.store.fail(args[0], problem)
 
 
-# What `celery -A service.celery_app worker` runs.
+# What `celery -A service.jobs.celery_app worker` runs.
 app = RelayccCelery(get_settings)
 
 
 class CeleryQueue:
-    """The API's side of the Celery queue: a JobQueue (service/queue.py) over Redis.
+    """The API's side of the Celery queue: a JobQueue (service/jobs/queue.py) over Redis.
 
     A run's future is resolved by a thread of the API process that waits for the task's result
     (Celery's result consumer, safe to share between threads); compile jobs report to the store.

@@ -5,7 +5,7 @@ import pytest
 
 from compiler import __version__
 from compiler.diagnostics import InputError
-from service.normalize import (
+from service.jobs.normalize import (
     build_options,
     checked_options,
     codegen_specs,

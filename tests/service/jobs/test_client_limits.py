@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.client_limits import ClientJobLimiter
+from service.jobs.client_limits import ClientJobLimiter
 from service.problems import ProblemError
 
 

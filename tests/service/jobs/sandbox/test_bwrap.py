@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from service.sandbox import bwrap
-from service.sandbox.bwrap import FD_ENV, Limits, Mount, probe, python_mounts, python_path
+from service.jobs.sandbox import bwrap
+from service.jobs.sandbox.bwrap import FD_ENV, Limits, Mount, probe, python_mounts, python_path
 
 pytestmark = pytest.mark.skipif(not probe().ok, reason=f"no sandbox on this machine: {probe().reason}")
 

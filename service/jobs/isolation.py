@@ -1,5 +1,5 @@
 """Running one job's work in a child process with a wall-clock limit and a memory limit: the
-isolation of jobs without user C where the machine has no sandbox (service/sandbox/), or where
+isolation of jobs without user C where the machine has no sandbox (service/jobs/sandbox/), or where
 the operator turned it off (RELAYCC_SANDBOX=off).
 
 The worker (a process of the embedded pool, or a Celery worker) forks a child per job. The

@@ -2,7 +2,7 @@
 
 `JobQueue` is what the API needs of a queue. `EmbeddedQueue`, the default, is a pool of worker
 processes owned by the API process; the Celery queue (RELAYCC_QUEUE=celery) lives in
-service/celery_app.py and is imported only when selected.
+service/jobs/celery_app.py and is imported only when selected.
 
 The embedded pool is a set of slots, each one worker process fed by one thread of the API
 process. A slot sends one job at a time to its worker and waits for the answer or for the
@@ -28,8 +28,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Protocol
 
-from service.isolation import describe_exit
-from service.jobs import RunFailed, run_compile_job, run_model_job
+from service.jobs.isolation import describe_exit
+from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import Problem, internal_problem, make_problem
 from service.store.module_store import ModuleStore, StoreError
 
@@ -261,7 +261,7 @@ def _worker_context() -> BaseContext:
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" in methods:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["service.jobs"])
+        context.set_forkserver_preload(["service.jobs.worker"])
         return context
     return multiprocessing.get_context("spawn")
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from service.sandbox import bwrap
-from service.sandbox.policy import sandbox_status, user_c_refusal
+from service.jobs.sandbox import bwrap
+from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.state import ServiceState
 from tests.service.support import make_settings
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from service.arrays import encode_npz
-from service.jobs import RunFailed
-from service.normalize import checked_options, normal_form
-from service.queue import EmbeddedQueue
+from service.jobs.worker import RunFailed
+from service.jobs.normalize import checked_options, normal_form
+from service.jobs.queue import EmbeddedQueue
 from service.store.module_store import JobLimits, ModuleStore, Status
 from tests.service.support import gone_within, small_relay
 

@@ -7,8 +7,8 @@ import numpy as np
 from compiler.diagnostics import ParseError
 from compiler.runtime.build import BuildError
 from service.arrays import decode_npz, encode_npz
-from service.job_tasks import TIMES_KEY, compile_request, describe_error, run_module
-from service.normalize import checked_options, normal_form
+from service.jobs.work import TIMES_KEY, compile_request, describe_error, run_module
+from service.jobs.normalize import checked_options, normal_form
 from tests.service.support import SMALL_RELAY
 
 
@@ -60,4 +60,4 @@ def test_describe_error_names_a_bug_by_file_and_line_but_not_its_directory() -> 
         problem = describe_error(err)
 
     assert problem["type"].endswith("/internal-error")
-    assert "test_job_tasks.py:" in str(problem["detail"]) and "/tests/" not in str(problem["detail"])
+    assert "test_work.py:" in str(problem["detail"]) and "/tests/" not in str(problem["detail"])

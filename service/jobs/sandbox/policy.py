@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.sandbox import bwrap
+from service.jobs.sandbox import bwrap
 
 if TYPE_CHECKING:
     from service.settings import Settings

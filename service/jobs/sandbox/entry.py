@@ -1,4 +1,4 @@
-"""The program a sandboxed job runs: `python -m service.sandbox.entry`, in /job.
+"""The program a sandboxed job runs: `python -m service.jobs.sandbox.entry`, in /job.
 
 /job/task.json says what to do (`compile` or `run`) with the files beside it; results go to
 /job (the OUTDIR `out/`, or `result.npz`), and messages to the worker go down the pipe named by
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from service.sandbox.bwrap import FD_ENV, JOB_DIR
+from service.jobs.sandbox.bwrap import FD_ENV, JOB_DIR
 
 MODULE_DIR = "/module"
 
@@ -33,7 +33,7 @@ def main() -> int:
     except MemoryError:
         send({"outcome": "memory"})
     except BaseException as err:  # every failure is reported; nothing may escape unreported
-        from service.job_tasks import describe_error
+        from service.jobs.work import describe_error
 
         send({"outcome": "error", "problem": describe_error(err)})
     return 0
@@ -41,7 +41,7 @@ def main() -> int:
 
 def _work(job: Path, send: object) -> object:
     from service.arrays import NO_LIMIT, decode_npz
-    from service.job_tasks import compile_request, run_module
+    from service.jobs.work import compile_request, run_module
 
     task = json.loads((job / "task.json").read_text(encoding="utf-8"))
     if task["kind"] == "compile":

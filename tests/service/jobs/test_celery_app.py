@@ -1,5 +1,5 @@
 """The Celery back end without a broker: its configuration, and its tasks run eagerly (in the
-test process) against a temporary store. tests/service/test_celery_topology.py runs it for real,
+test process) against a temporary store. tests/service/jobs/test_celery_topology.py runs it for real,
 with Redis and worker processes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from celery.exceptions import TimeLimitExceeded
 
-import service.celery_app as celery_app
-from service.celery_app import CeleryQueue, RelayccCelery, celery_config, time_limits
+import service.jobs.celery_app as celery_app
+from service.jobs.celery_app import CeleryQueue, RelayccCelery, celery_config, time_limits
 from service.problems import make_problem
 from service.settings import Settings
 from service.store.module_store import JobLimits, ModuleStore, worker_identity

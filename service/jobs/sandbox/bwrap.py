@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from service.sandbox.seccomp import filter_program, host_arch
+from service.jobs.sandbox.seccomp import filter_program, host_arch
 
 FD_ENV = "RELAYCC_SANDBOX_FD"
 JOB_DIR = "/job"

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.driver import BuildOptions
-from service.normalize import normal_form
+from service.jobs.normalize import normal_form
 from service.store.module_store import module_id
 
 TEXTS = (

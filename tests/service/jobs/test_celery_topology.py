@@ -27,7 +27,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.celery_app import RelayccCelery
+from service.jobs.celery_app import RelayccCelery
 from service.settings import Settings
 from service.store.module_store import ModuleStore, Status
 
@@ -158,7 +158,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         nodes = [f"w{index}@127.0.0.1" for index in (1, 2)]
         for node in nodes:
             worker = _start(top, node.split("@")[0], [
-                sys.executable, "-m", "celery", "-A", "service.celery_app", "worker", "--loglevel=INFO",
+                sys.executable, "-m", "celery", "-A", "service.jobs.celery_app", "worker", "--loglevel=INFO",
                 "--concurrency=1", "-n", node, "--without-gossip", "--without-mingle",
             ], env)
             top.worker_pids.append(worker.pid)

@@ -1,8 +1,8 @@
 """The work of a job, wherever it runs: compile a request into an OUTDIR, run a built module.
 
 These functions know nothing of the store or of how they are isolated. A worker calls them in a
-bubblewrap sandbox (service/sandbox/entry.py) or, where the machine has no sandbox, in a forked
-child (service/isolation.py); either way they read plain inputs and write into a directory.
+bubblewrap sandbox (service/jobs/sandbox/entry.py) or, where the machine has no sandbox, in a forked
+child (service/jobs/isolation.py); either way they read plain inputs and write into a directory.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def compile_request(
     """Build the stored request (its normal form) into `outdir`; returns the timings."""
     # Imported here: a run, which starts a fresh interpreter in its sandbox, never needs them.
     from compiler.driver import build
-    from service.normalize import SOURCE_NAME, build_options
+    from service.jobs.normalize import SOURCE_NAME, build_options
 
     if delay_seconds > 0:
         time.sleep(delay_seconds)

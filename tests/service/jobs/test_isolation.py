@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from service.isolation import run_isolated
+from service.jobs.isolation import run_isolated
 from tests.service.support import gone_within
 
 

@@ -2,12 +2,12 @@
 
 They are the whole contract between the API and its workers, embedded or Celery: arguments are
 a store path, a module id and plain bytes, everything else is read from the store, and nothing
-here imports FastAPI. The work itself (service/job_tasks.py) runs in a bubblewrap sandbox
-(service/sandbox/) under the limits the API recorded with the job: the sandbox sees a scratch
+here imports FastAPI. The work itself (service/jobs/work.py) runs in a bubblewrap sandbox
+(service/jobs/sandbox/) under the limits the API recorded with the job: the sandbox sees a scratch
 directory holding the job's inputs and nothing of the store, and the worker checks what the job
 left there before any of it is stored or returned. Where the machine has no sandbox and the
 service allows that (RELAYCC_SANDBOX=auto or off), a job without user C runs in a forked child
-instead (service/isolation.py); a job with user C never does.
+instead (service/jobs/isolation.py); a job with user C never does.
 
 `run_compile_job` never raises for a failed build: the outcome, success or the problem saying
 what went wrong, is written to the module's status. It may be called again for the same module
@@ -32,11 +32,11 @@ import numpy as np
 
 from compiler.diagnostics import InputError
 from service.arrays import decode_npz, encode_npz
-from service.isolation import run_isolated
-from service.job_tasks import TIMES_KEY, compile_request, describe_error_json, run_module
+from service.jobs.isolation import run_isolated
+from service.jobs.work import TIMES_KEY, compile_request, describe_error_json, run_module
 from service.problems import Problem, make_problem
-from service.sandbox import bwrap
-from service.sandbox.entry import MODULE_DIR
+from service.jobs.sandbox import bwrap
+from service.jobs.sandbox.entry import MODULE_DIR
 from service.store.module_store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
 
 __all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
@@ -357,7 +357,7 @@ def _sandboxed(
         if name in os.environ:
             env[name] = os.environ[name]
     return bwrap.run(
-        [sys.executable, "-m", "service.sandbox.entry"], scratch=scratch,
+        [sys.executable, "-m", "service.jobs.sandbox.entry"], scratch=scratch,
         mounts=[*bwrap.python_mounts(), *mounts], limits=limits, env=env, on_message=on_message,
     )
 

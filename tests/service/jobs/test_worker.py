@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from service.arrays import encode_npz
-from service.jobs import TIMES_KEY, RunFailed, _copy_checked, _read_regular, run_compile_job, run_model_job
-from service.normalize import checked_options, codegen_specs, normal_form
-from service.sandbox import bwrap
+from service.jobs.worker import TIMES_KEY, RunFailed, _copy_checked, _read_regular, run_compile_job, run_model_job
+from service.jobs.normalize import checked_options, codegen_specs, normal_form
+from service.jobs.sandbox import bwrap
 from service.store.module_store import JobLimits, ModuleStore
 from tests.service.support import SMALL_RELAY
 
@@ -192,7 +192,7 @@ def test_a_file_larger_than_allowed_is_not_read(tmp_path: Path) -> None:
 
 
 def test_a_run_result_that_is_not_a_models_outputs_is_refused() -> None:
-    from service.jobs import _check_run_result
+    from service.jobs.worker import _check_run_result
 
     _check_run_result({"out0": np.zeros(2), "out1": np.zeros(3), TIMES_KEY: np.zeros(4)})
     for forged in (

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service.sandbox.bwrap import probe
+from service.jobs.sandbox.bwrap import probe
 from tests.service.support import SMALL_RELAY, from_npz_b64, make_app, make_settings, npz_b64, wait_until_done
 
 pytestmark = pytest.mark.skipif(not probe().ok, reason=f"no sandbox on this machine: {probe().reason}")

@@ -28,7 +28,7 @@ from service.arrays import OverLimit, decode_b64_npz, over_limit_problem
 from service.jobs.normalize import SOURCE_NAME, checked_options, codegen_specs, fold_tvmc_config, merge_config, normal_form
 from service.problems import ProblemError, compile_error_problem
 from service.jobs.sandbox.policy import user_c_refusal
-from service.schemas import CompileRequest, TargetConfig
+from service.api.schemas import CompileRequest, TargetConfig
 from service.settings import Settings
 from service.store.module_store import module_id
 

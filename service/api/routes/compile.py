@@ -7,13 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
-from service.routes.docs import AUTHENTICATED, problem_responses
-from service.schemas import CompileRequest, ModuleStatus
-from service.security import ClientDep, client_identity
+from service.api.routes.docs import AUTHENTICATED, problem_responses
+from service.api.schemas import CompileRequest, ModuleStatus
+from service.api.security import ClientDep, client_identity
 from service.state import StateDep
 from service.store.module_store import IN_FLIGHT
-from service.submission import submit_compile, wait_for_status
-from service.views import module_path, module_status
+from service.api.submission import submit_compile, wait_for_status
+from service.api.views import module_path, module_status
 
 router = APIRouter(tags=["compile"], dependencies=[Depends(client_identity)])
 

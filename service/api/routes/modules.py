@@ -14,13 +14,13 @@ from compiler.parser import parse
 from service.jobs.normalize import SOURCE_NAME
 
 from service.problems import ProblemError, compile_error_problem
-from service.routes.docs import ARTIFACT_CORRUPT_EXAMPLE, AUTHENTICATED, problem_responses
-from service.running import run_module
-from service.schemas import ArtifactList, MetadataReport, ModuleInspection, ModuleStatus, RunRequest, RunResponse
-from service.security import ClientDep, client_identity
+from service.api.routes.docs import ARTIFACT_CORRUPT_EXAMPLE, AUTHENTICATED, problem_responses
+from service.api.running import run_module
+from service.api.schemas import ArtifactList, MetadataReport, ModuleInspection, ModuleStatus, RunRequest, RunResponse
+from service.api.security import ClientDep, client_identity
 from service.state import ServiceState, StateDep
 from service.store.module_store import Status
-from service.views import artifact_list, module_status
+from service.api.views import artifact_list, module_status
 
 router = APIRouter(prefix="/modules", tags=["modules"], dependencies=[Depends(client_identity)])
 

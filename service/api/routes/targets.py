@@ -8,10 +8,10 @@ from compiler.byoc.codegen_config import builtin, builtin_names
 from compiler.driver import HOST_TARGETS
 from compiler.ops.catalog import catalog
 from service.jobs.normalize import ALLOWED_CFLAGS
-from service.routes.docs import AUTHENTICATED, problem_responses
+from service.api.routes.docs import AUTHENTICATED, problem_responses
 from service.jobs.sandbox.policy import user_c_refusal
-from service.schemas import CodegenInfo, OperatorInfo, TargetsInfo
-from service.security import client_identity
+from service.api.schemas import CodegenInfo, OperatorInfo, TargetsInfo
+from service.api.security import client_identity
 from service.state import StateDep
 
 router = APIRouter(tags=["targets"], dependencies=[Depends(client_identity)])

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.intake import admit
+from service.api.admission import admit
 from service.problems import ProblemError
-from service.schemas import CompileRequest
+from service.api.schemas import CompileRequest
 from service.settings import Settings
 from tests.service.support import SMALL_RELAY, make_settings, npz_b64
 

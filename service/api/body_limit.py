@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.error_handlers import problem_response
+from service.api.error_handlers import problem_response
 from service.problems import make_problem
 
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-import service.intake
-import service.running
+import service.api.admission
+import service.api.running
 from tests.service.support import SMALL_RELAY, make_app, make_settings, npz_b64, wait_until_done
 
 PROBLEMS = "https://relaycc.dev/problems/"
@@ -424,8 +424,8 @@ def _healthz_while_blocked(client: TestClient, decoder: _BlockedDecoder, send: o
 def test_healthz_answers_while_run_inputs_are_decoded(
     client: TestClient, module_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    decoder = _BlockedDecoder(service.running.decode_b64_npz)
-    monkeypatch.setattr(service.running, "decode_b64_npz", decoder)
+    decoder = _BlockedDecoder(service.api.running.decode_b64_npz)
+    monkeypatch.setattr(service.api.running, "decode_b64_npz", decoder)
     inputs = npz_b64(x=np.ones((2, 3), "float32"), y=np.ones((2, 3), "float32"))
 
     status, still_decoding = _healthz_while_blocked(
@@ -436,8 +436,8 @@ def test_healthz_answers_while_run_inputs_are_decoded(
 
 
 def test_healthz_answers_while_compile_params_are_decoded(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    decoder = _BlockedDecoder(service.intake.decode_b64_npz)
-    monkeypatch.setattr(service.intake, "decode_b64_npz", decoder)
+    decoder = _BlockedDecoder(service.api.admission.decode_b64_npz)
+    monkeypatch.setattr(service.api.admission, "decode_b64_npz", decoder)
     params = npz_b64(y=np.ones((2, 3), "float32"))
 
     status, still_decoding = _healthz_while_blocked(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from service.intake import admit
-from service.schemas import CompileRequest
+from service.api.admission import admit
+from service.api.schemas import CompileRequest
 from service.state import ServiceState
 from service.store.module_store import IN_FLIGHT, Status
 

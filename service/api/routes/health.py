@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from compiler import __version__
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
-from service.schemas import HealthStatus, ReadyStatus
+from service.api.schemas import HealthStatus, ReadyStatus
 from service.state import StateDep
 from service.store.module_store import unavailable_reason
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from service.schemas import ArtifactInfo, ArtifactList, ModuleLinks, ModuleStatus, Timings
+from service.api.schemas import ArtifactInfo, ArtifactList, ModuleLinks, ModuleStatus, Timings
 from service.store.module_store import Status
 
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from service.security import ClientDep, client_address
+from service.api.security import ClientDep, client_address
 from service.settings import Settings
 from tests.service.support import SMALL_RELAY, make_app, make_settings, serving, small_relay
 

@@ -30,7 +30,7 @@ from service.arrays import (
 )
 from service.jobs.worker import TIMES_KEY, RunFailed
 from service.problems import ProblemError, compile_error_problem
-from service.schemas import Latency, OutputTensor, RunRequest, RunResponse
+from service.api.schemas import Latency, OutputTensor, RunRequest, RunResponse
 from service.state import ServiceState
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from service.problems import PROBLEM_MEDIA_TYPE, Problem, make_problem, problem_type
-from service.schemas import MODULE_ID_EXAMPLE
+from service.api.schemas import MODULE_ID_EXAMPLE
 
 _EXAMPLES: dict[int, Problem] = {
     400: {

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
-from service import metrics
-from service.routes.docs import AUTHENTICATED, problem_responses
-from service.security import client_identity
+from service.api import metrics
+from service.api.routes.docs import AUTHENTICATED, problem_responses
+from service.api.security import client_identity
 from service.state import StateDep
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(client_identity)])

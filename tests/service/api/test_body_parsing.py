@@ -7,7 +7,7 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-import service.body_parsing
+import service.api.body_parsing
 from tests.service.support import SMALL_RELAY
 
 JSON = {"content-type": "application/json"}
@@ -15,7 +15,7 @@ JSON = {"content-type": "application/json"}
 
 def test_healthz_answers_while_a_json_body_is_validated(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     entered, release, returned = threading.Event(), threading.Event(), threading.Event()
-    validate = service.body_parsing._validate
+    validate = service.api.body_parsing._validate
 
     def blocked(*args: object) -> object:
         entered.set()
@@ -23,7 +23,7 @@ def test_healthz_answers_while_a_json_body_is_validated(client: TestClient, monk
         returned.set()
         return validate(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(service.body_parsing, "_validate", blocked)
+    monkeypatch.setattr(service.api.body_parsing, "_validate", blocked)
     answers: list[int] = []
     sender = threading.Thread(target=lambda: answers.append(
         client.post("/compile", json={"relay": SMALL_RELAY}).status_code))

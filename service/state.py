@@ -1,5 +1,9 @@
 """What the app holds while it runs: settings, the store, the job queue, the client limiter and
-the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops."""
+the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops.
+
+It stays at the top of service/, next to app.py, because it is what ties the layers together:
+it builds the store (service/store/) and the queue and limiter (service/jobs/) and hands them to
+the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and store/ never do."""
 
 from __future__ import annotations
 

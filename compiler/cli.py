@@ -211,7 +211,7 @@ def _check_store_free(settings: object) -> None:
     lock itself when it starts (service/state.py) and holds it; this check only spares the
     operator the server's traceback in the common case."""
     from service.settings import Settings
-    from service.store import ModuleStore, StoreError, StoreLock, StoreLocked
+    from service.store.module_store import ModuleStore, StoreError, StoreLock, StoreLocked
 
     assert isinstance(settings, Settings)
     store = ModuleStore(settings.store.resolve())

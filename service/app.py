@@ -10,11 +10,11 @@ from fastapi.routing import APIRoute
 from starlette.types import Scope
 
 from compiler import __version__
-from service import error_handlers
-from service.body_limit import BodyLimitMiddleware
-from service.body_parsing import parse_bodies_off_loop
-from service.routes import compile as compile_routes
-from service.routes import health, metrics, modules, targets
+from service.api import error_handlers
+from service.api.body_limit import BodyLimitMiddleware
+from service.api.body_parsing import parse_bodies_off_loop
+from service.api.routes import compile as compile_routes
+from service.api.routes import health, metrics, modules, targets
 from service.state import ServiceState, settings_of
 
 _DESCRIPTION = """\

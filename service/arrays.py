@@ -7,6 +7,9 @@ directory and the .npy headers; data is then read no further than the headers de
 JSON has no NaN or infinity, so non-finite floats travel as the strings "NaN", "Infinity" and
 "-Infinity" (the spelling JavaScript and JSON5 use); numpy reads those strings back.
 Pickled objects are never loaded.
+
+It stays at the top of service/, like problems.py, because every layer uses it: the API
+(admission, running), the jobs (the worker, the work, the sandbox's entry) and the store.
 """
 
 from __future__ import annotations

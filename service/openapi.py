@@ -1,6 +1,9 @@
 """Writes the service's OpenAPI document to openapi/openapi.json (`python -m service.openapi`).
 
 The document is checked in; a test fails when it no longer matches the app.
+
+It sits next to app.py rather than in service/api/ because it needs the whole app
+(`create_app`), which imports service/api/: inside api/ it would import the layer above it.
 """
 
 from __future__ import annotations

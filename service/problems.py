@@ -89,7 +89,7 @@ def compile_error_problem(err: CompileError) -> Problem:
 
 class ProblemError(Exception):
     """Raised anywhere in the request path to answer with `problem`; the app turns it into a
-    problem+json response (service/error_handlers.py)."""
+    problem+json response (service/api/error_handlers.py)."""
 
     def __init__(self, problem: Problem, headers: dict[str, str] | None = None):
         super().__init__(problem.get("detail"))

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     # Where built modules and their artifacts are kept, keyed by module id.
     store: Path = Path(".relaycc-store")
     # `embedded`: a pool of worker processes owned by the API process. `celery`: jobs go to
-    # Celery workers through Redis (service/celery_app.py), sharing the store with the API.
+    # Celery workers through Redis (service/jobs/celery_app.py), sharing the store with the API.
     queue: Literal["embedded", "celery"] = "embedded"
     redis_url: str = "redis://127.0.0.1:6379/0"
 
@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     # of a run, checked from the .npz headers before anything is decoded.
     max_tensor_bytes: int = Field(default=256 * MiB, ge=1)
     # Jobs (compiles and runs) one client may have queued or running at once; a client is its
-    # API key when keys are configured, else its IP address (service/security.py).
+    # API key when keys are configured, else its IP address (service/api/security.py).
     max_jobs_per_client: int = Field(default=8, ge=1)
     # Comma-separated IP addresses or CIDR networks of reverse proxies whose X-Forwarded-For is
     # believed; from any other peer the header is ignored. Empty: the peer address decides.

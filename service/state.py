@@ -1,5 +1,9 @@
 """What the app holds while it runs: settings, the store, the job queue, the client limiter and
-the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops."""
+the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops.
+
+It stays at the top of service/, next to app.py, because it is what ties the layers together:
+it builds the store (service/store/) and the queue and limiter (service/jobs/) and hands them to
+the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and store/ never do."""
 
 from __future__ import annotations
 
@@ -10,11 +14,11 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
-from service.client_limits import ClientJobLimiter
-from service.queue import EmbeddedQueue, JobQueue
-from service.sandbox.policy import sandbox_status, user_c_refusal
+from service.jobs.client_limits import ClientJobLimiter
+from service.jobs.queue import EmbeddedQueue, JobQueue
+from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
 log = logging.getLogger("uvicorn.error")
@@ -106,7 +110,7 @@ class ServiceState:
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
     if settings.queue == "celery":
         # Imported only when selected: the embedded default needs neither Celery nor Redis.
-        from service.celery_app import CeleryQueue
+        from service.jobs.celery_app import CeleryQueue
 
         return CeleryQueue(settings)
     return EmbeddedQueue(

@@ -1,5 +1,5 @@
 """docker/docker-compose.yml and docker/Dockerfile, checked without docker: the structure that
-`docker compose up --scale worker=N` relies on. tests/service/test_celery_topology.py runs the
+`docker compose up --scale worker=N` relies on. tests/service/jobs/test_celery_topology.py runs the
 same topology as processes."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_api_serves_the_app_with_uvicorn(compose: Compose) -> None:
 def test_worker_runs_the_celery_app(compose: Compose) -> None:
     command = _service(compose, "worker")["command"]
     assert isinstance(command, list)
-    assert command[:4] == ["celery", "-A", "service.celery_app", "worker"]
+    assert command[:4] == ["celery", "-A", "service.jobs.celery_app", "worker"]
 
 
 def test_worker_can_be_scaled(compose: Compose) -> None:

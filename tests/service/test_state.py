@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.state import ServiceState
-from service.store import JobLimits, ModuleStore, StoreLocked
+from service.store.module_store import JobLimits, ModuleStore, StoreLocked
 from tests.service.support import make_app, make_settings
 
 LIMITS = JobLimits(compile_seconds=10.0, memory_bytes=1 << 30, max_attempts=3)

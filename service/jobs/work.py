@@ -1,0 +1,94 @@
+"""The work of a job, wherever it runs: compile a request into an OUTDIR, run a built module.
+
+These functions know nothing of the store or of how they are isolated. A worker calls them in a
+bubblewrap sandbox (service/jobs/sandbox/entry.py) or, where the machine has no sandbox, in a forked
+child (service/jobs/isolation.py); either way they read plain inputs and write into a directory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from compiler.diagnostics import CompileError
+from compiler.runtime.build import BuildError
+from compiler.runtime.module import CompiledModule
+from service.arrays import NO_LIMIT, decode_npz, encode_npz
+from service.problems import Problem, compile_error_problem, make_problem
+
+# The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
+TIMES_KEY = "times_us"
+_OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
+
+Progress = Callable[[Mapping[str, object]], None]
+
+
+def compile_request(
+    request: Mapping[str, object],
+    params: Mapping[str, np.ndarray],
+    outdir: Path,
+    progress: Progress,
+    delay_seconds: float = 0.0,
+) -> dict[str, object]:
+    """Build the stored request (its normal form) into `outdir`; returns the timings."""
+    # Imported here: a run, which starts a fresh interpreter in its sandbox, never needs them.
+    from compiler.driver import build
+    from service.jobs.normalize import SOURCE_NAME, build_options
+
+    if delay_seconds > 0:
+        time.sleep(delay_seconds)
+    relay = request["relay"]
+    if not isinstance(relay, str):
+        raise TypeError("stored request has no Relay text")
+    options = build_options(request)
+    progress({"stage": "compiling"})
+    start = time.monotonic()
+    model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
+                  instruments=(_PassProgress(progress),))
+    passes = model.report.get("passes", [])
+    return {
+        "compile_seconds": time.monotonic() - start,
+        "passes": len(passes) if isinstance(passes, list) else 0,
+    }
+
+
+class _PassProgress:
+    """A pass instrument reporting which pass finished last."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.done = 0
+
+    def after_pass(self, name: str, seconds: float) -> None:
+        self.done += 1
+        self.progress({"stage": "compiling", "last_pass": name, "passes_done": self.done})
+
+
+def run_module(outdir: Path, inputs_npz: bytes, repeat: int) -> bytes:
+    """Load the library of `outdir`, run it `repeat` times; outputs and latencies as .npz."""
+    inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
+    result = CompiledModule(outdir).run(inputs, repeat=repeat)
+    arrays = {f"out{index}": output for index, output in enumerate(result.outputs)}
+    arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
+    return encode_npz(arrays)
+
+
+def describe_error(err: BaseException) -> Problem:
+    """The problem for an exception a job raised."""
+    if isinstance(err, BuildError) and any(m in err.output.lower() for m in _OUT_OF_MEMORY_MARKS):
+        return make_problem("memory-limit", f"the C compiler ran out of memory: {err.message}")
+    if isinstance(err, CompileError):
+        return compile_error_problem(err)
+    # A bug in the compiler, not in the request: say where, for the report a user files.
+    where = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
+    location = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    return make_problem("internal-error", f"{type(err).__name__}: {err}{location}")
+
+
+def describe_error_json(err: BaseException) -> bytes:
+    return json.dumps(describe_error(err)).encode()

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from compiler.diagnostics import ParseError
+from compiler.runtime.build import BuildError
+from service.arrays import decode_npz, encode_npz
+from service.jobs.work import TIMES_KEY, compile_request, describe_error, run_module
+from service.jobs.normalize import checked_options, normal_form
+from tests.service.support import SMALL_RELAY
+
+
+def normal(relay: str = SMALL_RELAY) -> dict[str, object]:
+    return normal_form(relay, checked_options("c", "default", {}), {})
+
+
+def test_compile_request_reports_each_finished_pass_then_builds_the_outdir(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    timings = compile_request(normal(), {}, tmp_path / "out", lambda p: seen.append(dict(p)))
+
+    assert seen[0] == {"stage": "compiling"}
+    passes = [p for p in seen if "last_pass" in p]
+    assert [p["passes_done"] for p in passes] == list(range(1, len(passes) + 1))
+    assert timings["passes"] == len(passes)
+    assert (tmp_path / "out" / "libdefault.so").is_file()
+
+
+def test_run_module_returns_outputs_and_one_latency_per_repeat(tmp_path: Path) -> None:
+    compile_request(normal(), {}, tmp_path, lambda p: None)
+    x = np.arange(6, dtype="float32").reshape(2, 3) - 3
+    y = np.ones((2, 3), "float32")
+
+    arrays = decode_npz(run_module(tmp_path, encode_npz({"x": x, "y": y}), repeat=4), "result", 1 << 20)
+
+    np.testing.assert_array_equal(arrays["out0"], np.maximum(x + y, 0))
+    assert arrays[TIMES_KEY].shape == (4,)
+
+
+def test_describe_error_gives_a_located_problem_for_a_parse_error() -> None:
+    try:
+        compile_request(normal("def @main( {"), {}, Path("/nonexistent"), lambda p: None)
+    except ParseError as err:
+        problem = describe_error(err)
+    assert problem["status"] == 400 and problem["line"] == 1
+
+
+def test_describe_error_calls_an_out_of_memory_c_compiler_a_memory_limit() -> None:
+    problem = describe_error(BuildError("cc1 failed", output="cc1: out of memory allocating 4096 bytes"))
+
+    assert problem["type"].endswith("/memory-limit")
+
+
+def test_describe_error_names_a_bug_by_file_and_line_but_not_its_directory() -> None:
+    try:
+        {}["missing"]
+    except KeyError as err:
+        problem = describe_error(err)
+
+    assert problem["type"].endswith("/internal-error")
+    assert "test_work.py:" in str(problem["detail"]) and "/tests/" not in str(problem["detail"])

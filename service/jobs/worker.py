@@ -23,7 +23,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -33,10 +33,10 @@ import numpy as np
 from compiler.diagnostics import InputError
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
-from service.jobs.work import TIMES_KEY, compile_request, describe_error_json, run_module
-from service.problems import Problem, make_problem
 from service.jobs.sandbox import bwrap
 from service.jobs.sandbox.entry import MODULE_DIR
+from service.jobs.work import TIMES_KEY, compile_request, describe_error_json, run_module
+from service.problems import Problem, make_problem
 from service.store.module_store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
 
 __all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
@@ -187,7 +187,7 @@ def _compile_sandboxed(
             seconds=limits.compile_seconds, memory_bytes=limits.memory_bytes,
             cpu_seconds=_cpu_seconds(limits.compile_seconds), file_bytes=limits.file_bytes,
             processes=limits.processes,
-        ), mounts=[], on_message=progress)
+        ), mounts=[], on_message=progress, on_start=partial(store.set_job_pid, module_id))
         done = _from_sandbox(finished)
         if done.outcome == "ok":
             try:
@@ -340,7 +340,8 @@ def _scratch() -> Path:
 
 
 def _sandboxed(
-    scratch: Path, *, limits: bwrap.Limits, mounts: list[bwrap.Mount], on_message=lambda message: None
+    scratch: Path, *, limits: bwrap.Limits, mounts: list[bwrap.Mount], on_message=lambda message: None,
+    on_start: Callable[[int], None] | None = None,
 ) -> bwrap.Finished:
     if os.geteuid() == 0:
         for path in scratch.rglob("*"):
@@ -359,6 +360,7 @@ def _sandboxed(
     return bwrap.run(
         [sys.executable, "-m", "service.jobs.sandbox.entry"], scratch=scratch,
         mounts=[*bwrap.python_mounts(), *mounts], limits=limits, env=env, on_message=on_message,
+        on_start=on_start,
     )
 
 

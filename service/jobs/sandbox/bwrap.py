@@ -145,6 +145,7 @@ def run(
     env: Mapping[str, str],
     on_message: Callable[[dict[str, object]], None] = lambda message: None,
     uid: int = DEFAULT_UID,
+    on_start: Callable[[int], None] | None = None,
 ) -> Finished:
     """Run `argv` in a new sandbox whose only writable path is `scratch`, mounted at /job."""
     executable = bwrap_path()
@@ -179,6 +180,13 @@ def run(
         message_write = -1
         os.close(filter_read)
         filter_read = -1
+        if on_start is not None:
+            try:
+                on_start(process.pid)
+            except BaseException:
+                _kill(process)
+                process.wait()
+                raise
         return _follow(process, message_read, limits.seconds, on_message)
     finally:
         for fd in (message_read, message_write, filter_read, filter_write):

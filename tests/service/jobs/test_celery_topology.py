@@ -32,7 +32,9 @@ from service.settings import Settings
 from service.store.module_store import ModuleStore, Status
 
 REDIS_SERVER = shutil.which("redis-server")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.service.support import ROOT
+
+REPO_ROOT = ROOT
 
 # Generous bounds for a loaded two-core machine; a healthy run takes a few seconds per step.
 START_SECONDS = 60.0

@@ -27,6 +27,7 @@ from service.store.module_store import (
     module_id,
     worker_identity,
 )
+from tests.service.support import ROOT
 
 LIMITS = JobLimits(compile_seconds=10.0, memory_bytes=1 << 30, max_attempts=2)
 
@@ -582,7 +583,7 @@ def test_the_lock_of_a_process_that_died_is_free(tmp_path: Path) -> None:
         "time.sleep(60)"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(StoreLocked) as refused:

@@ -18,10 +18,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import Settings
-from tests.service.support import MODELS, make_app, make_settings, small_relay, wait_until_done
+from tests.service.support import ROOT, MODELS, make_app, make_settings, small_relay, wait_until_done
 
 PROBLEMS = "https://relaycc.dev/problems/"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = ROOT
 MLP_RELAY = (MODELS / "mlp_seed001.relay").read_text()
 
 

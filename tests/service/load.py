@@ -32,8 +32,11 @@ def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2
 }
 """
 CACHED_MODELS = 3
-# What a client does, with how often it does it (new compiles are the expensive part).
+# What a client does, with how often it does it. New compiles and runs are the expensive part:
+# each starts a sandbox, and what is queued when the time is up must still finish.
 ACTIONS = (("cached_compile", 35), ("run", 20), ("status", 40), ("new_compile", 5))
+# The mix of the bounded run in the test suite: every kind of request, fewer expensive ones.
+LIGHT_ACTIONS = (("cached_compile", 45), ("run", 4), ("status", 50), ("new_compile", 1))
 
 
 @dataclass
@@ -78,11 +81,13 @@ def _from_npz_b64(text: str) -> dict[str, np.ndarray]:
         return {name: archive[name] for name in archive.files}
 
 
-async def _client(index: int, base: str, deadline: float, built: list[str], figures: Figures) -> None:
+async def _client(
+    index: int, base: str, deadline: float, built: list[str], figures: Figures, actions: tuple[tuple[str, int], ...]
+) -> None:
     rng = random.Random(index)
     headers = {"Authorization": f"Bearer key{index}"}
-    kinds = [kind for kind, _ in ACTIONS]
-    weights = [weight for _, weight in ACTIONS]
+    kinds = [kind for kind, _ in actions]
+    weights = [weight for _, weight in actions]
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
         serial = 0
         while time.monotonic() < deadline:
@@ -153,12 +158,15 @@ def api_keys(clients: int) -> str:
     return ",".join(f"key{i}" for i in range(clients))
 
 
-def run_load(base: str, *, seconds: float, clients: int, drain_seconds: float = 120.0) -> Figures:
+def run_load(
+    base: str, *, seconds: float, clients: int, drain_seconds: float = 120.0,
+    actions: tuple[tuple[str, int], ...] = ACTIONS,
+) -> Figures:
     async def main() -> Figures:
         figures = Figures()
         built = await _warm_up(base)
         deadline = time.monotonic() + seconds
-        await asyncio.gather(*(_client(i, base, deadline, built, figures) for i in range(clients)))
+        await asyncio.gather(*(_client(i, base, deadline, built, figures, actions) for i in range(clients)))
         await _drain(base, figures, drain_seconds)
         return figures
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import io
 import random
 import sys
 import tempfile
@@ -25,7 +23,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.service.support import serving
+from tests.service.support import from_npz_b64, npz_b64, serving
 RELAY = """#[version = "0.0.5"]
 def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
   nn.relu(add(%x, %y))
@@ -70,17 +68,6 @@ class Figures:
         return "\n".join(lines)
 
 
-def _npz_b64(**arrays: np.ndarray) -> str:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _from_npz_b64(text: str) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
-
-
 async def _client(
     index: int, base: str, deadline: float, built: list[str], figures: Figures, actions: tuple[tuple[str, int], ...]
 ) -> None:
@@ -105,10 +92,10 @@ async def _client(
             elif kind == "run":
                 x = np.asarray(rng.random() * np.arange(-3, 3, dtype="float32").reshape(2, 3), "float32")
                 y = np.full((2, 3), rng.random(), "float32")
-                response = await http.post(f"/modules/{rng.choice(built)}/run", json={"inputs_npz": _npz_b64(x=x, y=y)})
+                response = await http.post(f"/modules/{rng.choice(built)}/run", json={"inputs_npz": npz_b64(x=x, y=y)})
                 expected = {200, 429}
                 if response.status_code == 200:
-                    out = _from_npz_b64(response.json()["outputs_npz"])["out0"]
+                    out = from_npz_b64(response.json()["outputs_npz"])["out0"]
                     if not np.allclose(out, np.maximum(x + y, 0)):
                         figures.wrong_outputs += 1
             else:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -56,6 +57,9 @@ class RunFailed(Exception):
     def __init__(self, problem: Problem):
         super().__init__(problem)
         self.problem = problem
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -111,19 +115,27 @@ def brings_user_c(request: Mapping[str, object]) -> bool:
 
 def run_compile_job(store_root: str, module_id: str) -> None:
     store = ModuleStore(store_root)
-    status = store.begin_attempt(module_id, worker_identity())
+    # A store that is full or read-only when the job starts: wait for an operator as a failure
+    # does (the job stays queued, and the next start of the service recovers it if we give up).
+    queued = store.status(module_id)
+    if queued is None:
+        return
+    status = _when_writable(lambda: store.begin_attempt(module_id, worker_identity()),
+                            patience_seconds=JobLimits.from_json(queued["limits"]).compile_seconds)
     if status is None:
         return
     limits = JobLimits.from_json(status["limits"])
-    work = store.new_work_dir(module_id)
+    work: Path | None = None
     try:
+        work = store.new_work_dir(module_id)
         failure = _build(store, module_id, work, limits)
     except StoreError as err:  # the store filled up or went read-only under the job
         failure = err.problem, True
     except Exception as err:  # the job's status must never stay `running` after it returns
         failure = make_problem("internal-error", f"{type(err).__name__}: {err}"), False
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     if failure is not None:
         _record_failure(store, module_id, *failure, patience_seconds=limits.compile_seconds)
 
@@ -152,12 +164,16 @@ def _record_failure(store: ModuleStore, module_id: str, problem: Problem, retrya
     """Record a failed job, waiting while the store cannot be written (an operator frees space or
     makes it writable again) so that the job does not stay `running`; up to `patience_seconds`,
     after which the next start of the service finds it in flight and queues it again."""
+    _when_writable(lambda: store.fail(module_id, problem, retryable=retryable), patience_seconds=patience_seconds)
+
+
+def _when_writable(write: Callable[[], T], *, patience_seconds: float) -> T:
+    """`write()`, tried again while the store is full or read-only, for up to `patience_seconds`."""
     deadline = time.monotonic() + patience_seconds
     pause = 0.2
     while True:
         try:
-            store.fail(module_id, problem, retryable=retryable)
-            return
+            return write()
         except StoreUnavailable:
             if time.monotonic() + pause > deadline:
                 raise

@@ -30,8 +30,9 @@ def wait_final(http: httpx.Client, module_id: str, seconds: float = 120) -> dict
 
 
 def assert_served_intact(http: httpx.Client, module_id: str) -> None:
-    listing = http.get(f"/modules/{module_id}/artifacts").json()
-    entries = listing["artifacts"] if isinstance(listing, dict) else listing
+    response = http.get(f"/modules/{module_id}/artifacts")
+    assert response.status_code == 200, response.text
+    entries = response.json()["artifacts"]
     assert entries
     for entry in entries:
         body = http.get(f"/modules/{module_id}/artifacts/{entry['name']}").content
@@ -157,9 +158,9 @@ def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succee
             while final["state"] not in FINAL:
                 time.sleep(0.1)
                 final = client.get(f"/modules/{module_id}").json()
+            assert status["state"] == "failed", status
+            assert status["error"]["type"].endswith("/store-unavailable"), status["error"]
+            assert unready.status_code == 503 and ready.status_code == 200, (unready.text, ready.text)
+            assert again.status_code in (200, 202), again.text
+            assert final["state"] == "succeeded", final
             assert_served_intact(client, module_id)  # type: ignore[arg-type]
-
-    assert status["state"] == "failed" and status["error"]["type"].endswith("/store-unavailable")
-    assert unready.status_code == 503 and ready.status_code == 200
-    assert again.status_code in (200, 202)
-    assert final["state"] == "succeeded", final["error"]

@@ -203,3 +203,25 @@ def test_a_run_result_that_is_not_a_models_outputs_is_refused() -> None:
     ):
         with pytest.raises(ValueError):
             _check_run_result(forged)
+
+
+def test_a_job_that_starts_while_the_store_is_full_waits_for_space_and_then_builds(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from tests.service.support import fill, tmpfs
+
+    with tmpfs(tmp_path / "store", "8m") as root:
+        store = ModuleStore(root)
+        mid = stored(store)
+        filler = fill(store.modules)
+        job = threading.Thread(target=run_compile_job, args=(str(root), mid))
+        job.start()
+        time.sleep(1.0)
+        waiting = store.status(mid)
+        filler.unlink()
+        job.join(timeout=120)
+        status = store.status(mid)
+
+    assert waiting is not None and waiting["state"] == "queued"
+    assert status is not None and status["state"] == "succeeded", status["error"]

@@ -1,16 +1,23 @@
 """Test helper: build many PrimFuncs into one shared library and call them with numpy arrays.
 
-One C file and one compiler run for a whole test module: building each function separately
-would spend minutes in the C compiler. The build uses the default flags plus `-Wall -Wextra`
-and keeps the warnings, so a test can require there are none. When the combined build fails,
-each function is checked alone, so the error names the function that broke it and the others
-still run.
+A few C files for a whole test module (building each function separately would spend minutes
+in the C compiler), compiled side by side and linked into one library. The objects are kept
+by the sha256 of their source in a directory the xdist workers share: a module's library that
+both workers need is compiled once, each worker taking the chunks the other has not started.
+The build uses the default flags plus `-Wall -Wextra` and keeps the warnings, so a test can
+require there are none. When a chunk fails to build, each of its functions is checked alone,
+so the error names the function that broke it and the others still run.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import subprocess
+import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,25 +102,109 @@ def evaluate_dim(dim: int | PrimExpr, scalars: Mapping[Var, int]) -> int:
     return int(value.value)
 
 
+# Bytes of C per chunk: small enough that two chunks keep two cores busy, large enough that
+# the per-file start-up of the C compiler stays small.
+CHUNK_BYTES = 160_000
+
+
 def build_prim_library(funcs: Sequence[PrimFunc], directory: Path, stem: str = "prims") -> PrimLibrary:
     by_name = {f.name: f for f in funcs}
-    broken: dict[str, str] = {}
-    source = emit_c_module(funcs, workspace_alignment=WORKSPACE_ALIGNMENT)
-    status, output = _compile(source, directory, stem)
-    if status != 0:
-        # Find the culprits with a quick syntax check of each function on its own.
-        for func in funcs:
-            alone = emit_c_module([func], workspace_alignment=WORKSPACE_ALIGNMENT)
-            code, complaint = _compile(alone, directory, "single", ["-fsyntax-only"])
-            if code != 0:
-                broken[func.name] = complaint
-        good = [f for f in funcs if f.name not in broken]
-        if not good:
-            return PrimLibrary(None, by_name, [], source, broken or {f.name: output for f in funcs})
-        source = emit_c_module(good, workspace_alignment=WORKSPACE_ALIGNMENT)
-        status, output = _compile(source, directory, stem)
-        assert status == 0, f"the C of {len(good)} functions fails to build only together:\n{output}"
-    warnings = [line for line in output.splitlines() if "warning:" in line]
+    objects = _object_cache(directory)
+    chunks = _chunks(funcs)
+    # Workers that build the same library start from opposite ends of its chunk list.
+    order = list(range(len(chunks)))
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0")[-1:] in "13579":
+        order.reverse()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(chunks), os.cpu_count() or 1))) as pool:
+        built = dict(zip(order, pool.map(lambda i: _build_chunk(chunks[i], directory, objects), order)))
+    broken = {name: why for _, _, failed in built.values() for name, why in failed.items()}
+    warnings = [line for _, output, _ in built.values() for line in output.splitlines() if "warning:" in line]
+    sources = [built[i][0] for i in range(len(chunks))]
+    source = "\n".join(sources)
+    linked = [_object_path(objects, chunk) for chunk in sources if chunk]
+    if not linked:
+        return PrimLibrary(None, by_name, warnings, source, broken)
+    library_path = directory / f"lib{stem}.so"
+    command = compiler_command(linked, library_path, cflags=[*DEFAULT_CFLAGS], openmp=needs_openmp([source]))
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"the objects of {len(funcs)} functions fail to link:\n{proc.stderr}"
     cdef = "\n".join(prim_func_cdef(f) for f in funcs if f.name not in broken)
-    library = load_library(directory / f"lib{stem}.so", cdef)
+    library = load_library(library_path, cdef)
     return PrimLibrary(library, by_name, warnings, source, broken)
+
+
+def _chunks(funcs: Sequence[PrimFunc]) -> list[list[PrimFunc]]:
+    chunks: list[list[PrimFunc]] = [[]]
+    size = 0
+    for func in funcs:
+        text = len(emit_c_module([func], workspace_alignment=WORKSPACE_ALIGNMENT))
+        if chunks[-1] and size + text > CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(func)
+        size += text
+    return chunks
+
+
+def _object_cache(directory: Path) -> Path:
+    """Where objects are kept: beside the xdist workers' own temporary directories (so both
+    workers find them), else in `directory`."""
+    for parent in directory.parents:
+        if parent.name.startswith("popen-gw"):
+            cache = parent.parent / "prim-objects"
+            break
+    else:
+        cache = directory / "objects"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def _object_path(objects: Path, source: str) -> Path:
+    return objects / f"{hashlib.sha256(source.encode()).hexdigest()}.o"
+
+
+def _build_chunk(funcs: list[PrimFunc], directory: Path, objects: Path) -> tuple[str, str, dict[str, str]]:
+    """(source of the chunk's object, compiler output, functions left out with why); the
+    source is empty when no function of the chunk builds."""
+    source = emit_c_module(funcs, workspace_alignment=WORKSPACE_ALIGNMENT)
+    status, output = _object(source, objects)
+    if status == 0:
+        return source, output, {}
+    # Find the culprits with a quick syntax check of each function on its own.
+    broken: dict[str, str] = {}
+    for func in funcs:
+        alone = emit_c_module([func], workspace_alignment=WORKSPACE_ALIGNMENT)
+        code, complaint = _compile(alone, directory, f"single-{uuid.uuid4().hex}", ["-fsyntax-only"])
+        if code != 0:
+            broken[func.name] = complaint
+    good = [f for f in funcs if f.name not in broken]
+    if not good:
+        return "", "", broken or {f.name: output for f in funcs}
+    source = emit_c_module(good, workspace_alignment=WORKSPACE_ALIGNMENT)
+    status, output = _object(source, objects)
+    assert status == 0, f"the C of {len(good)} functions fails to build only together:\n{output}"
+    return source, output, broken
+
+
+def _object(source: str, objects: Path) -> tuple[int, str]:
+    """Compile `source` to its object in `objects` unless another process has: (exit status,
+    compiler output). The object's lock is held while it is compiled."""
+    target = _object_path(objects, source)
+    log = target.with_suffix(".log")
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return 0, log.read_text() if log.exists() else ""
+        c_file = target.with_name(f"{target.stem}.{uuid.uuid4().hex}.c")
+        c_file.write_text(source)
+        partial = target.with_name(f"{target.stem}.{uuid.uuid4().hex}.o")
+        command = compiler_command([c_file], partial, cflags=[*DEFAULT_CFLAGS, *WARNING_FLAGS],
+                                   openmp=needs_openmp([source]))
+        command = [word for word in command if word not in ("-shared", "-lm")] + ["-c"]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        output = proc.stderr + proc.stdout
+        c_file.unlink()
+        if proc.returncode == 0:
+            log.write_text(output)
+            os.replace(partial, target)
+        return proc.returncode, output

@@ -521,7 +521,7 @@ def test_deep_let_chains_do_not_recurse():
     low = Lowered()
     inc = low.prim(elementwise("tvmgen_default_fused_add", (4,), 1, lambda v: v + 1.0))
     x = Var("x", tt(4))
-    depth = 50_000
+    depth = 10_000
     vars_ = [Var(f"t{k}") for k in range(depth)]
     calls = [low.call(inc, x if k == 0 else vars_[k - 1]) for k in range(depth)]
     body: Expr = vars_[-1]

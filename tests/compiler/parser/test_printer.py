@@ -485,30 +485,30 @@ def test_printer_rejects_objects_that_are_not_modules_or_expressions():
 # --- deep programs ------------------------------------------------------------------------------
 
 
-def test_printer_prints_a_50000_deep_let_chain_without_recursion():
+def test_printer_prints_a_10000_deep_let_chain_without_recursion():
     x = Var("x", F8)
-    names = [Var(f"v{i}") for i in range(50_000)]
+    names = [Var(f"v{i}") for i in range(10_000)]
     body = names[-1]
-    for i in reversed(range(50_000)):
+    for i in reversed(range(10_000)):
         body = Let(names[i], call("negative", x if i == 0 else names[i - 1]), body)
     limit = sys.getrecursionlimit()
     text = astext(module(main=Function([x], body)))
     assert sys.getrecursionlimit() == limit
     lines = text.splitlines()
     assert lines[2] == "  let %v0 = negative(%x);"
-    assert lines[-3] == "  let %v49999 = negative(%v49998);"
-    assert lines[-2] == "  %v49999"
+    assert lines[-3] == "  let %v9999 = negative(%v9998);"
+    assert lines[-2] == "  %v9999"
 
 
-def test_printer_prints_a_50000_deep_nested_call_chain_without_recursion():
+def test_printer_prints_a_10000_deep_nested_call_chain_without_recursion():
     x = Var("x", F8)
     node = x
-    for _ in range(50_000):
+    for _ in range(10_000):
         node = call("negative", node)
     text = astext(module(main=Function([x], node)))
     lines = text.splitlines()
     assert lines[2] == "  %0 = negative(%x);"
-    assert lines[-2] == "  negative(%49998)"
+    assert lines[-2] == "  negative(%9998)"
 
 
 def test_printer_prints_deeply_nested_ifs_without_recursion():

@@ -162,7 +162,7 @@ def @main() { add(1f, 1f) }""")
 
 
 def test_deep_constant_chain_folds_without_recursion():
-    depth = 50_000
+    depth = 10_000
     node = Call(Op.get("add"), (const(1.0), const(1.0)))
     for _ in range(depth - 1):
         node = Call(Op.get("add"), (node, const(1.0)))

@@ -1,7 +1,7 @@
 """`make fuzz N=...`: fuzz the parser and the type checker with N inputs.
 
     python -m compiler.testing.fuzz_driver 1000000 [--out fuzz-out/parser] [--seed 0]
-        [--atheris-share 0.5] [--deadline 20] [--memory-mb 2048] [--no-hostile] [--no-instrument]
+        [--atheris-share 0.95] [--deadline 20] [--memory-mb 2048] [--no-hostile] [--no-instrument]
 
 The property (compiler/testing/relay_text.py): every input ends in an IRModule that type-checks
 or in a CompileError with a file:line:col, within the deadline and the memory limit. The inputs:
@@ -232,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("count", type=int, nargs="?", default=1_000_000, help="inputs to try")
     parser.add_argument("--out", default="fuzz-out/parser", help="where failing inputs are written")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--atheris-share", type=float, default=0.5, help="part of the inputs for atheris")
+    # Hypothesis draws whole well-typed programs (about 45 a second here), atheris mutates bytes
+    # about ten times faster: 5% of 10^6 is still 50,000 grammar-aware programs and mutants.
+    parser.add_argument("--atheris-share", type=float, default=0.95, help="part of the inputs for atheris")
     parser.add_argument("--deadline", type=float, default=20.0, help="seconds an input may take")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address space an input may add to its worker's")
     parser.add_argument("--no-hostile", action="store_true", help="skip the full-size hostile corpus")

@@ -93,10 +93,16 @@ def _build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a compiled model directory with numpy inputs")
     run.add_argument("outdir", type=Path, metavar="OUTDIR")
-    run.add_argument("--inputs", type=Path, required=True, metavar="INPUTS.npz")
-    run.add_argument("-o", "--output", type=Path, required=True, metavar="OUTPUTS.npz")
+    run.add_argument("--inputs", type=Path, metavar="INPUTS.npz",
+                     help="the model's inputs by name; without it, inputs are made up (--fill-mode)")
+    run.add_argument("-o", "--output", type=Path, metavar="OUTPUTS.npz",
+                     help="where to save the outputs (out0, out1, ...); without it, nothing is saved")
     run.add_argument("--repeat", type=int, metavar="N",
                      help="run N times and print {\"median_us\": ..., \"min_us\": ...} as one JSON line")
+    run.add_argument("--fill-mode", choices=("random", "zeros", "ones"), default=None,
+                     help="without --inputs: fill every input with random values (the default), zeros or ones")
+    run.add_argument("--threads", type=int, metavar="N",
+                     help="threads for the model's kernels and BLAS calls (default: every core)")
     run.set_defaults(handler=_run)
 
     serve = commands.add_parser("serve", help="run the HTTP compile service")
@@ -146,13 +152,21 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    inputs = load_arrays(args.inputs)
+    if args.inputs is not None and args.fill_mode is not None:
+        raise InputError("--fill-mode makes up inputs; it cannot be given with --inputs")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads must be at least 1, got {args.threads}")
+    inputs = load_arrays(args.inputs) if args.inputs is not None else None
 
+    from compiler.runtime.fill import fill_inputs
     from compiler.runtime.module import CompiledModule
 
     module = CompiledModule(args.outdir)
-    result = module.run(inputs, repeat=args.repeat or 1)
-    save_outputs(args.output, result.outputs)
+    if inputs is None:
+        inputs = fill_inputs(module.inputs, args.fill_mode or "random")
+    result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
+    if args.output is not None:
+        save_outputs(args.output, result.outputs)
     if args.repeat is not None:
         print(json.dumps({"median_us": round(result.median_us, 3), "min_us": round(result.min_us, 3)}))
     return 0

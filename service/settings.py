@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     run_seconds: float = Field(default=60.0, gt=0)
     memory_bytes: int = Field(default=4 * GiB, ge=64 * MiB)
     max_run_repeat: int = Field(default=1000, ge=1)
+    # A run may ask for this many threads (`threads` of the run request); by default the cores
+    # of the worker's machine, since more only make the run's threads take turns. Threads count
+    # against a run's process limit (64).
+    max_run_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=32)
     # A job whose worker dies this many times is failed instead of being tried again.
     max_attempts: int = Field(default=3, ge=1)
 

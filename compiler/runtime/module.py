@@ -21,6 +21,7 @@ from compiler.backend.dlpack import DTYPE_CODES
 from compiler.backend.interface_c import TensorInfo, cffi_cdef, dynamic_cffi_cdef
 from compiler.diagnostics import InputError
 from compiler.runtime.ffi import Library, aligned_empty, load_library
+from compiler.runtime.threads import set_threads
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,13 @@ class CompiledModule:
             checked[t.c_name] = np.ascontiguousarray(array)
         return checked
 
-    def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 1) -> RunResult:
+    def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 1, threads: int | None = None) -> RunResult:
+        """Run `repeat` times; with `threads`, on that many threads (else as many as the
+        OpenMP runtime was told, all cores by default)."""
         if repeat < 1:
             raise InputError(f"repeat must be at least 1, got {repeat}")
+        if threads is not None:
+            set_threads(threads)
         arrays = self.check_inputs(inputs)
         if self.dynamic:
             return self._run_dynamic(arrays, repeat)

@@ -45,13 +45,17 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
         raise ProblemError.of(
             "validation-error", f"repeat: at most {settings.max_run_repeat} (RELAYCC_MAX_RUN_REPEAT)"
         )
+    if body.threads is not None and body.threads > settings.max_run_threads:
+        raise ProblemError.of(
+            "validation-error", f"threads: at most {settings.max_run_threads} (RELAYCC_MAX_RUN_THREADS)"
+        )
     # Decoding and checking the inputs, and encoding the outputs, take time in proportion to
     # the body: they run in a thread, so the event loop keeps answering other requests.
     inputs_npz = await run_in_threadpool(_encoded_inputs, body, state, module_id)
     state.counters.count("runs")
     with state.limiter.holding(client):
         future = state.queue.submit_run(
-            module_id, inputs_npz, repeat=body.repeat,
+            module_id, inputs_npz, repeat=body.repeat, threads=body.threads,
             seconds=settings.run_seconds, memory_bytes=settings.memory_bytes, sandbox=settings.sandbox,
         )
         try:

@@ -359,6 +359,11 @@ class RunRequest(BaseModel):
     )
     inputs_npz: str | None = Field(default=None, description="Inputs as base64 of an .npz archive instead.")
     repeat: int = Field(default=1, ge=1, description="Run this many times; latency is the median.")
+    threads: int | None = Field(
+        default=None, ge=1,
+        description="Threads for the model's kernels and BLAS calls (at most RELAYCC_MAX_RUN_THREADS); "
+        "by default as many as the worker has cores.",
+    )
     output_format: Literal["json", "npz"] | None = Field(
         default=None, description="How outputs come back; by default the way the inputs came."
     )

@@ -46,7 +46,7 @@ class JobQueue(Protocol):
 
     def submit_run(
         self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
-        sandbox: str = "auto",
+        sandbox: str = "auto", threads: int | None = None,
     ) -> Future[bytes]:
         """Run a built module in a worker; the future holds run_model_job's archive or raises
         RunFailed."""
@@ -77,11 +77,12 @@ class _RunTask:
     seconds: float
     memory_bytes: int
     sandbox: str = "auto"
+    threads: int | None = None
     future: Future[bytes] = field(default_factory=Future)
 
     def message(self, store_root: str) -> tuple[str, tuple[object, ...]]:
         return "run", (store_root, self.module_id, self.inputs_npz, self.repeat, self.seconds,
-                       self.memory_bytes, self.sandbox)
+                       self.memory_bytes, self.sandbox, self.threads)
 
 
 _Task = _CompileTask | _RunTask
@@ -102,9 +103,9 @@ class EmbeddedQueue:
 
     def submit_run(
         self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
-        sandbox: str = "auto",
+        sandbox: str = "auto", threads: int | None = None,
     ) -> Future[bytes]:
-        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox)
+        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
         self._put(task)
         return task.future
 
@@ -291,9 +292,9 @@ def _worker_main(conn: Connection) -> None:
 
 def _run(
     store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int,
-    sandbox: str,
+    sandbox: str, threads: int | None = None,
 ) -> bytes:
     return run_model_job(
         store_root, module_id, inputs_npz, repeat=repeat, seconds=seconds, memory_bytes=memory_bytes,
-        sandbox=sandbox,
+        sandbox=sandbox, threads=threads,
     )

@@ -69,10 +69,11 @@ class _PassProgress:
         self.progress({"stage": "compiling", "last_pass": name, "passes_done": self.done})
 
 
-def run_module(outdir: Path, inputs_npz: bytes, repeat: int) -> bytes:
-    """Load the library of `outdir`, run it `repeat` times; outputs and latencies as .npz."""
+def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None) -> bytes:
+    """Load the library of `outdir`, run it `repeat` times (on `threads` threads when given);
+    outputs and latencies as .npz."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
-    result = CompiledModule(outdir).run(inputs, repeat=repeat)
+    result = CompiledModule(outdir).run(inputs, repeat=repeat, threads=threads)
     arrays = {f"out{index}": output for index, output in enumerate(result.outputs)}
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
     return encode_npz(arrays)

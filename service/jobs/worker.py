@@ -268,6 +268,7 @@ def run_model_job(
     seconds: float = 60.0,
     memory_bytes: int | None = None,
     sandbox: str = "auto",
+    threads: int | None = None,
 ) -> bytes:
     """Run a built module on the arrays of `inputs_npz` (named after @main's parameters).
 
@@ -289,10 +290,10 @@ def run_model_job(
     if refusal is not None:
         raise RunFailed(make_problem("sandbox-unavailable", f"the module cannot be run: {refusal}"))
     if _use_sandbox(sandbox):
-        done = _run_sandboxed(outdir, inputs_npz, repeat, limits)
+        done = _run_sandboxed(outdir, inputs_npz, repeat, limits, threads)
     else:
         result = run_isolated(
-            partial(run_module, outdir, inputs_npz, repeat), seconds=seconds, memory_bytes=memory_bytes,
+            partial(run_module, outdir, inputs_npz, repeat, threads), seconds=seconds, memory_bytes=memory_bytes,
             describe_error=describe_error_json, deny_network=True,
         )
         value: object = result.payload if result.outcome == "ok" else (
@@ -312,10 +313,11 @@ def run_model_job(
     raise RunFailed(make_problem("run-crashed", f"the process running the model died ({done.exit})"))
 
 
-def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimits) -> _Done:
+def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimits, threads: int | None) -> _Done:
     scratch = _scratch()
     try:
-        (scratch / "task.json").write_text(json.dumps({"kind": "run", "repeat": repeat}), encoding="utf-8")
+        task = {"kind": "run", "repeat": repeat, "threads": threads}
+        (scratch / "task.json").write_text(json.dumps(task), encoding="utf-8")
         (scratch / "inputs.npz").write_bytes(inputs_npz)
         memory = limits.memory_bytes or (64 << 30)
         finished = _sandboxed(scratch, limits=bwrap.Limits(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -466,3 +467,26 @@ def test_a_model_that_is_not_utf8_is_one_error_at_its_first_bad_byte(tmp_path: P
     extra = ["--inputs", inputs] if command == "interpret" else []
     line = assert_one_line_error(run_relaycc(command, model, "-o", tmp_path / "out", *extra))
     assert line == f"{model}:3:6: error: cannot read {model}: not UTF-8 text (invalid start byte at byte 51)"
+
+
+def test_run_without_inputs_fills_them_and_saves_what_the_model_computed(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+
+    ones = run_relaycc("run", tmp_path / "out", "--fill-mode", "ones", "-o", tmp_path / "ones.npz")
+    made_up = run_relaycc("run", tmp_path / "out", "--repeat", "3", "--threads", "1")
+
+    assert ones.returncode == 0, ones.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "ones.npz")["out0"], np.full((2, 2), 2.0, np.float32))
+    assert made_up.returncode == 0, made_up.stderr
+    assert set(json.loads(made_up.stdout)) == {"median_us", "min_us"}
+
+
+@pytest.mark.parametrize(("flags", "complaint"), [
+    (["--fill-mode", "zeros", "--inputs", "x.npz"], "--fill-mode makes up inputs"),
+    (["--threads", "0"], "--threads must be at least 1"),
+])
+def test_run_refuses_contradictory_or_impossible_options(tmp_path: Path, flags: list[str], complaint: str) -> None:
+    result = run_relaycc("run", tmp_path / "out", *flags)
+
+    assert complaint in assert_one_line_error(result)

@@ -53,7 +53,9 @@ def _work(job: Path, send: object) -> object:
             delay_seconds=float(task.get("delay_seconds", 0.0)),
         )
     if task["kind"] == "run":
-        archive = run_module(Path(MODULE_DIR), (job / "inputs.npz").read_bytes(), int(task["repeat"]))
+        threads = task.get("threads")
+        archive = run_module(Path(MODULE_DIR), (job / "inputs.npz").read_bytes(), int(task["repeat"]),
+                             int(threads) if threads is not None else None)
         (job / "result.npz").write_bytes(archive)
         return None
     raise ValueError(f"unknown task kind {task['kind']!r}")

@@ -127,6 +127,23 @@ def test_repeat_over_the_limit_is_refused(client: TestClient, small: str) -> Non
     assert "RELAYCC_MAX_RUN_REPEAT" in response.json()["detail"]
 
 
+def test_run_on_one_thread_gives_the_same_outputs(client: TestClient, mlp: str) -> None:
+    inputs = models.mlp_seed001_inputs(seed=4)
+
+    response = client.post(f"/modules/{mlp}/run", json={"inputs_npz": npz_b64(**inputs), "threads": 1})
+
+    assert response.status_code == 200, response.text
+    outputs = from_npz_b64(response.json()["outputs_npz"])
+    np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_threads_over_the_limit_are_refused(client: TestClient, small: str) -> None:
+    response = client.post(f"/modules/{small}/run", json={"inputs": {}, "threads": 33})
+
+    assert response.status_code == 422
+    assert "RELAYCC_MAX_RUN_THREADS" in response.json()["detail"]
+
+
 def test_running_an_unknown_module_answers_404(client: TestClient) -> None:
     response = client.post(f"/modules/{'0' * 64}/run", json={"inputs": {}})
 

@@ -1,0 +1,66 @@
+"""How many threads a run of a compiled model uses.
+
+Generated kernels parallelize with OpenMP and the `cblas` codegen's library calls OpenBLAS,
+which keeps a thread pool of its own; both read their thread counts from the environment when
+they are first loaded (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), which is too late for a process
+that runs several models. `set_threads` changes both for the calling thread's later runs, through
+the runtimes' own calls (`omp_set_num_threads`, `openblas_set_num_threads`), for whichever of
+the two libraries the process has loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from compiler.diagnostics import InputError
+
+_OPENMP = ("libgomp.so.1",)
+_OPENBLAS = ("libopenblas.so.0", "libopenblas64_.so.0")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _loaded(names: tuple[str, ...]) -> list[ctypes.CDLL]:
+    """The libraries of `names` already loaded in this process (never loads one)."""
+    mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1)
+    found = []
+    for name in names:
+        try:
+            found.append(ctypes.CDLL(name, mode=mode))
+        except OSError:
+            continue
+    return found
+
+
+def check_threads(threads: int) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InputError(f"threads must be a whole number of at least 1, got {threads!r}")
+    limit = 4 * available_cores()
+    if threads > limit:
+        raise InputError(f"threads must be at most {limit} (4 × the {available_cores()} cores this process may use), got {threads}")
+    return threads
+
+
+def set_threads(threads: int) -> None:
+    """Run later kernels of this thread with `threads` OpenMP threads and OpenBLAS with as many."""
+    check_threads(threads)
+    for library in _loaded(_OPENMP):
+        library.omp_set_num_threads(ctypes.c_int(threads))
+    for library in _loaded(_OPENBLAS):
+        setter = getattr(library, "openblas_set_num_threads", None)
+        if setter is not None:
+            setter(ctypes.c_int(threads))
+
+
+def openmp_threads() -> int | None:
+    """The OpenMP thread count a parallel region started now would get, or None without OpenMP."""
+    for library in _loaded(_OPENMP):
+        return int(library.omp_get_max_threads())
+    return None

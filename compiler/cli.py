@@ -103,6 +103,8 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="without --inputs: fill every input with random values (the default), zeros or ones")
     run.add_argument("--threads", type=int, metavar="N",
                      help="threads for the model's kernels and BLAS calls (default: every core)")
+    run.add_argument("--profile", action="store_true",
+                     help="time every kernel and print a table (kernel, calls, mean µs per run, %% of the run)")
     run.set_defaults(handler=_run)
 
     serve = commands.add_parser("serve", help="run the HTTP compile service")
@@ -164,12 +166,26 @@ def _run(args: argparse.Namespace) -> int:
     module = CompiledModule(args.outdir)
     if inputs is None:
         inputs = fill_inputs(module.inputs, args.fill_mode or "random")
-    result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
+    if args.profile:
+        profile = module.profile(inputs, repeat=args.repeat or 1, threads=args.threads)
+        result = profile.result
+        _print_profile(profile.rows(), float(np.mean(result.times_us)))
+    else:
+        result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
     if args.output is not None:
         save_outputs(args.output, result.outputs)
     if args.repeat is not None:
         print(json.dumps({"median_us": round(result.median_us, 3), "min_us": round(result.min_us, 3)}))
     return 0
+
+
+def _print_profile(rows: Sequence[dict[str, object]], run_us: float) -> None:
+    width = max([len("kernel")] + [len(str(row["kernel"])) for row in rows])
+    print(f"{'kernel':<{width}}  {'calls':>5}  {'us':>12}  {'%':>6}")
+    for row in rows:
+        print(f"{row['kernel']:<{width}}  {row['calls']:>5}  {row['us']:>12.1f}  {row['percent']:>6.2f}")
+    # Means, as the kernels' times are: a run the machine interrupted counts in both.
+    print(f"{'whole run (mean)':<{width}}  {'':>5}  {run_us:>12.1f}  {100.0:>6.2f}")
 
 
 def _ops(args: argparse.Namespace) -> int:

@@ -6,6 +6,11 @@ runs with which pointers, where every intermediate lives, which outputs are copi
 source includes the module's header and defines the entry points with exactly the prototypes
 declared there, so the two can never disagree (TVM issues #8640 / #14871 / #17194 come from a
 generated file re-declaring them differently).
+
+Every kernel call can be timed (`relaycc run --profile`): `tvmgen_<name>_profile(ns)` hands the
+executor an array of `tvmgen_<name>_profile_calls()` int64 counters, to which each call adds its
+nanoseconds; `tvmgen_<name>_profile_name(i)` names the kernel of call i. Without an array (the
+default) a call costs one extra well-predicted branch.
 """
 
 from __future__ import annotations
@@ -132,7 +137,7 @@ def _all_refs(prog: MainProgram) -> list[Ref]:
     return refs
 
 
-def _main_function(prog: MainProgram, main_symbol: str, pool_symbol: str) -> list[str]:
+def _main_function(prog: MainProgram, main_symbol: str, pool_symbol: str, profile_symbol: str) -> list[str]:
     params = [(c_type(t.dtype) + "*", input_param(t)) for t in prog.inputs]
     params += [(c_type(t.dtype) + "*", output_param(t)) for t in prog.outputs]
     params.append(("uint8_t*", "workspace"))
@@ -141,11 +146,15 @@ def _main_function(prog: MainProgram, main_symbol: str, pool_symbol: str) -> lis
     # An input no kernel reads or a workspace nobody uses is voided, so -Wextra stays quiet.
     lines += [f"  (void){name};" for _, name in params if name not in used]
     lines += _locals(prog, pool_symbol)
-    for call in prog.calls:
+    if prog.calls:
+        lines += [f"  int64_t* profile = {profile_symbol};", "  int64_t started = 0;"]
+    for index, call in enumerate(prog.calls):
         args = [_arg(ref, dtype) for ref, dtype in zip(call.args, call.kernel.param_dtypes)]
         if call.kernel.takes_workspace:
             args.append(f"workspace + {call.workspace_offset}")
+        lines.append("  if (profile) started = relaycc_now_ns();")
         lines.append(f"  if ({call.kernel.symbol}({', '.join(args)}) != 0) return -1;")
+        lines.append(f"  if (profile) profile[{index}] += relaycc_now_ns() - started;")
     for copy in prog.copies:
         lines.append(f"  memcpy({copy.dst.name}, {copy.src.name}, {copy.nbytes});")
     lines += ["  return 0;", "}"]
@@ -162,6 +171,7 @@ def emit_main_source(prog: MainProgram) -> str:
         "#include <stddef.h>",
         "#include <stdint.h>",
         "#include <string.h>",
+        "#include <time.h>",
         "",
         f'#include "{header_name(prog.module_name)}"',
         "",
@@ -183,10 +193,34 @@ def emit_main_source(prog: MainProgram) -> str:
             f"__attribute__((aligned({prog.workspace_alignment})));"
         )
         lines.append("")
-    lines += _main_function(prog, main_symbol, pool_symbol)
+    profile_symbol = f"{prefix}_profile_ns"
+    lines += _profile_support(prog, prefix, profile_symbol)
+    lines += _main_function(prog, main_symbol, pool_symbol, profile_symbol)
     lines.append("")
     lines += _entry_points(prog, main_symbol, workspace_symbol if prog.workspace_bytes else "NULL")
     return "\n".join(lines)
+
+
+def _profile_support(prog: MainProgram, prefix: str, profile_symbol: str) -> list[str]:
+    """The clock, the counters' pointer and the three profile functions of the module docstring."""
+    names = ", ".join(f'"{call.kernel.symbol}"' for call in prog.calls) or "NULL"
+    count = len(prog.calls)
+    return [
+        "/* Kernel timing for profilers (off unless an array of counters is given). */",
+        f"static int64_t* {profile_symbol} = NULL;",
+        f"static const char* const {prefix}_profile_names[] = {{{names}}};",
+        "static inline int64_t relaycc_now_ns(void) {",
+        "  struct timespec now;",
+        "  clock_gettime(CLOCK_MONOTONIC, &now);",
+        "  return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;",
+        "}",
+        f"int32_t {prefix}_profile_calls(void) {{ return {count}; }}",
+        f"const char* {prefix}_profile_name(int32_t call) {{",
+        f"  return call >= 0 && call < {count} ? {prefix}_profile_names[call] : NULL;",
+        "}",
+        f"void {prefix}_profile(int64_t* nanoseconds) {{ {profile_symbol} = nanoseconds; }}",
+        "",
+    ]
 
 
 def _entry_points(prog: MainProgram, main_symbol: str, static_workspace: str) -> list[str]:

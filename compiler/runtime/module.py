@@ -38,6 +38,35 @@ class RunResult:
         return float(min(self.times_us))
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A profiled run: its result, and for each kernel call in execution order the kernel's
+    name and its mean time per run in microseconds."""
+
+    result: RunResult
+    kernels: list[str]
+    kernel_us: list[float]
+
+    def rows(self) -> list[dict[str, object]]:
+        """One row per kernel (its calls summed), slowest first, with its share of the run."""
+        total_us: dict[str, float] = {}
+        calls: dict[str, int] = {}
+        for name, us in zip(self.kernels, self.kernel_us):
+            total_us[name] = total_us.get(name, 0.0) + us
+            calls[name] = calls.get(name, 0) + 1
+        run_us = float(np.mean(self.result.times_us))
+        rows = [{"kernel": name, "calls": calls[name], "us": round(us, 3),
+                 "percent": round(100.0 * us / run_us, 2) if run_us > 0 else 0.0}
+                for name, us in total_us.items()]
+        return sorted(rows, key=lambda row: -float(row["us"]))  # type: ignore[arg-type]
+
+
+def _profile_cdef(module_name: str) -> str:
+    prefix = f"tvmgen_{module_name}"
+    return (f"\nint32_t {prefix}_profile_calls(void);\nconst char* {prefix}_profile_name(int32_t call);\n"
+            f"void {prefix}_profile(int64_t* nanoseconds);\n")
+
+
 def _tensors(entries: object) -> list[TensorInfo]:
     assert isinstance(entries, list)
     return [
@@ -74,7 +103,7 @@ class CompiledModule:
                 memory["workspace_bytes"],
                 interface["workspace_byte_alignment"],
                 memory["constant_bytes"],
-            )
+            ) + _profile_cdef(self.module_name)
         library = outdir / interface["library"]
         if not library.exists():
             raise InputError(f"{library} does not exist; was the build finished?")
@@ -121,6 +150,30 @@ class CompiledModule:
                 raise InputError(f"{self.entry} returned {status}: a kernel or external call failed")
         return RunResult(outputs, times)
 
+
+    def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 1, threads: int | None = None) -> Profile:
+        """Run as `run` does (after one run that is not timed), timing every kernel call of the
+        executor."""
+        prefix = f"tvmgen_{self.module_name}"
+        try:
+            count_calls, name_of, give = (getattr(self.lib.lib, f"{prefix}_profile{suffix}")
+                                          for suffix in ("_calls", "_name", ""))
+        except AttributeError:
+            raise InputError(
+                f"{self.outdir}: no kernel timing in this library (models with `?` dims or control "
+                "flow have none yet, nor libraries built before relaycc had profiling)"
+            ) from None
+        ffi = self.lib.ffi
+        calls = int(count_calls())
+        counters = ffi.new("int64_t[]", max(calls, 1))
+        self.run(inputs, threads=threads)  # not timed: the first run pays for page faults and thread start-up
+        give(counters)
+        try:
+            result = self.run(inputs, repeat=repeat, threads=threads)
+        finally:
+            give(ffi.NULL)
+        names = [ffi.string(name_of(i)).decode() for i in range(calls)]
+        return Profile(result, names, [counters[i] / 1000.0 / repeat for i in range(calls)])
 
     def _run_dynamic(self, arrays: dict[str, np.ndarray], repeat: int) -> RunResult:
         ffi = self.lib.ffi
@@ -189,4 +242,4 @@ def _symbolic(shape: tuple[int, ...]) -> str:
     return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
 
 
-__all__ = ["CompiledModule", "RunResult", "aligned_empty"]
+__all__ = ["CompiledModule", "Profile", "RunResult", "aligned_empty"]

@@ -490,3 +490,18 @@ def test_run_refuses_contradictory_or_impossible_options(tmp_path: Path, flags: 
     result = run_relaycc("run", tmp_path / "out", *flags)
 
     assert complaint in assert_one_line_error(result)
+
+
+def test_run_with_profile_prints_every_kernel_and_the_whole_run(tmp_path: Path) -> None:
+    model = write(tmp_path / "both.relay", SUM_AND_PRODUCT)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+
+    result = run_relaycc("run", tmp_path / "out", "--profile", "--repeat", "3", "--threads", "1")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["kernel", "calls", "us", "%"]
+    kernels = {line.split()[0] for line in lines[1:-2]}
+    assert kernels == {"tvmgen_default_fused_add", "tvmgen_default_fused_multiply"}
+    assert lines[-2].startswith("whole run (mean)")
+    assert set(json.loads(lines[-1])) == {"median_us", "min_us"}

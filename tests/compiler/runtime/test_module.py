@@ -50,3 +50,30 @@ def test_a_directory_from_lower_cannot_be_run(tmp_path):
     build(MODEL, tmp_path, BuildOptions(), executor=False)
     with pytest.raises(InputError, match="relaycc lower"):
         CompiledModule(tmp_path)
+
+
+def test_profile_times_each_kernel_call_in_execution_order_and_gives_the_same_outputs(module):
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    y = np.array([1, 2, 3], "float32")
+
+    profile = module.profile({"x": x, "y": y}, repeat=3)
+
+    np.testing.assert_allclose(profile.result.outputs[1], np.exp(x + y), rtol=1e-6)
+    lowered_calls = [c["callee"] for c in module.report["calls"] if c["kind"] == "prim_func"]
+    assert profile.kernels == lowered_calls
+    assert all(us >= 0 for us in profile.kernel_us)
+    assert {row["kernel"] for row in profile.rows()} == set(lowered_calls)
+
+
+def test_a_run_after_profiling_no_longer_counts(module):
+    x, y = np.zeros((2, 3), "float32"), np.zeros(3, "float32")
+    module.profile({"x": x, "y": y})
+
+    module.run({"x": x, "y": y})  # would write through a dangling counter array if still set
+
+
+def test_a_model_with_unknown_dims_has_no_kernel_timing(tmp_path):
+    text = MODEL.replace("(2, 3)", "(?, 3)")
+    build(text, tmp_path, BuildOptions())
+    with pytest.raises(InputError, match="no kernel timing"):
+        CompiledModule(tmp_path).profile({"x": np.zeros((2, 3), "float32"), "y": np.zeros(3, "float32")})

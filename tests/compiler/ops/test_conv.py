@@ -192,3 +192,27 @@ def test_conv2d_is_out_elemwise_fusable_with_tvm_defaults() -> None:
         "out_layout",
         "out_dtype",
     ]
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_reference_gathering_windows_in_bands_of_rows_gives_the_textbook_result(
+    monkeypatch: pytest.MonkeyPatch, groups: int
+) -> None:
+    import compiler.ops.conv as conv_module
+
+    monkeypatch.setattr(conv_module, "_WINDOW_BYTES", 1)  # one output row per matrix product
+    x, w = rand(2, 4, 7, 6, seed=1), rand(6, 4 // groups, 3, 2, seed=2)
+
+    got = conv(x, w, strides=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=groups)
+
+    want = direct_conv(x, w, stride=(2, 1), pad=(1, 0, 2, 1), dilation=(1, 2), groups=groups)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_reference_pointwise_and_depthwise_convolutions_give_the_textbook_result() -> None:
+    x = rand(1, 6, 5, 5, seed=3)
+    pointwise, depthwise = rand(4, 6, 1, 1, seed=4), rand(6, 1, 3, 3, seed=5)
+
+    np.testing.assert_allclose(conv(x, pointwise), direct_conv(x, pointwise), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(conv(x, depthwise, padding=[1, 1, 1, 1], groups=6),
+                               direct_conv(x, depthwise, pad=(1, 1, 1, 1), groups=6), rtol=1e-5, atol=1e-6)

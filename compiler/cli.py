@@ -102,7 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fill-mode", choices=("random", "zeros", "ones"), default=None,
                      help="without --inputs: fill every input with random values (the default), zeros or ones")
     run.add_argument("--threads", type=int, metavar="N",
-                     help="threads for the model's kernels and BLAS calls (default: every core)")
+                     help="threads for the model's kernels, BLAS calls included (default: every core)")
     run.add_argument("--profile", action="store_true",
                      help="time every kernel and print a table (kernel, calls, mean µs per run, %% of the run)")
     run.set_defaults(handler=_run)

@@ -1,11 +1,10 @@
 """How many threads a run of a compiled model uses.
 
-Generated kernels parallelize with OpenMP and the `cblas` codegen's library calls OpenBLAS,
-which keeps a thread pool of its own; both read their thread counts from the environment when
-they are first loaded (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), which is too late for a process
-that runs several models. `set_threads` changes both for the calling thread's later runs, through
-the runtimes' own calls (`omp_set_num_threads`, `openblas_set_num_threads`), for whichever of
-the two libraries the process has loaded.
+Every parallel loop of a compiled model is OpenMP's: generated kernels, and the `cblas`
+codegen's library, which runs OpenBLAS on one thread and splits its products across the OpenMP
+threads itself (two thread pools on the same cores fought). OpenMP reads OMP_NUM_THREADS when it
+is first loaded, too late for a process that runs several models: `set_threads` changes the
+count for the calling thread's later runs through `omp_set_num_threads`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import os
 from compiler.diagnostics import InputError
 
 _OPENMP = ("libgomp.so.1",)
-_OPENBLAS = ("libopenblas.so.0", "libopenblas64_.so.0")
 
 
 def available_cores() -> int:
@@ -49,14 +47,10 @@ def check_threads(threads: int) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Run later kernels of this thread with `threads` OpenMP threads and OpenBLAS with as many."""
+    """Run later kernels of this thread on `threads` OpenMP threads."""
     check_threads(threads)
     for library in _loaded(_OPENMP):
         library.omp_set_num_threads(ctypes.c_int(threads))
-    for library in _loaded(_OPENBLAS):
-        setter = getattr(library, "openblas_set_num_threads", None)
-        if setter is not None:
-            setter(ctypes.c_int(threads))
 
 
 def openmp_threads() -> int | None:

@@ -16,6 +16,12 @@
  * the output, so it lives in the model's workspace like any intermediate and the kernels
  * never allocate. A 1x1 kernel with unit stride and no padding reads the image directly and
  * ignores the scratch tensor.
+ *
+ * Threads: the model's own kernels run on OpenMP threads, and OpenBLAS (a pthreads build on
+ * Debian) keeps a pool of its own whose idle threads spin for a while after every call. Both
+ * pools on the same cores made a transformer block ten times slower at 2 threads than at 1.
+ * So OpenBLAS is told to use one thread, and the products are split across the OpenMP threads
+ * here (by rows or by columns, whichever is larger; batches by matrix): one pool for the model.
  */
 
 #if defined(__has_include)
@@ -27,6 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* OpenBLAS's own setter; weak, so that another CBLAS without it still links. */
+#pragma weak openblas_set_num_threads
+void openblas_set_num_threads(int threads);
 
 #include "relaycc_dlpack.h"
 
@@ -100,6 +113,59 @@ static void epilogue_channels(float *y, const float *bias, int64_t images, int64
   }
 }
 
+/* Products with fewer multiply-adds than this run on the calling thread: a fork/join costs as
+ * much as a product of this size takes. */
+#define RELAYCC_CBLAS_PARALLEL_MACS (1 << 18)
+
+static void single_threaded_blas(void) {
+  static int done = 0;
+  if (!done && openblas_set_num_threads != NULL) openblas_set_num_threads(1);
+  done = 1;
+}
+
+static int threads_for(double macs) {
+#ifdef _OPENMP
+  if (macs >= RELAYCC_CBLAS_PARALLEL_MACS && !omp_in_parallel()) return omp_get_max_threads();
+#else
+  (void)macs;
+#endif
+  return 1;
+}
+
+/* C (M x N, row-major, ldc) = op(A) . op(B), split into one band of rows (or of columns, when N
+ * is the larger) per OpenMP thread, each computed by a single-threaded sgemm. */
+static void sgemm_split(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float *a,
+                        blasint lda, const float *b, blasint ldb, float *c, blasint ldc) {
+  single_threaded_blas();
+  const int threads = threads_for((double)m * (double)n * (double)k);
+  if (threads <= 1) {
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    return;
+  }
+  const int by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+#pragma omp parallel num_threads(threads)
+  {
+#ifdef _OPENMP
+    const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+#else
+    const int64_t parts = 1, part = 0;
+#endif
+    const int64_t first = extent * part / parts, last = extent * (part + 1) / parts;
+    if (last > first) {
+      if (by_rows) {
+        const float *a_rows = ta == CblasNoTrans ? a + first * lda : a + first;
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)(last - first), (blasint)n, (blasint)k, 1.0f, a_rows, lda, b,
+                    ldb, 0.0f, c + first * ldc, ldc);
+      } else {
+        const float *b_cols = tb == CblasNoTrans ? b + first : b + first * ldb;
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)(last - first), (blasint)k, 1.0f, a, lda, b_cols,
+                    ldb, 0.0f, c + first, ldc);
+      }
+    }
+  }
+}
+
 /* y (M x N) = x (M x K) . w (N x K)^T; an empty reduction gives zeros (BLAS rejects ld = 0). */
 static void gemm_xwt(const float *x, const float *w, float *y, int64_t m, int64_t n, int64_t k) {
   if (m == 0 || n == 0) return;
@@ -107,8 +173,7 @@ static void gemm_xwt(const float *x, const float *w, float *y, int64_t m, int64_
     memset(y, 0, (size_t)(m * n) * sizeof(float));
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, x, (blasint)k, w,
-              (blasint)k, 0.0f, y, (blasint)n);
+  sgemm_split(CblasNoTrans, CblasTrans, m, n, k, x, (blasint)k, w, (blasint)k, y, (blasint)n);
 }
 
 /* --- dense: data (..., K), weight (N, K), optional bias (N), out (..., N) ------------------- */
@@ -185,14 +250,22 @@ int32_t relaycc_cblas_batch_matmul(DLTensor *a, DLTensor *b, DLTensor *out, int6
   const blasint lda = (blasint)(transpose_a ? m : k), ldb = (blasint)(transpose_b ? k : n);
   if (batch_b == 1 && batch_a == batch && !transpose_a) {
     /* One shared right-hand matrix: the batch stacks into the rows of a single product. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (blasint)(batch * m), (blasint)n, (blasint)k, 1.0f, pa, lda, pb, ldb,
-                0.0f, y, (blasint)n);
+    sgemm_split(CblasNoTrans, tb, batch * m, n, k, pa, lda, pb, ldb, y, (blasint)n);
     return RELAYCC_CBLAS_OK;
   }
   const int64_t step_a = batch_a == 1 ? 0 : m * k, step_b = batch_b == 1 ? 0 : k * n;
+  single_threaded_blas();
+  const int threads = threads_for((double)batch * (double)m * (double)n * (double)k);
+  if (threads > 1 && batch >= threads) {
+    /* A matrix per thread at a time: the batch is the natural split. */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, pa + i * step_a, lda,
+                  pb + i * step_b, ldb, 0.0f, y + i * m * n, (blasint)n);
+    return RELAYCC_CBLAS_OK;
+  }
   for (int64_t i = 0; i < batch; ++i)
-    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, pa + i * step_a, lda,
-                pb + i * step_b, ldb, 0.0f, y + i * m * n, (blasint)n);
+    sgemm_split(ta, tb, m, n, k, pa + i * step_a, lda, pb + i * step_b, ldb, y + i * m * n, (blasint)n);
   return RELAYCC_CBLAS_OK;
 }
 
@@ -206,6 +279,8 @@ typedef struct {
  * for every output position, the input pixel that kernel tap reads (0 in the padding). */
 static void im2col(const float *image, float *col, int64_t channels, int64_t height, int64_t width, int64_t kh,
                    int64_t kw, int64_t oh, int64_t ow, const conv_attrs *a) {
+  const int threads = threads_for((double)channels * (double)(kh * kw) * (double)(oh * ow));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t c = 0; c < channels; ++c) {
     const float *plane = image + c * height * width;
     for (int64_t ky = 0; ky < kh; ++ky) {
@@ -272,9 +347,8 @@ static int conv2d_impl(const DLTensor *data, const DLTensor *weight, const DLTen
     const float *x = image + i * channels * height * width;
     if (!pointwise) im2col(x, col, channels, height, width, kh, kw, oh, ow, a);
     /* out_i (filters x positions) = weight (filters x patch) . col (patch x positions) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)filters, (blasint)positions, (blasint)patch, 1.0f,
-                filter, (blasint)patch, pointwise ? x : col, (blasint)positions, 0.0f, y + i * filters * positions,
-                (blasint)positions);
+    sgemm_split(CblasNoTrans, CblasNoTrans, filters, positions, patch, filter, (blasint)patch, pointwise ? x : col,
+                (blasint)positions, y + i * filters * positions, (blasint)positions);
     /* The epilogue runs per image, while its product is still in cache. */
     epilogue_channels(y + i * filters * positions, bias != NULL ? elements(bias) : NULL, 1, filters, positions, relu);
   }

@@ -466,3 +466,29 @@ def test_a_model_that_is_not_utf8_is_one_error_at_its_first_bad_byte(tmp_path: P
     extra = ["--inputs", inputs] if command == "interpret" else []
     line = assert_one_line_error(run_relaycc(command, model, "-o", tmp_path / "out", *extra))
     assert line == f"{model}:3:6: error: cannot read {model}: not UTF-8 text (invalid start byte at byte 51)"
+
+
+def test_help_starts_without_the_compiler_numpy_or_the_service() -> None:
+    program = (
+        "import sys\nfrom compiler.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'cffi', 'service', 'compiler')))"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.strip().splitlines()[-1]
+    assert loaded == "['compiler', 'compiler.cli', 'compiler.diagnostics']"
+
+
+def test_compile_keeps_objects_where_relaycc_cache_dir_says_and_nowhere_when_off(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(tmp_path / "home"))
+    env.pop("XDG_CACHE_HOME", None)
+    for setting, out in (("off", "a"), (str(tmp_path / "cache"), "b")):
+        env["RELAYCC_CACHE_DIR"] = setting
+        result = subprocess.run([sys.executable, "-m", "compiler", "compile", str(model), "-o", str(tmp_path / out)],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "home").exists()
+    assert len(list((tmp_path / "cache" / "objects").rglob("*.o"))) == 2  # the executor and the kernels

@@ -204,6 +204,8 @@ def _compile_all(
     compiler = c_compiler()
     includes = [Path(d) for d in include_dirs]
 
+    stored: list[Path] = []
+
     def one(index: int, unit: _Unit) -> tuple[Path, bool]:
         text = unit.source.read_bytes()
         openmp = _OPENMP_MARK.encode() in text
@@ -217,6 +219,7 @@ def _compile_all(
             _run([*compiler, *flags, *[f"-I{d}" for d in include_dirs], "-c", str(unit.source), "-o", str(obj)])
             if cache is not None and key is not None:
                 cache.store(key, obj.read_bytes())
+                stored.append(obj)
         if on_compile is not None:
             on_compile(unit.source, cached is not None)
         return obj, openmp
@@ -234,7 +237,7 @@ def _compile_all(
             if first is not None:
                 raise first
             results = [f.result() for f in futures]
-    if cache is not None:
+    if cache is not None and stored:
         cache.trim()
     return [obj for obj, _ in results], any(openmp for _, openmp in results)
 

@@ -3,6 +3,9 @@
 User errors (a bad model, a missing or unreadable file, a missing input) end the command with
 exit status 1 and one line on stderr, naming the file, line and column where there is one.
 Usage errors are argparse's: exit status 2.
+
+Each command imports what it needs when it runs: `relaycc --help` and `relaycc run` start
+without numpy's full import, the compiler's passes or the service.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from compiler import __version__
 from compiler.diagnostics import CompileError, InputError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,7 +154,10 @@ def _compile(args: argparse.Namespace) -> int:
     except OSError as err:
         raise InputError(f"{model}: cannot read: {err}") from err
     text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
-    build(text, args.output, options, params, source_name=str(model), executor=args.executor)
+    from compiler.runtime.compile_cache import CompileCache
+
+    build(text, args.output, options, params, source_name=str(model), executor=args.executor,
+          cache=CompileCache.from_environment())
     return 0
 
 
@@ -169,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.profile:
         profile = module.profile(inputs, repeat=args.repeat or 1, threads=args.threads)
         result = profile.result
-        _print_profile(profile.rows(), float(np.mean(result.times_us)))
+        _print_profile(profile.rows(), sum(result.times_us) / len(result.times_us))
     else:
         result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
     if args.output is not None:
@@ -291,6 +299,8 @@ def _existing_file(path: Path) -> Path:
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
     """The arrays of an .npz file by name; an unreadable file is an InputError."""
+    import numpy as np
+
     _existing_file(path)
     try:
         loaded = np.load(path, allow_pickle=False)
@@ -308,6 +318,8 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
 
 def save_outputs(path: Path, outputs: Sequence[np.ndarray]) -> None:
     """Saves the results as out0, out1, ... at exactly `path` (np.savez would add `.npz`)."""
+    import numpy as np
+
     arrays = {f"out{index}": np.asarray(value) for index, value in enumerate(outputs)}
     try:
         with open(path, "wb") as stream:

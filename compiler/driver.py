@@ -6,25 +6,30 @@
         ─▶ AOT executor codegen (static memory plan) ─▶ C sources + header ─▶ report
 
 `export()` writes the artifacts of DESIGN.md's OUTDIR and builds `lib<name>.so` with the system
-C compiler, together with the external codegens' C and libraries. Nothing here knows how a pass
-works; it only knows the order.
+C compiler, together with the external codegens' C and libraries: the files compile in parallel
+and objects come from the compile cache when an earlier build made them (runtime/build.py,
+runtime/compile_cache.py). Nothing here knows how a pass works; it only knows the order.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, Literal
 
 import numpy as np
 
 from compiler import __version__
 from compiler.backend.aot_executor import AOTExecutorCodegen, AOTResult
-from compiler.backend.codegen_c import emit_c_module
+from compiler.backend.codegen_c import emit_c_files, emit_c_module
+from compiler.backend.constants import ConstantPool, is_separate, write_pool_bytes, write_pool_source
 from compiler.backend.function_metadata import UpdateFunctionMetadata
-from compiler.backend.interface_c import TensorInfo
+from compiler.backend.interface_c import TensorInfo, c_prefix
+from compiler.backend.kernel_files import kernel_groups
 from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
 from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
@@ -56,7 +61,8 @@ from compiler.passes.simplify_inference import SimplifyInference
 from compiler.passes.strip_devices import StripDevices, device_placements
 from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
 from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
-from compiler.runtime.build import build_shared_library
+from compiler.runtime.build import Blob, build_shared_library
+from compiler.runtime.compile_cache import CompileCache
 from compiler.tir.stmt import PrimFunc
 
 HOST_TARGETS = ("c",)
@@ -171,16 +177,29 @@ class CompiledModel:
         return f"tvmgen_{self.options.module_name}"
 
     def c_sources(self) -> dict[str, str]:
-        """File name → C text: the executor (lib0), the host kernels (lib1), then one file per
-        external module (the codegens' generated C)."""
+        """File name → C text: the executor (lib0), the host kernels (lib1, lib2, ..., grouped
+        by backend/kernel_files.py), then one file per external module (the codegens'
+        generated C). A large constant pool has a file of its own: `pool_source`."""
         assert self.aot is not None, "lower-only builds have no C"
         name = self.options.module_name
         external = {s for m in self.external_modules for s in m.symbols}
         host_funcs = [f for f in self.prim_funcs if f.name not in external]
-        kernels = emit_c_module(host_funcs, workspace_alignment=self.options.workspace_byte_alignment)
-        sources = {f"{name}_lib0.c": self.aot.main_source, f"{name}_lib1.c": kernels}
+        alignment = self.options.workspace_byte_alignment
+        kernels = emit_c_files(host_funcs, kernel_groups, workspace_alignment=alignment) or [
+            emit_c_module([], workspace_alignment=alignment)
+        ]
+        sources = {f"{name}_lib0.c": self.aot.main_source}
+        sources.update((f"{name}_lib{k}.c", text) for k, text in enumerate(kernels, start=1))
         sources.update((m.file_name, m.source) for m in self.external_modules)
         return sources
+
+    def pool_source(self) -> tuple[str, str, ConstantPool] | None:
+        """(file name, symbol, pool) of the constant pool the executor only declares, if any."""
+        pool = self.aot.constant_pool if self.aot is not None else None
+        if pool is None or not pool.arrays or not is_separate(pool):
+            return None
+        name = self.options.module_name
+        return f"{name}_constants.c", f"{c_prefix(name)}_constant_pool", pool
 
 
 def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
@@ -287,27 +306,57 @@ def interface_section(aot: AOTResult, options: BuildOptions) -> dict[str, object
     }
 
 
-def export(model: CompiledModel, outdir: Path, relay_text: str, *, build_library: bool = True) -> Path:
-    """Write the OUTDIR artifacts (DESIGN.md) and, unless told otherwise, build the library."""
+FROM_ENVIRONMENT: Literal["environment"] = "environment"
+
+
+def export(
+    model: CompiledModel,
+    outdir: Path,
+    relay_text: str,
+    *,
+    build_library: bool = True,
+    cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
+) -> Path:
+    """Write the OUTDIR artifacts (DESIGN.md) and, unless told otherwise, build the library.
+    `cache` is where compiled objects are kept and reused: by default the one the environment
+    names (compile_cache.py), None for none."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     name = model.options.module_name
     _write(outdir / "lowered.relay", astext(model.lowered))
     if model.aot is not None:
+        src = outdir / "src"
         sources = model.c_sources()
         for file_name, text in sources.items():
-            _write(outdir / "src" / file_name, text)
+            _write(src / file_name, text)
+        pool_source = model.pool_source()
+        if pool_source is not None:
+            pool_name, symbol, pool = pool_source
+            _write_stream(src / pool_name, lambda stream: write_pool_source(
+                stream, symbol, pool, f"Read-only constant pool of the module \"{name}\", generated by relaycc."))
+        _remove_stale_sources(src, name, {*sources, *([pool_source[0]] if pool_source else [])})
         _write(outdir / "include" / model.aot.header_name, model.aot.header)
         codegen_libraries = combined(_write_codegen_libraries(model, outdir))
         if build_library:
-            build_shared_library(
-                [outdir / "src" / f for f in sources] + list(codegen_libraries.sources),
-                outdir / f"lib{name}.so",
-                cflags=model.options.cflags,
-                include_dirs=[outdir / "include", *codegen_libraries.include_dirs],
-                libraries=codegen_libraries.libraries,
-                library_dirs=codegen_libraries.library_dirs,
-            )
+            lib0 = src / f"{name}_lib0.c"
+            with tempfile.TemporaryDirectory(prefix="relaycc-pool-") as work:
+                blobs = []
+                if pool_source is not None:
+                    data = Path(work) / "pool.bin"
+                    with open(data, "wb") as stream:
+                        write_pool_bytes(stream, pool)
+                    blobs.append(Blob(data, symbol, pool.total_bytes + 1, pool.alignment, src / pool_name))
+                build_shared_library(
+                    [src / f for f in sources if src / f != lib0] + list(codegen_libraries.sources),
+                    outdir / f"lib{name}.so",
+                    cflags=model.options.cflags,
+                    include_dirs=[outdir / "include", *codegen_libraries.include_dirs],
+                    libraries=codegen_libraries.libraries,
+                    library_dirs=codegen_libraries.library_dirs,
+                    glue_sources=[lib0],
+                    blobs=blobs,
+                    cache=CompileCache.from_environment() if cache == FROM_ENVIRONMENT else cache,
+                )
         aot = model.aot
         operator_workspaces = {
             fname: int(str(info.get("workspace_bytes", 0)))
@@ -327,7 +376,7 @@ def export(model: CompiledModel, outdir: Path, relay_text: str, *, build_library
                 io_bytes=aot.io_bytes,
                 operator_workspaces=operator_workspaces,
             ),
-            c_sources=list(sources.values()),
+            c_sources=[*sources.values(), *([src / pool_source[0]] if pool_source else [])],
             header_name=aot.header_name,
             header=aot.header,
             relay_text=relay_text,
@@ -357,6 +406,24 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _write_stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Like `_write`, for a file written piece by piece."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as stream:
+        write(stream)
+    tmp.replace(path)
+
+
+def _remove_stale_sources(src: Path, name: str, keep: set[str]) -> None:
+    """A module built again into the same OUTDIR may have fewer kernel files than before: the
+    files of the earlier build would otherwise sit next to the new ones."""
+    pattern = re.compile(rf"^{re.escape(name)}_(lib\d+|constants)\.c$")
+    for path in src.glob(f"{name}_*.c"):
+        if pattern.match(path.name) and path.name not in keep:
+            path.unlink(missing_ok=True)
+
+
 def build(
     relay_text: str,
     outdir: Path,
@@ -367,11 +434,12 @@ def build(
     executor: bool = True,
     build_library: bool = True,
     instruments: Sequence[PassInstrument] = (),
+    cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
 ) -> CompiledModel:
     """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
     from compiler.parser import parse
 
     mod = parse(relay_text, source_name)
     model = lower(mod, options, params, executor=executor, instruments=instruments)
-    export(model, outdir, relay_text, build_library=build_library and executor)
+    export(model, outdir, relay_text, build_library=build_library and executor, cache=cache)
     return model

@@ -181,7 +181,7 @@ def emit_main_source(prog: MainProgram) -> str:
         lines.append("/* Kernels, defined in the module's other C files. */")
         lines += [k.prototype + ";" for k in kernels]
         lines.append("")
-    pool = emit_pool(pool_symbol, prog.constant_pool)
+    pool = emit_pool(pool_symbol, prog.constant_pool, separable=True)
     if pool:
         lines.append("/* Read-only constant pool; constants sit at the offsets used below. */")
         lines += pool

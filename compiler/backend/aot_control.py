@@ -144,6 +144,7 @@ class ControlFlowAssembler:
             outputs=outputs,
             constants=list(pool.arrays),
             constant_offsets=list(pool.offsets),
+            constant_pool=pool,
             workspace_bytes=0,
             constant_bytes=pool.total_bytes,
             io_bytes=0,

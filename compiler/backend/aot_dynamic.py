@@ -107,6 +107,7 @@ class DynamicAssembler:
             outputs=outputs,
             constants=list(pool.arrays),
             constant_offsets=list(pool.offsets),
+            constant_pool=pool,
             workspace_bytes=0,
             constant_bytes=pool.total_bytes,
             io_bytes=0,
@@ -413,7 +414,7 @@ def preamble(module_name: str, what: str, prototypes: list[str], pool: ConstantP
         lines.append("/* Kernels and shape functions, defined in the module's other C files. */")
         lines += [p + ";" for p in prototypes]
         lines.append("")
-    pool_lines = emit_pool(f"{c_prefix(module_name)}_constant_pool", pool)
+    pool_lines = emit_pool(f"{c_prefix(module_name)}_constant_pool", pool, separable=True)
     if pool_lines:
         lines += ["/* Read-only constant pool; constants sit at the offsets used below. */", *pool_lines, ""]
     lines += """/* Whether `t` is a dense tensor of the declared rank and dtype whose dims match every

@@ -114,6 +114,7 @@ class _Assembler:
             outputs=outputs,
             constants=list(pool.arrays),
             constant_offsets=list(pool.offsets),
+            constant_pool=pool,
             workspace_bytes=plan.total_bytes,
             constant_bytes=pool.total_bytes,
             io_bytes=sum(t.bytes for t in walk.inputs) + sum(t.bytes for t in outputs),

@@ -12,6 +12,7 @@ import numpy as np
 
 from compiler.backend.aot_c import Kernel, extern_prototype
 from compiler.backend.c_signature import has_workspace, prim_func_signature
+from compiler.backend.constants import ConstantPool
 from compiler.backend.interface_c import TensorInfo, c_name
 from compiler.backend.memory_planner import MemoryPlan
 from compiler.diagnostics import Span, UnsupportedError
@@ -78,6 +79,9 @@ class AOTResult:
     # A model with `?` shapes (aot_dynamic.py): its arena, decided at run time, as the report
     # shows it; the static `memory` plan is then empty.
     arena: dict[str, object] | None = None
+    # The read-only pool; when it is large (constants.is_separate) `main_source` only declares
+    # it and the driver writes its definition to a file of its own.
+    constant_pool: ConstantPool | None = None
 
     def memory_report(self) -> dict[str, object]:
         """The report's `memory` section; a kernel workspace's row also lists `allocations`."""

@@ -89,30 +89,35 @@ def write_mlf(
     *,
     module_name: str,
     metadata: Mapping[str, object],
-    c_sources: Sequence[str],
+    c_sources: Sequence[str | Path],
     header_name: str,
     header: str,
     relay_text: str,
     params: Mapping[str, np.ndarray],
 ) -> Path:
-    """Write the archive to `path` (atomically: a temp file renamed into place)."""
-    files: list[tuple[str, bytes]] = [
+    """Write the archive to `path` (atomically: a temp file renamed into place). A source given
+    as a Path is copied from that file (a large constant pool is never held in memory whole)."""
+    files: list[tuple[str, bytes | Path]] = [
         ("./metadata.json", (json.dumps(metadata, indent=2, sort_keys=True) + "\n").encode()),
         (f"./codegen/host/include/{header_name}", header.encode()),
         ("./src/relay.txt", relay_text.encode()),
         (f"./parameters/{module_name}.params", params_bytes(params)),
     ]
     for i, source in enumerate(c_sources):
-        files.append((f"./codegen/host/src/{module_name}_lib{i}.c", source.encode()))
+        files.append((f"./codegen/host/src/{module_name}_lib{i}.c", source if isinstance(source, Path) else source.encode()))
     tmp = path.with_name(path.name + ".tmp")
     with tarfile.open(tmp, "w") as tar:
         for name, data in files:
             info = tarfile.TarInfo(name)
-            info.size = len(data)
+            info.size = data.stat().st_size if isinstance(data, Path) else len(data)
             info.mtime = int(time.time())
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
             info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
+            if isinstance(data, Path):
+                with open(data, "rb") as stream:
+                    tar.addfile(info, stream)
+            else:
+                tar.addfile(info, io.BytesIO(data))
     tmp.replace(path)
     return path

@@ -48,8 +48,10 @@ def compile_request(
     options = build_options(request)
     progress({"stage": "compiling"})
     start = time.monotonic()
+    # No compile cache: objects a job wrote would be linked into other tenants' libraries, and
+    # a job (sandboxed or a forked child) is exactly what must not write shared state.
     model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
-                  instruments=(_PassProgress(progress),))
+                  instruments=(_PassProgress(progress),), cache=None)
     passes = model.report.get("passes", [])
     return {
         "compile_seconds": time.monotonic() - start,

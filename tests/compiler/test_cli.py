@@ -505,3 +505,29 @@ def test_run_with_profile_prints_every_kernel_and_the_whole_run(tmp_path: Path) 
     assert kernels == {"tvmgen_default_fused_add", "tvmgen_default_fused_multiply"}
     assert lines[-2].startswith("whole run (mean)")
     assert set(json.loads(lines[-1])) == {"median_us", "min_us"}
+
+
+def test_help_starts_without_the_compiler_numpy_or_the_service() -> None:
+    program = (
+        "import sys\nfrom compiler.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'cffi', 'service', 'compiler')))"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.strip().splitlines()[-1]
+    assert loaded == "['compiler', 'compiler.cli', 'compiler.diagnostics']"
+
+
+def test_compile_keeps_objects_where_relaycc_cache_dir_says_and_nowhere_when_off(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(tmp_path / "home"))
+    env.pop("XDG_CACHE_HOME", None)
+    for setting, out in (("off", "a"), (str(tmp_path / "cache"), "b")):
+        env["RELAYCC_CACHE_DIR"] = setting
+        result = subprocess.run([sys.executable, "-m", "compiler", "compile", str(model), "-o", str(tmp_path / out)],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "home").exists()
+    assert len(list((tmp_path / "cache" / "objects").rglob("*.o"))) == 2  # the executor and the kernels

@@ -101,3 +101,73 @@ def @main(%x {virtual_device=meta[VirtualDevice][0]}: Tensor[(2), float32]) {
     lowered = astext(model.lowered)
     assert "on_device" not in lowered and "device_copy" not in lowered and "VirtualDevice" not in lowered
     assert [p["name"] for p in model.report["passes"]][:1] == ["StripDevices"]
+
+
+# --- the C files of a build ---------------------------------------------------------------------
+
+def _tests_dir():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1]
+
+
+def _archive_sources(path):
+    import tarfile
+
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.name.startswith("./codegen/host/src/")}
+
+
+def test_kernels_in_several_files_all_build_and_the_archive_lists_every_file(tmp_path):
+    import numpy as np
+
+    from compiler.runtime.interpreter import run_main
+    from compiler.runtime.module import CompiledModule
+
+    text = (_tests_dir() / "models" / "cnn.relay").read_text()
+    model = build(text, tmp_path, cache=None)
+    names = sorted(p.name for p in (tmp_path / "src").glob("*.c"))
+    kernel_files = [n for n in names if n != "default_lib0.c"]
+    assert len(kernel_files) >= 2 and kernel_files == [f"default_lib{k}.c" for k in range(1, len(kernel_files) + 1)]
+    archived = _archive_sources(tmp_path / "default.tar")
+    assert sorted(archived.values()) == sorted((tmp_path / "src" / n).read_bytes() for n in names)
+    rng = np.random.default_rng(0)
+    main = parse(text)["main"]
+    inputs = {p.name_hint: rng.uniform(0.5, 1.5, tuple(int(d) for d in p.type_annotation.shape)).astype("float32")
+              for p in main.params}
+    got = CompiledModule(tmp_path).run(inputs).outputs
+    np.testing.assert_allclose(got[0], run_main(parse(text), inputs)[0], rtol=1e-4, atol=1e-6)
+    assert model.report["calls"]
+
+
+def test_a_large_constant_pool_has_its_own_file_and_the_library_reads_it(tmp_path):
+    import numpy as np
+
+    from compiler.backend.constants import SEPARATE_POOL_BYTES
+    from compiler.runtime.module import CompiledModule
+
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((600, 512)).astype("float32")
+    assert weight.nbytes >= SEPARATE_POOL_BYTES
+    text = ('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2, 512), float32]) {\n'
+            "  nn.dense(%x, meta[relay.Constant][0], units=600)\n}\n"
+            "#[metadata]\n" + encode_metadata([weight], []) + "\n")
+    build(text, tmp_path, cache=None)
+    lib0 = (tmp_path / "src" / "default_lib0.c").read_text()
+    assert "extern const uint8_t tvmgen_default_constant_pool[" in lib0 and len(lib0) < 10_000
+    pool_file = tmp_path / "src" / "default_constants.c"
+    assert pool_file.stat().st_size > 4 * weight.nbytes
+    assert pool_file.read_bytes() in _archive_sources(tmp_path / "default.tar").values()
+    x = rng.standard_normal((2, 512)).astype("float32")
+    got = CompiledModule(tmp_path).run({"x": x}).outputs[0]
+    np.testing.assert_allclose(got, x @ weight.T, rtol=1e-4, atol=1e-4)
+
+
+def test_a_build_into_an_earlier_outdir_leaves_only_its_own_files(tmp_path):
+    build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, build_library=False, cache=None)
+    assert len(list((tmp_path / "src").glob("default_lib*.c"))) > 2
+    (tmp_path / "src" / "default_constants.c").write_text("/* from an earlier build */\n")
+    (tmp_path / "src" / "default_notes.c").write_text("/* not ours to remove */\n")
+    build(ADD, tmp_path, cache=None)
+    assert sorted(p.name for p in (tmp_path / "src").glob("*.c")) == [
+        "default_lib0.c", "default_lib1.c", "default_notes.c"]

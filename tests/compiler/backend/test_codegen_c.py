@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from compiler.backend.codegen_c import emit_c_module, emit_prim_func, prim_func_signature
+from compiler.backend.codegen_c import emit_c_files, emit_c_module, emit_prim_func, prim_func_signature
 from compiler.diagnostics import UnsupportedError
 from compiler.runtime.build import build_shared_library, compile_check
 from compiler.runtime.ffi import Library, load_library, prim_func_cdef
@@ -620,3 +620,39 @@ def test_function_name_must_be_a_c_identifier() -> None:
     bad = PrimFunc("not-an-identifier", (Buffer("x", (1,)),), Evaluate(Const(0)), 1)
     with pytest.raises(ValueError, match="not a usable C identifier"):
         emit_prim_func(bad)
+
+
+# -- several files ---------------------------------------------------------------------------------
+
+
+def add_twice() -> PrimFunc:
+    """C = A + B through vector_add, which may be defined in another file."""
+    a, b, c = Buffer("A", (N,)), Buffer("B", (N,)), Buffer("C", (N,))
+    return PrimFunc("add_twice", (a, b, c), Evaluate(CallExtern("vector_add", (a, b, c))), 2)
+
+
+def test_one_group_of_every_function_is_the_single_file() -> None:
+    funcs = [vector_add(), transpose(), matmul()]
+    assert emit_c_files(funcs, lambda bodies: [list(range(len(bodies)))]) == [emit_c_module(funcs)]
+
+
+def test_functions_split_over_files_build_one_working_library(tmp_path) -> None:
+    funcs = [vector_add(), transpose(), add_twice()]
+    files = emit_c_files(funcs, lambda bodies: [[2], [1], [0]])
+    assert len(files) == 3 and "int32_t vector_add(const float* restrict A" in files[0]
+    paths = []
+    for k, text in enumerate(files):
+        paths.append(tmp_path / f"part{k}.c")
+        paths[-1].write_text(text)
+    lib = load_library(build_shared_library(paths, tmp_path / "libparts.so"),
+                       "\n".join(prim_func_cdef(f) for f in funcs))
+    a, b, c = rand(N), rand(N, seed=1), np.zeros(N, "float32")
+    assert lib.call("add_twice", a, b, c) == 0
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+def test_a_split_that_loses_or_repeats_a_function_is_refused() -> None:
+    funcs = [vector_add(), transpose()]
+    for groups in ([[0]], [[0, 1], [1]]):
+        with pytest.raises(ValueError, match="exactly one group"):
+            emit_c_files(funcs, lambda bodies, groups=groups: groups)

@@ -1,9 +1,18 @@
 import ast
+import io
 
 import numpy as np
 import pytest
 
-from compiler.backend.constants import ConstantPoolBuilder, c_string_lines, emit_pool
+from compiler.backend.constants import (
+    SEPARATE_POOL_BYTES,
+    ConstantPoolBuilder,
+    c_string_lines,
+    emit_pool,
+    is_separate,
+    write_pool_bytes,
+    write_pool_source,
+)
 from compiler.runtime.build import compile_check
 
 
@@ -61,3 +70,49 @@ def test_empty_pool_emits_nothing():
 def test_alignment_must_be_positive():
     with pytest.raises(ValueError):
         ConstantPoolBuilder(alignment=0)
+
+
+def mixed_pool():
+    pool = ConstantPoolBuilder(alignment=64)
+    pool.add(np.arange(1000, dtype="float32") * 0.5)
+    pool.add(np.array([True, False, True]))
+    pool.add(np.arange(70, dtype="int8"))  # more than two lines, the last one short
+    return pool.build()
+
+
+def test_pool_bytes_are_the_pool_and_the_literal_terminator():
+    pool = mixed_pool()
+    stream = io.BytesIO()
+    write_pool_bytes(stream, pool)
+    assert stream.getvalue() == pool.data() + b"\0"
+
+
+def test_a_separate_pool_source_holds_exactly_the_pool_bytes():
+    pool = mixed_pool()
+    stream = io.BytesIO()
+    write_pool_source(stream, "pool", pool)
+    text = stream.getvalue().decode("ascii")
+    head, _, body = text.partition("=\n")
+    assert f"const uint8_t pool[{pool.total_bytes} + 1]" in head and 'visibility("hidden")' in head
+    literals = [line.strip().rstrip(";") for line in body.splitlines()]
+    assert b"".join(ast.literal_eval("b" + line) for line in literals) == pool.data()
+    assert "??" not in text
+
+
+def test_a_separate_pool_source_compiles_without_warnings():
+    stream = io.BytesIO()
+    write_pool_source(stream, "pool", mixed_pool())
+    assert compile_check(stream.getvalue().decode()) == []
+
+
+def test_only_a_large_pool_is_left_to_its_own_file():
+    small = mixed_pool()
+    assert emit_pool("pool", small, separable=True) == emit_pool("pool", small)
+    builder = ConstantPoolBuilder(alignment=64)
+    builder.add(np.zeros(SEPARATE_POOL_BYTES, "uint8"))
+    large = builder.build()
+    assert is_separate(large) and not is_separate(small)
+    assert emit_pool("pool", large, separable=True) == [
+        f'extern const uint8_t pool[{SEPARATE_POOL_BYTES} + 1] __attribute__((visibility("hidden"), aligned(64)));'
+    ]
+    assert emit_pool("pool", large)[0].startswith("static const uint8_t pool[")

@@ -64,3 +64,13 @@ def test_write_mlf_writes_the_tar_layout(tmp_path):
         assert json.load(tar.extractfile("./metadata.json")) == {"version": 7}
         assert all(m.uname == "root" for m in tar.getmembers())
     assert not (tmp_path / "m.tar.tmp").exists()
+
+
+def test_a_source_given_as_a_file_is_copied_into_the_archive(tmp_path):
+    pool = tmp_path / "pool.c"
+    pool.write_bytes(b'const char pool[] = "' + b"\\101" * 5000 + b'";\n')
+    path = write_mlf(tmp_path / "m.tar", module_name="m", metadata={}, c_sources=["int x;", pool],
+                     header_name="tvmgen_m.h", header="", relay_text="", params={})
+    with tarfile.open(path) as tar:
+        assert tar.extractfile("./codegen/host/src/m_lib0.c").read() == b"int x;"
+        assert tar.extractfile("./codegen/host/src/m_lib1.c").read() == pool.read_bytes()

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -7,11 +10,14 @@ import pytest
 from compiler.diagnostics import CompileError
 from compiler.runtime.build import (
     DEFAULT_CFLAGS,
+    GLUE_OPT_LEVEL,
+    Blob,
     BuildError,
     build_shared_library,
     compile_check,
     compiler_command,
 )
+from compiler.runtime.compile_cache import CompileCache
 from compiler.runtime.ffi import load_library
 
 ADD_ONE = "#include <stdint.h>\nint32_t add_one(int32_t x) { return x + 1; }\n"
@@ -113,3 +119,152 @@ def test_compile_check_with_werror_raises() -> None:
 def test_no_sources_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="no C sources"):
         build_shared_library([], tmp_path / "libnone.so")
+
+
+# --- several files, the compile cache, blobs ---------------------------------------------------
+
+KERNELS = {
+    "k1.c": "#include <stdint.h>\nint32_t k1(int32_t x) { return x + 1; }\n",
+    "k2.c": "#include <stdint.h>\nint32_t k2(int32_t x) { return x * 2; }\n",
+    "k3.c": "#include <stdint.h>\nint32_t k3(int32_t x) { return x - 3; }\n",
+}
+GLUE = "#include <stdint.h>\n#include \"api.h\"\nint32_t run(int32_t x) { return k3(k2(k1(x))); }\n"
+API = "#include <stdint.h>\nint32_t k1(int32_t);\nint32_t k2(int32_t);\nint32_t k3(int32_t);\n"
+
+
+def logging_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """CC: the system compiler behind a script that logs each command line."""
+    log = tmp_path / "cc.log"
+    script = tmp_path / "logcc"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec cc "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("CC", str(script))
+    return log
+
+
+def compiles(log: Path) -> list[str]:
+    """The logged commands that compiled a file to an object."""
+    return [line for line in log.read_text().splitlines() if " -c " in line] if log.exists() else []
+
+
+def write_module(root: Path) -> tuple[list[Path], Path, Path]:
+    (root / "include").mkdir(parents=True)
+    write(root / "include" / "api.h", API)
+    kernels = [write(root / name, text) for name, text in KERNELS.items()]
+    return kernels, write(root / "glue.c", GLUE), root / "include"
+
+
+def test_objects_of_an_identical_build_come_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    cache = CompileCache(tmp_path / "cache")
+    for build in ("a", "b"):
+        kernels, glue, include = write_module(tmp_path / build)
+        out = build_shared_library(kernels, tmp_path / build / "libm.so", glue_sources=[glue],
+                                   include_dirs=[include], cache=cache)
+        assert load_library(out, "int32_t run(int32_t x);").call("run", 10) == 19  # (10 + 1) * 2 - 3
+    assert len(compiles(log)) == 4  # the first build's four files; the second compiled none
+
+
+def test_a_changed_header_compiles_the_file_that_includes_it_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    cache = CompileCache(tmp_path / "cache")
+    kernels, glue, include = write_module(tmp_path / "a")
+    build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include], cache=cache)
+    write(include / "api.h", API + "/* changed */\n")
+    build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include], cache=cache)
+    assert [c.split(" -c ")[1].split()[0] for c in compiles(log)[4:]] == [str(glue)]
+
+
+def test_a_corrupt_cache_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    cache = CompileCache(tmp_path / "cache")
+    kernels, glue, include = write_module(tmp_path / "a")
+    build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include], cache=cache)
+    entry = next((tmp_path / "cache" / "objects").rglob("*.o"))
+    entry.write_bytes(entry.read_bytes()[:100])  # truncated, as by a full disk
+    out = build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include],
+                               cache=cache)
+    assert len(compiles(log)) == 5
+    assert load_library(out, "int32_t run(int32_t x);").call("run", 0) == -1
+
+
+def test_without_a_cache_every_file_is_compiled_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    kernels, glue, include = write_module(tmp_path / "a")
+    for _ in range(2):
+        out = build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include],
+                                   cache=None, jobs=2)
+    assert len(compiles(log)) == 8
+    assert load_library(out, "int32_t run(int32_t x);").call("run", 1) == 1
+
+
+def test_glue_is_built_at_the_glue_level_and_given_flags_apply_to_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    kernels, glue, include = write_module(tmp_path / "a")
+    build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include])
+    levels = {c.split(" -c ")[1].split()[0]: [f for f in c.split() if f.startswith("-O")] for c in compiles(log)}
+    assert levels[str(glue)] == [GLUE_OPT_LEVEL]
+    assert all(levels[str(k)] == ["-O3"] for k in kernels)
+    log.unlink()
+    build_shared_library(kernels, tmp_path / "a" / "libm.so", glue_sources=[glue], include_dirs=[include],
+                         cflags=["-O2", "-DUSER_FLAG"])
+    assert all("-O2" in c.split() and "-DUSER_FLAG" in c.split() and "-O1" not in c.split() for c in compiles(log))
+
+
+def test_the_first_failing_file_is_the_error_whatever_finishes_first(tmp_path: Path) -> None:
+    files = [write(tmp_path / f"f{k}.c", f"int f{k}(void) {{ return missing_{k}; }}\n") for k in range(3)]
+    with pytest.raises(BuildError, match="missing_0"):
+        build_shared_library(files, tmp_path / "libf.so", jobs=3)
+    assert not (tmp_path / "libf.so").exists()
+
+
+def test_two_processes_building_the_same_objects_at_once_both_succeed(tmp_path: Path) -> None:
+    kernels, glue, include = write_module(tmp_path / "m")
+    program = (
+        "import sys\nfrom pathlib import Path\n"
+        "from compiler.runtime.build import build_shared_library\n"
+        "from compiler.runtime.compile_cache import CompileCache\n"
+        f"kernels = [Path(p) for p in {[str(k) for k in kernels]!r}]\n"
+        f"build_shared_library(kernels, Path(sys.argv[1]), glue_sources=[Path({str(glue)!r})],\n"
+        f"    include_dirs=[Path({str(include)!r})], cache=CompileCache(Path({str(tmp_path / 'cache')!r})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", program, str(tmp_path / f"lib{k}.so")], env=env,
+                              stderr=subprocess.PIPE, text=True) for k in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    for k in range(2):
+        assert load_library(tmp_path / f"lib{k}.so", "int32_t run(int32_t x);").call("run", 10) == 19
+    entries = list((tmp_path / "cache" / "objects").rglob("*"))
+    assert len([e for e in entries if e.suffix == ".o"]) == 4 and not [e for e in entries if e.suffix == ".tmp"]
+
+
+BLOB_READER = (
+    "#include <stdint.h>\n"
+    'extern const uint8_t table[4100] __attribute__((visibility("hidden"), aligned(64)));\n'
+    "int32_t at(int32_t i) { return table[i]; }\n"
+    "int32_t misalignment(void) { return (int32_t)((uintptr_t)table % 64); }\n"
+)
+
+
+@pytest.mark.parametrize("objcopy", ["objcopy", "no-such-objcopy-relaycc"])
+def test_a_blob_is_linked_as_a_hidden_aligned_array_of_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objcopy: str
+) -> None:
+    monkeypatch.setenv("OBJCOPY", objcopy)
+    data = bytes(range(256)) * 16 + b"\x05\x06\x07\x00"
+    (tmp_path / "table.bin").write_bytes(data)
+    # The C definition, used where objcopy is missing: the same bytes as a string literal.
+    literal = "".join(f"\\{b:03o}" for b in data[:-1])
+    write(tmp_path / "table.c", '#include <stdint.h>\n__attribute__((visibility("hidden"), aligned(64))) '
+                                f'const uint8_t table[4100] = "{literal}";\n')
+    blob = Blob(tmp_path / "table.bin", "table", len(data), 64, tmp_path / "table.c")
+    out = build_shared_library([write(tmp_path / "reader.c", BLOB_READER)], tmp_path / "libt.so", blobs=[blob])
+    lib = load_library(out, "int32_t at(int32_t i); int32_t misalignment(void);")
+    assert [lib.call("at", i) for i in (0, 255, 256, 4096, 4098, 4099)] == [0, 255, 0, 5, 7, 0]
+    assert lib.call("misalignment") == 0
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(out)], capture_output=True, text=True).stdout
+    assert "table" not in exported.split()

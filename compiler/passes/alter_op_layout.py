@@ -118,8 +118,10 @@ def packed_call(call: Call, args: tuple[Expr, ...], lanes: int) -> Call | None:
     layout = f"NC{block}n"
     transform = ops.get("layout_transform").make_attrs({"src_layout": weight.layout, "dst_layout": layout})
     packed = Call(Op.get("layout_transform"), (expr,), transform)
+    # batch_matmul has no `units`; dense and matmul keep theirs unless padding needs the count.
+    written = call.attrs["units"] if call.op_name != "nn.batch_matmul" else None
     attrs = ops.get(PACKED).make_attrs({
-        "units": weight.units if padding else call.attrs["units"],
+        "units": weight.units if padding else written,
         "out_dtype": call.attrs["out_dtype"],
         "weight_layout": layout,
     })

@@ -130,6 +130,17 @@ def test_matmul_and_shared_batch_matmul_weights_are_packed_from_their_layouts() 
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_batch_matmul_of_whole_blocks_packs_without_units() -> None:
+    text = """def @main(%x: Tensor[(1, 20, 12), float32], %v: Tensor[(1, 32, 12), float32]) {
+  nn.batch_matmul(%x, %v, transpose_b=True)
+}"""
+    before = bound(text, {"v": f32(1, 32, 12)})
+    call = packed_call(altered(before))
+    assert call.attrs["units"] is None and call.attrs["weight_layout"] == "NC16n"
+    x = {"x": f32(1, 20, 12)}
+    np.testing.assert_allclose(run_main(altered(before), x)[0], run_main(before, x)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_dense_taken_by_an_external_codegen_is_not_packed() -> None:
     mlp = """def @main(%x: Tensor[(20, 37), float32], %w: Tensor[(21, 37), float32]) {
   nn.dense(%x, %w, units=None)

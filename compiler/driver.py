@@ -47,6 +47,7 @@ from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
 from compiler.parser.printer import astext
+from compiler.passes.alter_op_layout import AlterOpLayout
 from compiler.passes.bind_params import BindParams
 from compiler.passes.check_compilable import CheckCompilable
 from compiler.passes.dead_code_elimination import DeadCodeElimination
@@ -252,6 +253,9 @@ def lower(
         # BYOC: each external codegen, in target order, takes what its patterns match; its own
         # passes then run on its functions only.
         mod = codegens.partition(mod, options.module_name)
+        # After partitioning (a codegen takes dense as it is), before fusion: constant weights
+        # packed for the host's product kernel.
+        mod = Sequential([AlterOpLayout()])(mod)
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
         mod = FuseOps()(mod)
         mod = LabelOps()(mod)

@@ -53,6 +53,7 @@ from compiler.ir.visitor import ExprMutator, post_order
 from compiler.passes.infer_type import InferType
 from compiler.passes.label_ops import primitive_name
 from compiler.passes.pass_infra import Pass, PassContext
+from compiler.runtime.vector_width import VECTOR_LANES_KEY, configured_lanes
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import PrimFunc
 
@@ -67,7 +68,8 @@ RESHAPE_ONLY = "relay.reshape_only"
 # Keys LowerTE reads from its config (or, without one, the PassContext's config).
 HOST_KEY = "host"  # the host target kind, "c" by default
 PARALLEL_KEY = "tir.parallel"  # allow OpenMP parallel loops (default True)
-VECTOR_LANES_KEY = "tir.vector_lanes"  # float32 lanes of the widest vector unit (default 8)
+# VECTOR_LANES_KEY ("tir.vector_lanes"): float32 lanes of the widest vector unit; by default
+# what gcc makes of our loops on this machine (compiler/runtime/vector_width.py).
 
 
 @dataclass(frozen=True)
@@ -156,8 +158,7 @@ class _ModuleLowering:
         self.module_name = module_name
         self.host = str(config.get(HOST_KEY, targets.HOST))
         self.parallel = bool(config.get(PARALLEL_KEY, True))
-        lanes = config.get(VECTOR_LANES_KEY, 8)
-        self.vector_lanes = lanes if isinstance(lanes, int) else 8
+        self.vector_lanes = configured_lanes(config)
         self.process_fn = process_fn
         self.lowered: _StructuralCache[_Lowered] = _StructuralCache()
         self.shape_funcs: _StructuralCache[tuple[GlobalVar, ShapeFunction]] = _StructuralCache()

@@ -27,7 +27,8 @@ from compiler.backend.c_signature import has_workspace
 from compiler.backend.codegen_c import emit_c_module
 from compiler.backend.constants import ConstantPoolBuilder, emit_pool
 from compiler.backend.lower_primitive import lower_primitive
-from compiler.backend.te_compiler import PARALLEL_KEY, VECTOR_LANES_KEY
+from compiler.backend.te_compiler import PARALLEL_KEY
+from compiler.runtime.vector_width import configured_lanes
 from compiler.byoc.external_module import ExternalModule
 from compiler.diagnostics import CompileError
 from compiler.ir.attrs import EMPTY_ATTRS
@@ -106,8 +107,7 @@ def c_source_module(func: Function, codegen: str) -> ExternalModule:
         raise CompileError(f'a function for Compiler="{codegen}" has no global_symbol to name it', func.span)
     prepared = prepare(func)
     config = PassContext.current().config
-    lanes = config.get(VECTOR_LANES_KEY, 8)
-    ctx = KernelContext(parallel=bool(config.get(PARALLEL_KEY, True)), vector_lanes=lanes if isinstance(lanes, int) else 8)
+    ctx = KernelContext(parallel=bool(config.get(PARALLEL_KEY, True)), vector_lanes=configured_lanes(config))
     kernel = lower_primitive(prepared.func, f"{symbol}_kernel", ctx)
     pool = ConstantPoolBuilder(ALIGNMENT)
     offsets = [pool.offset(pool.add(c.data)) for c in prepared.constants]

@@ -20,6 +20,11 @@ measuring on AVX2 + FMA with gcc 12 (`-O3 -march=native -fopenmp-simd`):
   reuse one B panel (or one block of A rows, when A is the larger operand) from cache.
 * Edges: the last panel is zero-padded when packing, so every tile computes NR columns and only
   the store skips the padding; the last row block is a tile of `m % MR` rows.
+* B may come packed already (`GemmSpec.panels`): nn.contrib_dense_pack's NC[NR]n weight, packed
+  at compile time by AlterOpLayout, is exactly this panel layout, so nothing is copied per call.
+* Loop and index variables are 64-bit. The C is built with `-fwrapv`, under which int32 index
+  arithmetic may wrap and is no longer affine to gcc: it then neither vectorizes the column loops
+  nor keeps the tile in registers, and the product runs ~20x slower (measured with gcc 12).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 PARALLEL_MIN_MACS = 1 << 18
 # Packing fewer elements than this is not worth a fork/join either.
 PARALLEL_MIN_PACK = 1 << 15
-TILE_ROWS = 6
+INDEX = "int64"
 
 Loader = Callable[[Sequence[te.PrimExpr]], te.PrimExpr]
 
@@ -49,6 +54,15 @@ class RowReader:
 
     lets: tuple[tuple[te.Var, te.PrimExpr], ...]
     load: Loader
+
+
+@dataclass(frozen=True)
+class Panels:
+    """B already in panel layout: `load(bb, panel, flat k, column in panel)` reads it, `width`
+    columns per panel, zeros (or anything: the store skips them) past the last column."""
+
+    width: int
+    load: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr]
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class GemmSpec:
     store: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
     b_batches: int = 1
     b_batch_of: Callable[[te.PrimExpr], te.PrimExpr] | None = None
+    panels: Panels | None = None
 
     @property
     def k_total(self) -> int:
@@ -91,10 +106,25 @@ def vector_lanes(ctx: KernelContext, dtype: str) -> int:
     return max(1, ctx.vector_lanes * 4 // itemsize(dtype))
 
 
+def index_var(ctx: KernelContext, base: str) -> te.Var:
+    """A loop or index variable of the products (64-bit: see the module docstring)."""
+    return te.Var(ctx.fresh(base), INDEX)
+
+
+def tile_rows(ctx: KernelContext, dtype: str, width: int) -> int:
+    """Rows of a register tile `width` columns wide: as many as the vector registers hold with
+    one row of B and one broadcast of A beside them (16 registers, 32 with AVX-512), at most
+    6 / 14 rows (the tiles measured best on AVX2: 6 x 16)."""
+    vectors = -(-width // vector_lanes(ctx, dtype))
+    registers = 32 if ctx.vector_lanes >= 16 else 16
+    return max(1, min(registers // 2 - 2, (registers - vectors - 1) // vectors))
+
+
 def tile_shape(ctx: KernelContext, dtype: str, n: int) -> tuple[int, int]:
     """(rows, columns) of the register tile: two vectors wide, one when n fits in one."""
     lanes = vector_lanes(ctx, dtype)
-    return TILE_ROWS, (lanes if n <= lanes else 2 * lanes)
+    width = lanes if n <= lanes else 2 * lanes
+    return tile_rows(ctx, dtype, width), width
 
 
 def flat_index(ks: Sequence[te.PrimExpr], extents: Sequence[int]) -> te.PrimExpr:
@@ -108,11 +138,15 @@ def loop_nest(
     ctx: KernelContext, base: str, extents: Sequence[int], body: Callable[[list[te.Var]], Stmt]
 ) -> Stmt:
     """Serial loops over `extents`, outermost first, with fresh variables named `base0, base1...`."""
-    vars_ = [ctx.var(f"{base}{i}") for i in range(len(extents))]
+    vars_ = [index_var(ctx, f"{base}{i}") for i in range(len(extents))]
     stmt = body(vars_)
     for var, extent in reversed(list(zip(vars_, extents))):
-        stmt = For(var, te.const(0), te.const(extent), stmt)
+        stmt = For(var, _index(0), _index(extent), stmt)
     return stmt
+
+
+def _index(value: int) -> te.PrimExpr:
+    return te.const(value, INDEX)
 
 
 def let_all(lets: Sequence[tuple[te.Var, te.PrimExpr]], body: Stmt) -> Stmt:
@@ -146,13 +180,13 @@ def _pack_panel(
     def columns(width: int) -> Stmt:
         def body(ks: list[te.Var]) -> Stmt:
             kf = flat_index(ks, spec.k)
-            j = ctx.var("j")
-            copy = For(j, te.const(0), te.const(width), store(
+            j = index_var(ctx, "j")
+            copy = For(j, _index(0), _index(width), store(
                 kf, j, te.cast(spec.dtype, spec.b_load(bb, ks, nb * nr + j))), ForKind.VECTORIZED)
             if width == nr:
                 return copy
-            z = ctx.var("j")
-            zero = For(z, te.const(width), te.const(nr - width), store(kf, z, te.const(0, spec.dtype)),
+            z = index_var(ctx, "j")
+            zero = For(z, _index(width), _index(nr - width), store(kf, z, te.const(0, spec.dtype)),
                        ForKind.VECTORIZED)
             return seq(copy, zero)
 
@@ -168,16 +202,20 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     the workspace, then the tiles as one flat loop."""
     if spec.batch == 0 or spec.m == 0 or spec.n == 0:
         return seq()
-    mr, nr = tile_shape(ctx, spec.dtype, spec.n)
+    if spec.panels is not None:
+        nr = spec.panels.width
+        mr = tile_rows(ctx, spec.dtype, nr)
+    else:
+        mr, nr = tile_shape(ctx, spec.dtype, spec.n)
     panels = -(-spec.n // nr)
     packed: te.Buffer | None = None
     pack: Stmt = seq()
-    if spec.k_total > 0:
+    if spec.k_total > 0 and spec.panels is None:
         packed = te.Buffer(ctx.fresh("packed_b"), (spec.b_batches, panels, spec.k_total, nr), spec.dtype)
         pack = _pack_all(ctx, spec, packed, nr)
     row_blocks = -(-spec.m // mr)
-    t = ctx.var("tile")
-    b, nb, mb = ctx.var("b"), ctx.var("nb"), ctx.var("mb")
+    t = index_var(ctx, "tile")
+    b, nb, mb = index_var(ctx, "b"), index_var(ctx, "nb"), index_var(ctx, "mb")
     # Consecutive tiles share the operand that is costlier to reload: a B panel when B is the
     # larger operand (dense: few rows, many outputs), else a block of A rows (conv2d: many pixels).
     if spec.n >= spec.m:
@@ -187,24 +225,26 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     bb = spec.b_batch(b)
 
     def load(kf: te.PrimExpr, j: te.PrimExpr) -> te.PrimExpr:
+        if spec.panels is not None:
+            return te.cast(spec.dtype, spec.panels.load(bb, nb, kf, j))
         assert packed is not None
         return packed[bb, nb, kf, j]
 
     body = let_all([(b, b_e), (nb, nb_e), (mb, mb_e)], _row_block(ctx, spec, load, b, nb, mb, mr, nr))
     count = spec.batch * panels * row_blocks
-    compute = For(t, te.const(0), te.const(count), body, _tile_loop_kind(ctx, spec, count))
+    compute = For(t, _index(0), _index(count), body, _tile_loop_kind(ctx, spec, count))
     return compute if packed is None else Allocate(packed, seq(pack, compute))
 
 
 def _pack_all(ctx: KernelContext, spec: GemmSpec, packed: te.Buffer, nr: int) -> Stmt:
     panels = -(-spec.n // nr)
-    p = ctx.var("panel")
-    bb, nb = ctx.var("bb"), ctx.var("nb")
+    p = index_var(ctx, "panel")
+    bb, nb = index_var(ctx, "bb"), index_var(ctx, "nb")
     bb_e, nb_e = _decode(p, (spec.b_batches, panels))
     body = _pack_panel(ctx, spec, bb, nb, nr, lambda kf, j, value: Store(packed, (bb, nb, kf, j), value))
     big = spec.b_batches * panels * spec.k_total * nr >= PARALLEL_MIN_PACK
     kind = ForKind.PARALLEL if ctx.parallel and big and spec.b_batches * panels > 1 else ForKind.SERIAL
-    return For(p, te.const(0), te.const(spec.b_batches * panels), let_all([(bb, bb_e), (nb, nb_e)], body), kind)
+    return For(p, _index(0), _index(spec.b_batches * panels), let_all([(bb, bb_e), (nb, nb_e)], body), kind)
 
 
 def _tile_loop_kind(ctx: KernelContext, spec: GemmSpec, iterations: int) -> ForKind:
@@ -236,42 +276,70 @@ def _tile(
     rows: int,
     nr: int,
 ) -> Stmt:
-    """One tile of `rows` x nr results whose top-left corner is (m0, nb * nr)."""
+    """One tile of `rows` x nr results whose top-left corner is (m0, nb * nr).
+
+    The last reduction step is taken in the store (`acc + a * b` written out): were the store a
+    plain copy of the tile, gcc would turn it into a memcpy, which keeps the tile in memory
+    instead of registers for the whole k loop (3x slower; an epilogue hides this, a bare product
+    does not)."""
     acc = te.Buffer(ctx.fresh("acc"), (rows * nr,), spec.dtype, scope="local")
-    z = ctx.var("j")
-    init = For(z, te.const(0), te.const(rows * nr), Store(acc, (z,), te.const(0, spec.dtype)), ForKind.VECTORIZED)
+    z = index_var(ctx, "j")
+    init = For(z, _index(0), _index(rows * nr), Store(acc, (z,), te.const(0, spec.dtype)), ForKind.VECTORIZED)
     readers = [spec.a_row(b, m0 + i) for i in range(rows)]
-    stmts: list[Stmt] = [init]
-    if spec.k_total:
+    if not spec.k_total:
+        return Allocate(acc, seq(init, _store_tile(ctx, spec, lambda i, j: acc[j + i * nr], b, nb, m0, rows, nr)))
 
-        def step(ks: list[te.Var]) -> Stmt:
-            kf = flat_index(ks, spec.k)
-            a_vars = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
-            fmas: list[Stmt] = []
-            for i, a in enumerate(a_vars):
-                j = ctx.var("j")
-                cell = (i * nr + j,)
-                fmas.append(For(j, te.const(0), te.const(nr),
-                                Store(acc, cell, acc[cell] + a * panel(kf, j)), ForKind.VECTORIZED))
-            return let_all([(a, te.cast(spec.dtype, r.load(ks))) for a, r in zip(a_vars, readers)], seq(*fmas))
+    def step(ks: Sequence[te.PrimExpr]) -> Stmt:
+        kf = flat_index(ks, spec.k)
+        a_vars = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
+        fmas: list[Stmt] = []
+        for i, a in enumerate(a_vars):
+            j = index_var(ctx, "j")
+            cell = (j + i * nr,)
+            fmas.append(For(j, _index(0), _index(nr),
+                            Store(acc, cell, acc[cell] + a * panel(kf, j)), ForKind.VECTORIZED))
+        return let_all([(a, te.cast(spec.dtype, r.load(ks))) for a, r in zip(a_vars, readers)], seq(*fmas))
 
-        lets = [let for r in readers for let in r.lets]
-        stmts.append(let_all(lets, loop_nest(ctx, "k", spec.k, step)))
-    stmts.append(_store_tile(ctx, spec, acc, b, nb, m0, rows, nr))
-    return Allocate(acc, seq(*stmts))
+    last = [_index(extent - 1) for extent in spec.k]
+    last_a = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
+    kf_last = flat_index(last, spec.k)
+
+    def result(i: int, j: te.PrimExpr) -> te.PrimExpr:
+        return acc[j + i * nr] + last_a[i] * panel(kf_last, j)
+
+    store = let_all([(a, te.cast(spec.dtype, r.load(last))) for a, r in zip(last_a, readers)],
+                    _store_tile(ctx, spec, result, b, nb, m0, rows, nr))
+    lets = [let for r in readers for let in r.lets]
+    return Allocate(acc, seq(init, let_all(lets, seq(_all_but_last(ctx, spec.k, step), store))))
+
+
+def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Sequence[te.PrimExpr]], Stmt]) -> Stmt:
+    """`body` at every index of the loop nest over `extents` but the last one, in order."""
+    first, rest = extents[0], extents[1:]
+    if not rest:
+        k = index_var(ctx, "k0")
+        return For(k, _index(0), _index(first - 1), body([k])) if first > 1 else seq()
+    whole: Stmt = seq()
+    if first > 1:
+        outer = index_var(ctx, "k0")
+        whole = For(outer, _index(0), _index(first - 1),
+                    loop_nest(ctx, "k", rest, lambda ks: body([outer, *ks])))
+    return seq(whole, _all_but_last(ctx, rest, lambda ks: body([_index(first - 1), *ks])))
 
 
 def _store_tile(
-    ctx: KernelContext, spec: GemmSpec, acc: te.Buffer, b: te.Var, nb: te.Var, m0: te.PrimExpr, rows: int, nr: int
+    ctx: KernelContext, spec: GemmSpec, result: Callable[[int, te.PrimExpr], te.PrimExpr],
+    b: te.Var, nb: te.Var, m0: te.PrimExpr, rows: int, nr: int,
 ) -> Stmt:
+    """Stores `result(row in tile, column in panel)` of every row, skipping columns past n."""
     full, rem = divmod(spec.n, nr)
 
     def rows_of(width: int) -> Stmt:
         out: list[Stmt] = []
         for i in range(rows):
-            j = ctx.var("j")
-            out.append(For(j, te.const(0), te.const(width),
-                           spec.store(b, m0 + i, nb * nr + j, acc[i * nr + j]), ForKind.VECTORIZED))
+            j = index_var(ctx, "j")
+            out.append(For(j, _index(0), _index(width),
+                           spec.store(b, m0 + i, nb * nr + j, result(i, j)), ForKind.VECTORIZED))
         return seq(*out)
 
     if full and rem:

@@ -1,10 +1,12 @@
-"""dense, matmul and batch_matmul as `dot_gemm` or `gemm` products.
+"""dense, matmul, batch_matmul and contrib_dense_pack as `dot_gemm` or `gemm` products.
 
 Leading dims of a matmul's data fold into the rows of one product (the weight is shared);
 batch_matmul is a batched product whose batch of 1 on either side is broadcast. When both
 operands run along the reduction in memory (dense; `transpose_b` without `transpose_a`), the
 lane-wise `dot_gemm` needs no packing; otherwise `gemm` reads A one element per row and k step
-and repacks B, so transposed operands need no copy either.
+and repacks B, so transposed operands need no copy either. A weight packed in column blocks
+(contrib_dense_pack's NC[b]n, what AlterOpLayout makes of a constant weight) is already in
+`gemm`'s panel layout and is read in place.
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ from collections.abc import Callable, Sequence
 
 from compiler.ops.kernels.common import buffer_dims, unflatten
 from compiler.ops.kernels.dot import DotSpec, dot_gemm
-from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, vector_lanes
+from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var, vector_lanes
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, Stmt, Store, seq
 
 # Shorter reductions leave most lanes of the dot products idle; the packed gemm serves them.
 DOT_MIN_VECTORS = 2
+# From this many rows on, packing B (N x K copies) and running the broadcast-FMA tile beats the
+# dot products, which fold every result's lanes at the end: measured on AVX2 (gcc 12), 128 x 256
+# x 256 runs at ~80 GFLOP/s against ~30; a single row streams B faster as dot products than
+# packing it first. batch_matmul (activations times activations, a small B per batch) packs
+# per call from here on; dense and matmul leave a runtime weight unpacked (a weight copy in the
+# workspace would be the largest buffer of the model) and get theirs packed at compile time
+# when it is a constant (compiler/passes/alter_op_layout.py), from the same row count on.
+DOT_MAX_ROWS = 16
 # Rows per product when the row count is only known at run time: the tiled kernel is built for
 # this many rows and run once per chunk, the last rows one at a time.
 ROW_CHUNK = 8
@@ -32,14 +42,18 @@ def _row_lets(ctx: KernelContext, index: tuple[te.PrimExpr, ...]) -> tuple[Lets,
     """Binds the parts of a row index that need division to variables, computed once per tile."""
     if len(index) <= 1:
         return (), index
-    vars_ = tuple(ctx.var("row") for _ in index)
+    vars_ = tuple(index_var(ctx, "row") for _ in index)
     return tuple(zip(vars_, index)), vars_
 
 
-def _rows_contiguous(ctx: KernelContext, transpose_a: bool, transpose_b: bool, k: int, dtype: str) -> bool:
-    """True when both operands run along k in memory and k fills a few vectors: then the
-    lane-wise dot products of `dot_gemm` need no packing (see compiler/ops/kernels/dot.py)."""
-    return not transpose_a and transpose_b and k >= DOT_MIN_VECTORS * vector_lanes(ctx, dtype)
+def _rows_contiguous(
+    ctx: KernelContext, transpose_a: bool, transpose_b: bool, k: int, dtype: str, rows: int = 0
+) -> bool:
+    """True when both operands run along k in memory, k fills a few vectors and there are
+    fewer than DOT_MAX_ROWS `rows` (0: any count): then the lane-wise dot products of
+    `dot_gemm` need no packing (see compiler/ops/kernels/dot.py) and pay."""
+    return (not transpose_a and transpose_b and rows < DOT_MAX_ROWS
+            and k >= DOT_MIN_VECTORS * vector_lanes(ctx, dtype))
 
 
 def matmul_loops(
@@ -57,10 +71,62 @@ def matmul_loops(
     or column extent gets plain loops."""
     if not _static(weight) or not isinstance(out.shape[-1], int) or (transpose_a and not _static(data)):
         return _plain_matmul(ctx, data, weight, out, epilogue, transpose_a, transpose_b)
-    out_dims = out.shape
     w_dims = buffer_dims(weight)
     k = w_dims[0] if not transpose_b else w_dims[1]
-    rows_dims = out_dims[:-1]
+    n = int(out.shape[-1])
+
+    def product(rows: int, a_at: ARow, store_at: StoreAt) -> Stmt:
+        if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype):
+            def b_row(b: te.PrimExpr, col: te.PrimExpr) -> RowReader:
+                return RowReader((), lambda ks: weight[col, ks[0]])
+
+            return dot_gemm(ctx, DotSpec(1, rows, n, k, out.dtype, a_at, b_row, store_at))
+
+        def b_load(bb: te.PrimExpr, ks: Sequence[te.PrimExpr], col: te.PrimExpr) -> te.PrimExpr:
+            return weight[col, ks[0]] if transpose_b else weight[ks[0], col]
+
+        return gemm(ctx, GemmSpec(batch=1, m=rows, n=n, k=(k,), dtype=out.dtype, a_row=a_at, b_load=b_load,
+                                  store=store_at))
+
+    return _by_rows(ctx, data, out, epilogue, transpose_a, product)
+
+
+def packed_dense_loops(
+    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue
+) -> Stmt:
+    """`out[..., m, n] = sum_k data[..., m, k] * W[n, k]` with W packed in column blocks: NC[b]n,
+    (N/b, K, b), or NC[b]n[c]c, (N/b, K/c, b, c). Columns past `out`'s last (a weight padded to
+    whole blocks) are computed and not stored."""
+    dims = buffer_dims(weight)
+    block = dims[2]
+    k_block = dims[3] if len(dims) == 4 else 1
+    k = dims[1] * k_block
+    n = int(out.shape[-1])
+
+    def load(bb: te.PrimExpr, panel: te.PrimExpr, kf: te.PrimExpr, j: te.PrimExpr) -> te.PrimExpr:
+        if len(dims) == 4:
+            return weight[panel, kf // k_block, j, kf % k_block]
+        return weight[panel, kf, j]
+
+    def product(rows: int, a_at: ARow, store_at: StoreAt) -> Stmt:
+        unused = lambda bb, ks, col: te.const(0, out.dtype)  # noqa: E731  # B is read through the panels
+        return gemm(ctx, GemmSpec(batch=1, m=rows, n=n, k=(k,), dtype=out.dtype, a_row=a_at, b_load=unused,
+                                  store=store_at, panels=Panels(block, load)))
+
+    return _by_rows(ctx, data, out, epilogue, False, product)
+
+
+ARow = Callable[[te.PrimExpr, te.PrimExpr], RowReader]
+StoreAt = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
+
+
+def _by_rows(
+    ctx: KernelContext, data: te.Buffer, out: te.Buffer, epilogue: Epilogue, transpose_a: bool,
+    product: Callable[[int, ARow, StoreAt], Stmt],
+) -> Stmt:
+    """`product(rows, a_row, store)` over the rows of `out` (its dims but the last, flattened):
+    once when their count is static, else in chunks of ROW_CHUNK rows and then one at a time."""
+    rows_dims = out.shape[:-1]
     m: int | te.PrimExpr = 1
     for d in rows_dims:
         m = m * d
@@ -75,37 +141,26 @@ def matmul_loops(
 
         return RowReader(lets, load)
 
-    def b_load(bb: te.PrimExpr, ks: Sequence[te.PrimExpr], n: te.PrimExpr) -> te.PrimExpr:
-        return weight[n, ks[0]] if transpose_b else weight[ks[0], n]
-
     def store(b: te.PrimExpr, row: te.PrimExpr, n: te.PrimExpr, value: te.PrimExpr) -> Stmt:
         idx = (*unflatten(row, rows_dims), n)
         return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
-    n = int(out_dims[-1])
-
-    def product(rows: int, first: te.PrimExpr) -> Stmt:
+    def chunk(rows: int, first: te.PrimExpr) -> Stmt:
         def a_at(b: te.PrimExpr, row: te.PrimExpr) -> RowReader:
             return a_row(b, first + row)
 
         def store_at(b: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
             return store(b, first + row, col, value)
 
-        if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype):
-            def b_row(b: te.PrimExpr, col: te.PrimExpr) -> RowReader:
-                return RowReader((), lambda ks: weight[col, ks[0]])
-
-            return dot_gemm(ctx, DotSpec(1, rows, n, k, out.dtype, a_at, b_row, store_at))
-        spec = GemmSpec(batch=1, m=rows, n=n, k=(k,), dtype=out.dtype, a_row=a_at, b_load=b_load, store=store_at)
-        return gemm(ctx, spec)
+        return product(rows, a_at, store_at)
 
     if isinstance(m, int):
-        return product(m, te.const(0))
-    chunk, row = ctx.var("chunk"), ctx.var("row")
+        return chunk(m, te.const(0, "int64"))
+    first, row = index_var(ctx, "chunk"), index_var(ctx, "row")
     whole = (m // ROW_CHUNK) * ROW_CHUNK
     return seq(
-        For(chunk, te.const(0), m // ROW_CHUNK, product(ROW_CHUNK, chunk * ROW_CHUNK)),
-        For(row, whole, m - whole, product(1, row)),
+        For(first, te.const(0, "int64"), m // ROW_CHUNK, chunk(ROW_CHUNK, first * ROW_CHUNK)),
+        For(row, whole, m - whole, chunk(1, row)),
     )
 
 
@@ -192,7 +247,7 @@ def batch_matmul_loops(
         idx = (b, row, col)
         return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
-    if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype):
+    if _rows_contiguous(ctx, transpose_a, transpose_b, k, out.dtype, rows=m):
         def b_row(b: te.PrimExpr, col: te.PrimExpr) -> RowReader:
             by = b if y_batch > 1 else te.const(0)
             return RowReader((), lambda ks: y[by, col, ks[0]])

@@ -72,11 +72,27 @@ def test_dense_pack_output_units_and_dtype_follow_the_weight_and_out_dtype() -> 
     assert infer(t(2, 3), t(3, 3, 1), units=3, weight_layout="NC1n") == t(2, 3)
 
 
+def test_units_below_the_packed_count_keep_the_first_columns_of_a_padded_weight() -> None:
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(3, 5)).astype(F32), rng.normal(size=(13, 5)).astype(F32)
+    padded = np.concatenate([w, np.zeros((3, 5), F32)])
+    out = run(x, pack(padded, 8), units=13, weight_layout="NC8n")
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-6)
+    assert infer(t("?", 5), t(2, 5, 8), units=13, weight_layout="NC8n") == t("?", 13)
+
+
+def test_leading_dims_of_the_data_fold_into_rows_as_in_dense() -> None:
+    rng = np.random.default_rng(4)
+    x, w = rng.normal(size=(2, 3, 5)).astype(F32), rng.normal(size=(8, 5)).astype(F32)
+    out = run(x, pack(w, 4), weight_layout="NC4n")
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-6)
+
+
 def test_dense_pack_errors_name_the_op_and_the_problem() -> None:
     with pytest.raises(AttrError, match="requires attribute units"):
         ops.get(OP).make_attrs({})
-    with pytest.raises(TypeRelationError, match=r"dense_pack: data Tensor\[\(2, 3, 4\), float32\] must be 2-D"):
-        infer(t(2, 3, 4), t(1, 4, 8), weight_layout="NC8n")
+    with pytest.raises(TypeRelationError, match=r"dense_pack: data float32 must have an axis of input units"):
+        infer(t(), t(1, 4, 8), weight_layout="NC8n")
     with pytest.raises(TypeRelationError, match=r"weight Tensor\[\(8, 4\), float32\] must be 3-D"):
         infer(t(2, 4), t(8, 4), weight_layout="NC")
     with pytest.raises(TypeRelationError, match=r"weight_layout 'NC' does not describe the packed .* expected 'NC8n'"):
@@ -85,8 +101,10 @@ def test_dense_pack_errors_name_the_op_and_the_problem() -> None:
         infer(t(2, 4), t(1, 4, 8), weight_layout="NC4n")
     with pytest.raises(TypeRelationError, match=r"5 input units but the weight Tensor\[\(1, 4, 8\), float32\] has 4"):
         infer(t(2, 5), t(1, 4, 8), weight_layout="NC8n")
-    with pytest.raises(TypeRelationError, match="units=12 does not match the 16 units"):
-        infer(t(2, 4), t(2, 4, 8), weight_layout="NC8n", units=12)
+    with pytest.raises(TypeRelationError, match="units=8 does not fit the 16 units .* last block of 8"):
+        infer(t(2, 4), t(2, 4, 8), weight_layout="NC8n", units=8)
+    with pytest.raises(TypeRelationError, match="units=17 does not fit the 16 units"):
+        infer(t(2, 4), t(2, 4, 8), weight_layout="NC8n", units=17)
 
 
 def test_dense_pack_attrs_and_pattern_follow_tvm() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, tile_shape
+from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, tile_rows, tile_shape
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
@@ -82,7 +82,23 @@ def test_inner_loops_are_vectorized_over_contiguous_packed_columns() -> None:
     fma_loops = [s for s in walk_stmts(func.body) if isinstance(s, For) and isinstance(s.body, Store)
                  and s.body.buffer in accumulators and s.kind is ForKind.VECTORIZED
                  and any(isinstance(e, te.Load) and e.buffer is packed[0] for e in post_order(s.body.value))]
-    assert len(fma_loops) == 6  # one per tile row
+    # One per tile row, in each copy of the reduction step: for k0 < 3, and for k0 = 3, k1 < 3
+    # (the last step is taken in the store).
+    assert len(fma_loops) == 2 * 6
+
+
+def test_the_store_takes_the_last_reduction_step_so_it_is_never_a_plain_copy() -> None:
+    # gcc turns a tile copied out unchanged into a memcpy and then keeps the tile in memory.
+    func = nested_product("f", 2, 9, 19, (3, 4), False)
+    out = func.outputs[0]
+    stores = [s for s in walk_stmts(func.body) if isinstance(s, Store) and s.buffer is out]
+    assert stores and all(isinstance(s.value, te.Binary) for s in stores)
+
+
+def test_tile_rows_fill_the_register_file() -> None:
+    assert tile_shape(KernelContext(vector_lanes=16), "float32", 500) == (14, 32)  # AVX-512: 28 + 2 + 1
+    assert tile_rows(KernelContext(vector_lanes=8), "float32", 32) == 2  # four vectors a row
+    assert tile_rows(KernelContext(vector_lanes=8), "float32", 64) == 1
 
 
 def test_empty_reduction_needs_no_workspace() -> None:

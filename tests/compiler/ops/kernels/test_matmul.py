@@ -1,7 +1,8 @@
-"""dense, matmul and batch_matmul kernels (compiler/ops/kernels/matmul.py) built to C and run
-against the ops' numpy references: both loop nests (lane-wise dot products when both operands
-run along the reduction, packed gemm otherwise), tile edges, leading dims, transposes, batch
-broadcast, integer and float64 accumulation, and fused epilogues."""
+"""dense, matmul, batch_matmul and contrib_dense_pack kernels (compiler/ops/kernels/matmul.py)
+built to C and run against the ops' numpy references: both loop nests (lane-wise dot products
+when both operands run along the reduction, packed gemm otherwise), weights packed in column
+blocks read in place, tile edges, leading dims, transposes, batch broadcast, integer and
+float64 accumulation, and fused epilogues."""
 
 from __future__ import annotations
 
@@ -30,7 +31,21 @@ def i8(*shape: int) -> np.ndarray:
     return RNG.integers(-100, 100, shape).astype("int8")
 
 
+def packed(w: np.ndarray, block: int, k_block: int = 1) -> np.ndarray:
+    """(N, K) -> NC[block]n (or NC[block]n[k_block]c), N padded with zero units to whole blocks."""
+    n, k = w.shape
+    padded = np.concatenate([w, np.zeros((-n % block, k), w.dtype)])
+    blocks = padded.reshape(-1, block, k // k_block, k_block).transpose(0, 2, 1, 3)
+    return blocks if k_block > 1 else blocks[..., 0]
+
+
+def pack_attrs(units: int, block: int, k_block: int = 1, **extra: object) -> dict[str, object]:
+    layout = f"NC{block}n" + (f"{k_block}c" if k_block > 1 else "")
+    return {"units": units, "weight_layout": layout, **extra}
+
+
 DENSE = {"units": None}
+PACK = "nn.contrib_dense_pack"
 # name -> (op, inputs, attrs)
 CASES: dict[str, tuple[str, tuple[np.ndarray, np.ndarray], dict[str, object]]] = {
     "dense_row_and_column_edges": ("nn.dense", (f32(13, 37), f32(21, 37)), DENSE),
@@ -68,6 +83,18 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, np.ndarray], dict[str, object]]] =
         "nn.batch_matmul", (f32(6, 64, 64), f32(6, 64, 64)),
         {"transpose_b": True},
     ),
+    "dense_pack_row_and_column_edges": (PACK, (f32(13, 37), packed(f32(21, 37), 16)), pack_attrs(21, 16)),
+    "dense_pack_one_row": (PACK, (f32(1, 50), packed(f32(40, 50), 8)), pack_attrs(40, 8)),
+    "dense_pack_primes_with_leading_dims": (PACK, (f32(2, 7, 23), packed(f32(29, 23), 16)), pack_attrs(29, 16)),
+    "dense_pack_reduction_of_one": (PACK, (f32(8, 1), packed(f32(17, 1), 8)), pack_attrs(17, 8)),
+    "dense_pack_one_unit": (PACK, (f32(11, 5), packed(f32(1, 5), 16)), pack_attrs(1, 16)),
+    "dense_pack_block_of_four_vectors": (PACK, (f32(9, 12), packed(f32(64, 12), 32)), pack_attrs(64, 32)),
+    "dense_pack_parallel": (PACK, (f32(40, 300), packed(f32(200, 300), 16)), pack_attrs(200, 16)),
+    "dense_pack_float64": (PACK, (f64(7, 11), packed(f64(10, 11), 8)), pack_attrs(10, 8)),
+    "dense_pack_vnni_int8_to_int32": (
+        PACK, (RNG.integers(0, 200, (5, 16)).astype("uint8"), packed(i8(24, 16), 8, 4)),
+        pack_attrs(24, 8, 4, out_dtype="int32"),
+    ),
 }
 BIAS = f32(21)
 
@@ -82,6 +109,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs.append(lower_text(primitive(op_call("nn.batch_matmul", 2, attrs), [a, b], "tanh(%0)"), "batch_matmul_tanh"))
     _, (x, w), _ = CASES["dense_parallel"]
     funcs.append(lower_text(primitive(op_call("nn.dense", 2, DENSE), [x, w]), "dense_serial", parallel=False))
+    _, (x, w), attrs = CASES["dense_pack_row_and_column_edges"]
+    fused = primitive(op_call(PACK, 2, attrs), [x, w, BIAS], "nn.relu(nn.bias_add(%0, %p2, axis=-1))")
+    funcs.append(lower_text(fused, "dense_pack_bias_relu"))
     return Library(funcs, Path(tmp_path_factory.mktemp("matmul")))
 
 
@@ -98,6 +128,26 @@ def test_dense_applies_fused_bias_and_relu(library: Library) -> None:
     _, (x, w), _ = CASES["dense_row_and_column_edges"]
     (result,) = library.run("dense_bias_relu", [x, w, BIAS])
     np.testing.assert_allclose(result, np.maximum(x @ w.T + BIAS, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_packed_dense_applies_fused_bias_and_relu_to_the_real_units_only(library: Library) -> None:
+    _, (x, w), _ = CASES["dense_pack_row_and_column_edges"]
+    (result,) = library.run("dense_pack_bias_relu", [x, w, BIAS])
+    unpacked = w.transpose(0, 2, 1).reshape(-1, 37)[:21]
+    np.testing.assert_allclose(result, np.maximum(x @ unpacked.T + BIAS, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_packed_dense_reads_the_weight_in_place(library: Library) -> None:
+    # A weight packed at compile time costs nothing per call: no copy, no workspace.
+    for name in ("dense_pack_parallel", "dense_pack_bias_relu", "dense_pack_vnni_int8_to_int32"):
+        assert workspace_buffers(library.funcs[name]) == []
+
+
+def test_product_loops_index_in_64_bits(library: Library) -> None:
+    # Under -fwrapv, int32 index arithmetic may wrap and gcc stops vectorizing (~20x slower).
+    for name in ("dense_pack_parallel", "dense_parallel", "matmul_transposed_both"):
+        loops = [s for s in walk_stmts(library.funcs[name].body) if isinstance(s, For)]
+        assert loops and all(loop.var.dtype == "int64" for loop in loops)
 
 
 def test_batch_matmul_applies_fused_epilogue(library: Library) -> None:
@@ -126,6 +176,10 @@ def test_dense_with_a_long_reduction_needs_no_workspace(library: Library) -> Non
 def test_transposed_or_short_reductions_pack_b_into_the_workspace(library: Library) -> None:
     assert len(workspace_buffers(library.funcs["matmul_transposed_both"])) == 1
     assert len(workspace_buffers(library.funcs["dense_fewer_rows_than_a_tile"])) == 1
+
+
+def test_batch_matmul_with_many_rows_packs_b_rather_than_taking_dot_products(library: Library) -> None:
+    assert len(workspace_buffers(library.funcs["batch_matmul_rows_contiguous_parallel"])) == 1
 
 
 def test_generated_c_compiles_without_warnings(library: Library) -> None:

@@ -1,0 +1,167 @@
+"""AlterOpLayout: products with a constant weight take it packed in the micro-kernel's layout.
+
+Before: a typed module, BYOC partitioning done (what an external codegen took is not touched).
+After (typed): every `nn.dense(%x, W)`, `nn.matmul(%x, W)` and `nn.batch_matmul(%x, W)` (W's
+batch of 1) whose weight W is a constant, outside Primitive and Compiler functions, is
+
+    nn.contrib_dense_pack(%x, <W packed NC[b]n>, units=..., out_dtype=..., weight_layout="NC<b>n")
+
+as TVM's x86 AlterOpLayout rewrites dense: the packed weight is the folded value of
+`layout_transform(nn.pad(W), src_layout="NC", dst_layout="NC<b>n")` (FoldConstant runs here on
+the rewritten functions), so the kernel reads its column panels in place and nothing is packed
+per call (compiler/ops/kernels/gemm.py). `b` is the register tile's width, two vectors of the
+build machine (`tir.vector_lanes`); a weight whose unit count is not a multiple of b is padded
+with zero units and `units` keeps the real count. The call keeps its span, and fused epilogues
+(bias_add, relu, add, ...) fuse with contrib_dense_pack as they did with dense.
+
+What is left alone: weights that are runtime inputs, a float type other than float32 (or an
+out_dtype that differs), `?` dims, transposed data (`transpose_a`), a batch_matmul weight with
+more than one batch, and products with fewer rows than `DOT_MAX_ROWS` (a matrix-vector product
+streams the weight at memory speed as dot products; packing gains nothing there).
+
+TVM runs AlterOpLayout at opt level 3; so does this pass. It must run before FuseOps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from compiler import ops
+from compiler.ir.expr import Call, Constant, Expr, Function, Op
+from compiler.ir.module import IRModule
+from compiler.ir.types import TensorType
+from compiler.ir.visitor import ExprMutator
+from compiler.ops.kernels.matmul import DOT_MAX_ROWS
+from compiler.passes.fold_constant import fold_expr
+from compiler.passes.fusion_graph import closed_function
+from compiler.passes.infer_type import InferType
+from compiler.passes.pass_infra import Pass, PassContext
+from compiler.runtime.vector_width import configured_lanes
+
+PACKED = "nn.contrib_dense_pack"
+FLOAT32 = "float32"
+
+
+def pack_block(lanes: int) -> int:
+    """Units per packed block: the register tile's width, two float32 vectors."""
+    return 2 * lanes
+
+
+@dataclass(frozen=True)
+class _Weight:
+    """The 2-D weight of a product, as an expression, with its layout ("NC": units first)."""
+
+    expr: Expr
+    layout: str
+    units: int
+
+
+def _static(ty: object) -> TensorType | None:
+    if isinstance(ty, TensorType) and not ty.is_dynamic:
+        return ty
+    return None
+
+
+def _weight_of(call: Call, args: tuple[Expr, ...]) -> _Weight | None:
+    """The product's constant weight in 2-D form, or None when the call is not rewritten."""
+    name = call.op_name
+    weight = _static(call.args[1].checked_type)
+    if weight is None or not isinstance(call.args[1], Constant):
+        return None
+    attrs = call.attrs
+    if name == "nn.dense":
+        return _Weight(args[1], "NC", weight.shape[0]) if weight.ndim == 2 else None  # type: ignore[arg-type]  # static
+    if name == "nn.matmul":
+        if attrs["transpose_a"] or weight.ndim != 2:
+            return None
+        layout = "NC" if attrs["transpose_b"] else "CN"
+        return _Weight(args[1], layout, weight.shape[layout.index("N")])  # type: ignore[arg-type]  # static
+    if name == "nn.batch_matmul":
+        if attrs["transpose_a"] or weight.shape[0] != 1:
+            return None
+        squeezed = Call(Op.get("squeeze"), (args[1],), ops.get("squeeze").make_attrs({"axis": [0]}))
+        layout = "NC" if attrs["transpose_b"] else "CN"
+        return _Weight(squeezed, layout, weight.shape[1 + layout.index("N")])  # type: ignore[arg-type]  # static
+    return None
+
+
+def _rows(data: TensorType) -> int:
+    """Rows of the product: data's dims but the last (a batch_matmul's batch folds in too)."""
+    rows = 1
+    for d in data.shape[:-1]:
+        rows *= int(d)  # type: ignore[arg-type]  # static, checked by the caller
+    return rows
+
+
+def packed_call(call: Call, args: tuple[Expr, ...], lanes: int) -> Call | None:
+    """`call` (typed) as contrib_dense_pack of a packed weight expression, or None."""
+    if call.op_name not in ("nn.dense", "nn.matmul", "nn.batch_matmul"):
+        return None
+    data, out = _static(call.args[0].checked_type), _static(call.checked_type)
+    if data is None or out is None or data.ndim < 1:
+        return None
+    if not (data.dtype == out.dtype == FLOAT32 and call.args[1].checked_type.dtype == FLOAT32):  # type: ignore[attr-defined]  # a TensorType
+        return None
+    weight = _weight_of(call, args)
+    if weight is None or _rows(data) < DOT_MAX_ROWS:
+        return None
+    block = pack_block(lanes)
+    padding = -weight.units % block
+    expr = weight.expr
+    if padding:
+        widths = [[0, padding], [0, 0]] if weight.layout == "NC" else [[0, 0], [0, padding]]
+        zero = Constant(np.zeros((), FLOAT32))
+        expr = Call(Op.get("nn.pad"), (expr, zero), ops.get("nn.pad").make_attrs({"pad_width": widths}))
+    layout = f"NC{block}n"
+    transform = ops.get("layout_transform").make_attrs({"src_layout": weight.layout, "dst_layout": layout})
+    packed = Call(Op.get("layout_transform"), (expr,), transform)
+    # batch_matmul has no `units`; dense and matmul keep theirs unless padding needs the count.
+    written = call.attrs["units"] if call.op_name != "nn.batch_matmul" else None
+    attrs = ops.get(PACKED).make_attrs({
+        "units": weight.units if padding else written,
+        "out_dtype": call.attrs["out_dtype"],
+        "weight_layout": layout,
+    })
+    return Call(Op.get(PACKED), (args[0], packed), attrs, call.span)
+
+
+class _Rewriter(ExprMutator):
+    def __init__(self, lanes: int):
+        super().__init__()
+        self.lanes = lanes
+
+    def descend(self, node: Expr) -> bool:
+        return not closed_function(node)
+
+    def rewrite_call(self, pre: Call, post: Call) -> Expr:
+        packed = packed_call(pre, post.args, self.lanes)
+        return packed if packed is not None else post
+
+
+@dataclass(frozen=True)
+class AlterOpLayout(Pass):
+    name: ClassVar[str] = "AlterOpLayout"
+    opt_level: ClassVar[int] = 3
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        lanes = configured_lanes(ctx.config)
+        out = mod.copy()
+        changed = []
+        for gv, func in mod.functions():
+            if not isinstance(func, Function) or closed_function(func):
+                continue
+            rewritten = _Rewriter(lanes).visit(func)
+            if rewritten is not func:
+                out.add(gv, rewritten)  # type: ignore[arg-type]  # a GlobalVar
+                changed.append(gv)
+        if not changed:
+            return mod
+        out = InferType().run(out, ctx)
+        # The packing is folded into the weight constant here, before fusion sees it.
+        folded = out.copy()
+        for gv in changed:
+            folded.add(gv, fold_expr(out[gv]))  # type: ignore[arg-type]  # a GlobalVar
+        return InferType().run(folded, ctx)

@@ -99,8 +99,9 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
     workdir = work / name
     entry: dict[str, Any] = {"name": name, "title": model.title, "dtype": model.dtype, "flops": model.flops,
                              "builds": {}, "runs": []}
-    entry["prepare"] = run_worker({"kind": "prepare", "model": name, "tiny": settings.tiny, "workdir": str(workdir)},
-                                  workdir / "prepare")
+    prepare = {"kind": "prepare", "model": name, "tiny": settings.tiny, "workdir": str(workdir),
+               "export_onnx": "onnxruntime" in settings.peers and available("onnxruntime") is None}
+    entry["prepare"] = run_worker(prepare, workdir / "prepare")
     log(f"{name}: reference ready; onnx {entry['prepare'].get('onnx') and 'exported' or 'not exported'}")
     base = {"model": name, "tiny": settings.tiny, "workdir": str(workdir)}
     for peer, target in TARGETS.items():

@@ -66,6 +66,8 @@ def prepare(job: dict[str, Any], model: Model) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     np.save(workdir / "reference.npy", model.reference())
     result: dict[str, Any] = {"onnx": None}
+    if not job.get("export_onnx", True):
+        return result
     try:
         import torch
     except ImportError as err:

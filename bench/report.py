@@ -42,7 +42,12 @@ def _num(value: float | None, fmt: str) -> str:
 
 def peaks_lines(results: dict[str, Any]) -> list[str]:
     peaks = results["peaks"]
-    lines = [f"machine: {machine.summary(results['machine'])}; {results['machine']['date']}"]
+    info = results["machine"]
+    lines = [f"machine: {machine.summary(info)}; {info['date']}"]
+    if "load_average" in info:
+        # The 1-minute load average before and after: above the core count, other work shared the cores.
+        end = info.get("load_average_end", [float("nan")])[0]
+        lines.append(f"load average (1 min) at start {info['load_average'][0]:.1f}, at end {end:.1f}")
     for threads, fma in peaks["fma"].items():
         sgemm = peaks["sgemm"][threads]
         lines.append(f"peak at {threads} thread(s): FMA loop {fma['gflops']:.1f} GFLOP/s ({fma['vector_bits']}-bit "

@@ -41,8 +41,8 @@ class Settings:
     def make(models: Sequence[str], threads: Sequence[int], peers: Sequence[str], repeat: int, quick: bool,
              tiny: bool = False) -> Settings:
         if quick:
-            return Settings(models, threads, peers, min(repeat, 3), 0.2, 1, 0.05, 256, tiny)
-        return Settings(models, threads, peers, repeat, 3.0, 3, 0.5, SGEMM_SIZE, tiny)
+            return Settings(models, threads, peers, min(repeat, 3), 0.2, 1, 0.02, 256, tiny)
+        return Settings(models, threads, peers, repeat, 3.0, 3, 0.2, SGEMM_SIZE, tiny)
 
 
 def worker_env(threads: int, *, own_blas: bool = False) -> dict[str, str]:
@@ -159,7 +159,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
         work = Path(tmp)
         info = machine.describe()
         log(f"machine: {machine.summary(info)}")
-        return {
+        results = {
             "machine": info,
             "settings": {"models": list(settings.models), "threads": list(settings.threads),
                          "peers": list(settings.peers), "repeat": settings.repeat, "budget_s": settings.budget_s,
@@ -167,3 +167,5 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
             "peaks": peaks(settings, work, log),
             "models": [bench_model(name, settings, work, log) for name in settings.models],
         }
+        info["load_average_end"] = list(os.getloadavg())
+        return results

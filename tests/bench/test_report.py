@@ -31,6 +31,7 @@ def test_ratio_is_relaycc_over_the_peer(results):
 def test_table_shows_every_row_and_the_build(results):
     text = report.render(results)
     assert "peak at 1 thread(s): FMA loop" in text
+    assert "load average (1 min) at start" in text
     assert "MLP seed 001, batch 1" in text and "relaycc c" in text and "numpy" in text
     assert "not a cache hit" in text
 

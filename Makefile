@@ -69,8 +69,13 @@ fuzz: install
 	$(VENV_PYTHON) -m pip install --quiet -e '.[test,fuzz]'
 	$(VENV_PYTHON) -m compiler.testing.fuzz_driver $(if $(filter file,$(origin N)),1000000,$(N))
 
+# relaycc against numpy, onnxruntime, torch eager and torch.compile on the models of bench/models
+# at 1 and 2 threads; prints the table and writes bench/results.json (about half an hour on
+# 2 cores; BENCH_ARGS="--models cnn --threads 1" for a part of it).
+BENCH_ARGS ?=
 bench: install
-	$(VENV_PYTHON) -m bench
+	$(VENV_PYTHON) -m pip install --quiet -e '.[bench]'
+	$(VENV_PYTHON) -m bench $(BENCH_ARGS)
 
 openapi: install
 	$(VENV_PYTHON) -m service.openapi

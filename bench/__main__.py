@@ -1,98 +1,81 @@
-"""Times relaycc against numpy: the reference interpreter on a small MLP, then the generated C
-kernels (bench/kernels.py: the MLP of seed 001, conv2d, batch_matmul, pool, softmax).
+"""`python -m bench` (`make bench`): relaycc side by side with numpy, ONNX Runtime, torch eager
+and torch.compile on the models of bench/models, at 1 and 2 threads, with the machine's measured
+peaks; a table on stdout and every figure in bench/results.json.
 
-Each case runs once to warm up, then `--repeat` times; the tables show the median.
+Each measurement runs in a fresh worker process with its thread count set there (bench/suite.py).
+Each peer's output is checked against the numpy reference before its time counts. A row's time is
+the median of up to --repeat calls after one warm-up call (fewer once 3 s are spent, never fewer
+than 3). `--suite kernels` prints the kernel-level table instead (bench/kernels.py) and
+`--suite interpreter` the reference interpreter against numpy.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+from bench.models import MODELS
+from bench.suite import PEERS, Settings
 
-from bench import kernels
-from compiler.parser import parse_file
-from compiler.runtime.interpreter import run_main
-
-MLP_MODEL = Path(__file__).resolve().parent / "models" / "mlp.relay"
-# (out_features, in_features) of each dense layer of mlp.relay.
-MLP_LAYERS = [(512, 256), (128, 512), (10, 128)]
-MLP_BATCH = 32
+RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
-def mlp_params(rng: np.random.Generator) -> dict[str, np.ndarray]:
-    params = {}
-    for index, (units, features) in enumerate(MLP_LAYERS, start=1):
-        scale = 1.0 / np.sqrt(features)
-        params[f"w{index}"] = rng.normal(0.0, scale, (units, features)).astype(np.float32)
-        params[f"b{index}"] = rng.normal(0.0, 0.1, units).astype(np.float32)
-    return params
+def names(text: str, known: Sequence[str], what: str) -> list[str]:
+    chosen = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in known]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown {what} {unknown[0] if unknown else text!r}; known: {', '.join(known)}")
+    return chosen
 
 
-def mlp_numpy(x: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
-    hidden = x
-    for index in range(1, len(MLP_LAYERS) + 1):
-        hidden = hidden @ params[f"w{index}"].T + params[f"b{index}"]
-        if index < len(MLP_LAYERS):
-            hidden = np.maximum(hidden, 0.0)
-    return hidden
-
-
-def median_ms(run: Callable[[], object], repeat: int) -> float:
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def thread_counts(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--threads takes numbers separated by commas, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be at least 1, got {text!r}")
+    return counts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--repeat", type=int, default=50, help="timed runs per case")
-    parser.add_argument("--suite", choices=("all", "interpreter", "kernels"), default="all",
-                        help="which tables to print (kernels: generated C kernels vs numpy)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=("models", "kernels", "interpreter"), default="models")
+    parser.add_argument("--models", type=lambda t: names(t, list(MODELS), "model"), default=list(MODELS),
+                        help=f"comma-separated (default all: {','.join(MODELS)})")
+    parser.add_argument("--peers", type=lambda t: names(t, list(PEERS), "peer"), default=list(PEERS),
+                        help=f"comma-separated (default all: {','.join(PEERS)}; c and cblas are relaycc's targets)")
+    parser.add_argument("--threads", type=thread_counts, default=[1, 2], help="comma-separated (default 1,2)")
+    parser.add_argument("--repeat", type=int, default=50, help="timed calls per row at most (default 50)")
+    parser.add_argument("--quick", action="store_true", help="a few calls per row and short peaks (for tests)")
+    parser.add_argument("--tiny", action="store_true", help="the models on tiny shapes (for tests)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    if args.suite in ("all", "interpreter"):
-        interpreter_table(args.repeat)
-    if args.suite in ("all", "kernels"):
-        if args.suite == "all":
-            print()
+    if args.suite == "kernels":
+        from bench import kernels
+
         kernels.run(args.repeat)
+        return 0
+    if args.suite == "interpreter":
+        from bench import interpreter
+
+        interpreter.run(args.repeat)
+        return 0
+
+    from bench import report, suite
+
+    settings = Settings.make(args.models, args.threads, args.peers, args.repeat, args.quick, args.tiny)
+    results = suite.run(settings, lambda line: print(line, file=sys.stderr, flush=True))
+    args.output.write_text(json.dumps(results, indent=1) + "\n")
+    print(report.render(results))
+    print(f"\nwritten to {args.output}")
     return 0
-
-
-def interpreter_table(repeat: int) -> None:
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(MLP_BATCH, MLP_LAYERS[0][1])).astype(np.float32)
-    params = mlp_params(rng)
-    module = parse_file(MLP_MODEL)
-
-    # A benchmark of a wrong answer is worthless: check agreement before timing.
-    (result,) = run_main(module, {"x": x}, params)
-    np.testing.assert_allclose(result, mlp_numpy(x, params), rtol=1e-4, atol=1e-4)
-
-    cases = {
-        "numpy": lambda: mlp_numpy(x, params),
-        "relaycc interpret": lambda: run_main(module, {"x": x}, params),
-    }
-    timings = {name: median_ms(run, repeat) for name, run in cases.items()}
-
-    baseline = timings["numpy"]
-    shape = f"{MLP_BATCH}x{MLP_LAYERS[0][1]} -> {MLP_LAYERS[-1][0]}"
-    print(f"MLP {shape}, median of {repeat} runs")
-    print(f"{'case':<20} {'ms':>10} {'vs numpy':>10}")
-    for name, ms in timings.items():
-        print(f"{name:<20} {ms:>10.3f} {ms / baseline:>9.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,171 @@
+"""Runs the model benchmark: every model for every peer and thread count, each measurement in its
+own worker process (bench/worker.py) with the thread count set in its environment."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import machine
+from bench.models import get
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"c": "c", "cblas": "cblas, c"}
+# Peer name -> the package it needs (None: always there).
+PEERS: dict[str, str | None] = {"numpy": None, "onnxruntime": "onnxruntime", "torch": "torch",
+                                "torch.compile": "torch", "c": None, "cblas": None}
+SGEMM_SIZE = 2048
+
+
+@dataclass(frozen=True)
+class Settings:
+    models: Sequence[str]
+    threads: Sequence[int]
+    peers: Sequence[str]
+    repeat: int
+    budget_s: float  # timed calls stop after this long once min_runs are done
+    min_runs: int
+    fma_seconds: float
+    sgemm_size: int
+    tiny: bool = False
+
+    @staticmethod
+    def make(models: Sequence[str], threads: Sequence[int], peers: Sequence[str], repeat: int, quick: bool,
+             tiny: bool = False) -> Settings:
+        if quick:
+            return Settings(models, threads, peers, min(repeat, 3), 0.2, 1, 0.02, 256, tiny)
+        return Settings(models, threads, peers, repeat, 3.0, 3, 0.2, SGEMM_SIZE, tiny)
+
+
+def worker_env(threads: int, *, own_blas: bool = False) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = str(threads)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    if own_blas:
+        # numpy's OpenBLAS is current: the settings that keep older builds correct only slow it.
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+    return env
+
+
+def run_worker(job: dict[str, Any], directory: Path, threads: int = 1, env_extra: dict[str, str] | None = None,
+               own_blas: bool = False) -> dict[str, Any]:
+    directory.mkdir(parents=True, exist_ok=True)
+    job_path, result_path = directory / "job.json", directory / "result.json"
+    job_path.write_text(json.dumps(job))
+    result_path.unlink(missing_ok=True)
+    env = {**worker_env(threads, own_blas=own_blas), **(env_extra or {})}
+    done = subprocess.run([sys.executable, "-m", "bench.worker", str(job_path), str(result_path)], env=env,
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    if not result_path.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        return {"ok": False, "error": f"worker died: {tail[0]}"}
+    return json.loads(result_path.read_text())
+
+
+def available(peer: str) -> str | None:
+    """Why the peer cannot run here, or None."""
+    package = PEERS[peer]
+    if package is not None and importlib.util.find_spec(package) is None:
+        return f"{package} is not installed (make bench installs the bench extra)"
+    return None
+
+
+def peaks(settings: Settings, work: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    binary = machine.build_fma_peak(work)
+    result: dict[str, Any] = {"fma": {}, "sgemm": {}}
+    for threads in settings.threads:
+        result["fma"][str(threads)] = machine.fma_peak(binary, threads, settings.fma_seconds)
+        job = {"kind": "sgemm", "size": settings.sgemm_size, "repeat": max(settings.repeat // 5, 3),
+               "budget_s": settings.budget_s, "min_runs": settings.min_runs}
+        result["sgemm"][str(threads)] = run_worker(job, work / f"sgemm-{threads}", threads, own_blas=True)
+        log(f"peaks at {threads} thread(s): FMA {result['fma'][str(threads)]['gflops']:.1f} GFLOP/s, "
+            f"sgemm {result['sgemm'][str(threads)].get('gflops', float('nan')):.1f} GFLOP/s")
+    result["sgemm_size"] = settings.sgemm_size
+    return result
+
+
+def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    model = get(name, tiny=settings.tiny)
+    workdir = work / name
+    entry: dict[str, Any] = {"name": name, "title": model.title, "dtype": model.dtype, "flops": model.flops,
+                             "builds": {}, "runs": []}
+    prepare = {"kind": "prepare", "model": name, "tiny": settings.tiny, "workdir": str(workdir),
+               "export_onnx": "onnxruntime" in settings.peers and available("onnxruntime") is None}
+    entry["prepare"] = run_worker(prepare, workdir / "prepare")
+    log(f"{name}: reference ready; onnx {entry['prepare'].get('onnx') and 'exported' or 'not exported'}")
+    base = {"model": name, "tiny": settings.tiny, "workdir": str(workdir)}
+    for peer, target in TARGETS.items():
+        if peer in settings.peers:
+            job = {**base, "kind": "build", "target": target, "outdir": str(workdir / f"build-{peer}" / "out")}
+            entry["builds"][peer] = run_worker(job, workdir / f"build-{peer}")
+            b = entry["builds"][peer]
+            log(f"{name}: built for {target!r}: " + (f"{b['cold_s']:.2f} s cold, {b['cached_s']:.2f} s again"
+                                                      if b.get("ok") else b.get("error", "failed")))
+    for threads in settings.threads:
+        for peer in settings.peers:
+            row: dict[str, Any] = {"threads": threads, "peer": peer}
+            reason = model.unsupported.get(peer) or available(peer)
+            if peer == "onnxruntime" and reason is None and not entry["prepare"].get("onnx"):
+                reason = entry["prepare"].get("onnx_error") or entry["prepare"].get("error", "no ONNX model")
+            if peer in TARGETS and reason is None and not entry["builds"].get(peer, {}).get("ok"):
+                reason = f"build failed: {entry['builds'].get(peer, {}).get('error')}"
+            if reason is not None:
+                row.update(ok=False, skipped=reason)
+            else:
+                job = {**base, "kind": "run", "peer": peer, "threads": threads, "repeat": settings.repeat,
+                       "budget_s": settings.budget_s, "min_runs": settings.min_runs,
+                       "onnx": entry["prepare"].get("onnx"),
+                       "outdir": entry["builds"].get(peer, {}).get("outdir")}
+                extra = {}
+                if peer == "torch.compile":
+                    # A cache of its own: the first call is a cold compile, as relaycc's cold build is.
+                    extra["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / f"inductor-{threads}")
+                row.update(run_worker(job, workdir / f"run-{peer}-{threads}", threads, extra,
+                                      own_blas=peer == "numpy"))
+                if row.get("ok"):
+                    row["gflops"] = model.flops / (row["median_ms"] / 1e3) / 1e9
+            entry["runs"].append(row)
+            log(f"{name} {threads}t {peer}: " + (f"{row['median_ms']:.3f} ms" if row.get("ok") else
+                                                  row.get("skipped") or row.get("error") or
+                                                  f"MISMATCH (error {row.get('rel_error', float('nan')):.2e})"))
+    add_ratios(entry)
+    return entry
+
+
+def add_ratios(entry: dict[str, Any]) -> None:
+    """relaycc's median over each peer's, per target, at the same thread count."""
+    ours = {(r["threads"], r["peer"]): r["median_ms"] for r in entry["runs"] if r["peer"] in TARGETS and r.get("ok")}
+    for row in entry["runs"]:
+        if not row.get("ok"):
+            continue
+        for target in TARGETS:
+            mine = ours.get((row["threads"], target))
+            if mine is not None and row["peer"] not in TARGETS:
+                row[f"ratio_{target}"] = mine / row["median_ms"]
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="relaycc-bench-") as tmp:
+        work = Path(tmp)
+        info = machine.describe()
+        log(f"machine: {machine.summary(info)}")
+        results = {
+            "machine": info,
+            "settings": {"models": list(settings.models), "threads": list(settings.threads),
+                         "peers": list(settings.peers), "repeat": settings.repeat, "budget_s": settings.budget_s,
+                         "min_runs": settings.min_runs, "tiny": settings.tiny},
+            "peaks": peaks(settings, work, log),
+            "models": [bench_model(name, settings, work, log) for name in settings.models],
+        }
+        info["load_average_end"] = list(os.getloadavg())
+        return results

@@ -1,0 +1,213 @@
+"""One measurement in a fresh process: `python -m bench.worker JOB.json RESULT.json`.
+
+The parent (bench/__main__.py) starts one worker per measurement with the thread count already
+in its environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), so no setting leaks from one row into
+the next; the peers' own thread APIs are set here as well. A job is one of:
+
+- prepare: the numpy reference output, and the model exported to ONNX from its torch module;
+- build: relaycc's cold build (parse -> loaded .so) and a second identical build in the same
+  process, with the process's peak RSS (gcc's included);
+- run: one peer's output checked against the reference, then its median latency;
+- sgemm: numpy's float32 matmul on 2048x2048, the BLAS peak (its fastest call).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.models import get
+from bench.models.model import Model
+
+# Checked before a time counts: rtol 1e-3 for float32, looser for float16, each with an absolute
+# floor of the same fraction of the output's largest magnitude (near-zero outputs have no
+# meaningful relative error).
+TOLERANCE = {"float32": 1e-3, "float16": 2e-2}
+
+
+def agreement(output: np.ndarray, reference: np.ndarray, dtype: str) -> tuple[bool, float]:
+    """(within tolerance, largest error relative to the reference's largest magnitude)."""
+    output = np.asarray(output, dtype=np.float32).reshape(reference.shape)
+    tol = TOLERANCE[dtype]
+    scale = float(np.abs(reference).max()) or 1.0
+    ok = bool(np.isfinite(output).all()) and bool(np.allclose(output, reference, rtol=tol, atol=tol * scale))
+    return ok, float(np.abs(output - reference).max() / scale)
+
+
+def timed_runs(call: Callable[[], object], repeat: int, budget_s: float, min_runs: int) -> list[float]:
+    """Seconds of each timed call: `repeat` of them, fewer once `budget_s` is spent (but at least
+    `min_runs`). The caller has already made the warm-up call."""
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < repeat and (len(times) < min_runs or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def peak_rss_bytes() -> dict[str, int]:
+    # ru_maxrss is in KiB on Linux; RUSAGE_CHILDREN is the largest finished child (gcc).
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return {"python": own, "children": children, "peak": max(own, children)}
+
+
+def prepare(job: dict[str, Any], model: Model) -> dict[str, Any]:
+    workdir = Path(job["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    np.save(workdir / "reference.npy", model.reference())
+    result: dict[str, Any] = {"onnx": None}
+    if not job.get("export_onnx", True):
+        return result
+    try:
+        import torch
+    except ImportError as err:
+        result["onnx_error"] = f"torch is not installed ({err})"
+        return result
+    path = workdir / "model.onnx"
+    module = model.make_torch().eval()
+    args = tuple(torch.from_numpy(v) for v in model.inputs.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        try:
+            torch.onnx.export(module, args, str(path), dynamo=False, opset_version=17,
+                              input_names=list(model.inputs), output_names=["out"])
+        except Exception as err:  # noqa: BLE001  # any exporter failure is reported in the row
+            result["onnx_error"] = f"torch.onnx.export failed: {type(err).__name__}: {err}"
+            return result
+    result["onnx"] = str(path)
+    return result
+
+
+def build(job: dict[str, Any], model: Model) -> dict[str, Any]:
+    start = time.perf_counter()
+    from compiler.driver import BuildOptions
+    from compiler.driver import build as relaycc_build
+    from compiler.runtime.module import CompiledModule
+
+    import_s = time.perf_counter() - start
+    outdir = Path(job["outdir"])
+    options = BuildOptions(target=job["target"])
+
+    def one(directory: Path) -> tuple[float, CompiledModule]:
+        start = time.perf_counter()
+        relaycc_build(model.relay, directory, options, model.params, source_name=f"{model.name}.relay")
+        module = CompiledModule(directory)
+        return time.perf_counter() - start, module
+
+    cold_s, module = one(outdir)
+    memory = peak_rss_bytes()
+    # The compiler keeps no build cache today: this is a warm process building the same model again.
+    cached_s, _ = one(outdir.parent / f"{outdir.name}-again")
+    report = module.report["memory"]
+    return {"import_s": import_s, "cold_s": cold_s, "cached_s": cached_s, "rss_bytes": memory,
+            "workspace_bytes": report["workspace_bytes"], "constant_bytes": report["constant_bytes"],
+            "outdir": str(outdir)}
+
+
+def peer_call(job: dict[str, Any], model: Model) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """A zero-argument call of the peer that returns its output, and what setting it up cost."""
+    peer, threads = job["peer"], job["threads"]
+    if peer == "numpy":
+        arrays = {**model.inputs, **model.params}
+        return lambda: model.forward(arrays), {}
+    if peer == "onnxruntime":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(job["onnx"], options, providers=["CPUExecutionProvider"])
+        feeds = dict(model.inputs)
+        return lambda: session.run(None, feeds)[0], {}
+    if peer in ("torch", "torch.compile"):
+        import torch
+
+        torch.set_num_threads(threads)
+        module = model.make_torch().eval()
+        args = tuple(torch.from_numpy(v) for v in model.inputs.values())
+        extra: dict[str, Any] = {}
+        if peer == "torch.compile":
+            module = torch.compile(module)
+            with torch.inference_mode():
+                start = time.perf_counter()
+                module(*args)
+                extra["compile_s"] = time.perf_counter() - start
+
+        def call() -> np.ndarray:
+            with torch.inference_mode():
+                return module(*args).float().numpy()
+
+        return call, extra
+    raise ValueError(f"unknown peer {peer!r}")
+
+
+def run(job: dict[str, Any], model: Model) -> dict[str, Any]:
+    reference = np.load(Path(job["workdir"]) / "reference.npy")
+    repeat, budget, min_runs = job["repeat"], job["budget_s"], job["min_runs"]
+    if job["peer"] in ("c", "cblas"):
+        from compiler.runtime.module import CompiledModule
+
+        module = CompiledModule(Path(job["outdir"]))
+        warm = module.run(model.inputs)
+        output, first = warm.outputs[0], warm.times_us[0] / 1e6
+        ok, error = agreement(output, reference, model.dtype)
+        if not ok:
+            return {"ok": False, "rel_error": error}
+        # The C entry's own time per call (module.run times each call of it through cffi).
+        count = max(min_runs, min(repeat, int(budget / max(first, 1e-6))))
+        times = [t / 1e6 for t in module.run(model.inputs, repeat=count).times_us]
+        extra: dict[str, Any] = {}
+    else:
+        call, extra = peer_call(job, model)
+        output = call()
+        ok, error = agreement(output, reference, model.dtype)
+        if not ok:
+            return {"ok": False, "rel_error": error, **extra}
+        times = timed_runs(call, repeat, budget, min_runs)
+    return {"ok": True, "rel_error": error, "median_ms": float(np.median(times)) * 1e3,
+            "min_ms": min(times) * 1e3, "runs": len(times), **extra}
+
+
+def sgemm(job: dict[str, Any]) -> dict[str, Any]:
+    n = job["size"]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    times = timed_runs(lambda: a @ b, job["repeat"], job["budget_s"], job["min_runs"])
+    config = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[index]
+    # A peak, like the FMA loop's: the least disturbed call, with the median beside it.
+    return {"gflops": 2 * n**3 / min(times) / 1e9, "median_gflops": 2 * n**3 / float(np.median(times)) / 1e9,
+            "runs": len(times),
+            "blas": f"{config.get('name')} {config.get('version')}"}
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = Path(argv[0]), Path(argv[1])
+    job = json.loads(job_path.read_text())
+    result: dict[str, Any]
+    try:
+        if job["kind"] == "sgemm":
+            result = sgemm(job)
+        else:
+            model = get(job["model"], tiny=job.get("tiny", False))
+            result = {"prepare": prepare, "build": build, "run": run}[job["kind"]](job, model)
+    except Exception as err:  # noqa: BLE001  # the parent reports any failure in the row
+        result = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    result.setdefault("ok", True)
+    result_path.write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

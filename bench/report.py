@@ -96,7 +96,7 @@ def build_table(results: dict[str, Any]) -> list[str]:
                          f"{rss['peak'] / 2**20:>9.0f} {rss['children'] / 2**20:>7.0f} "
                          f"{build['workspace_bytes'] / 1024:>14.1f}")
     lines.append("cold: parse -> loaded .so in a fresh process with the compiler imported; again: the same build "
-                 "once more in that process (relaycc has no build cache yet, so this is not a cache hit); "
+                 "once more in that process, its objects in the compile cache the cold build filled; "
                  "build MB: the build process's peak RSS, weights included; gcc MB: the largest gcc.")
     return lines
 

@@ -33,7 +33,7 @@ def test_table_shows_every_row_and_the_build(results):
     assert "peak at 1 thread(s): FMA loop" in text
     assert "load average (1 min) at start" in text
     assert "MLP seed 001, batch 1" in text and "relaycc c" in text and "numpy" in text
-    assert "not a cache hit" in text
+    assert "in the compile cache the cold build filled" in text
 
 
 def test_schema_errors_name_what_is_missing(results):

@@ -21,6 +21,10 @@ Conventions other parts of the compiler rely on:
   stack arrays aligned to 64 bytes and need a static size.
 * Buffers are row-major and addressed with a flattened, simplified index (`A[(i * 8) + j]`);
   dynamic dimensions appear in the index as the scalar parameters they are.
+* int32 loop counters are `int64_t` in C, and so is int32 index arithmetic on them
+  while its bound shows it fits int32 (elsewhere it is truncated back to `int32_t`, so values
+  wrap as the IR says): under `-fwrapv` gcc vectorizes only loops whose counters and addresses
+  cannot wrap. Functions with loop nests are built without gcc's loop interchange.
 * Loops: SERIAL is a plain `for`, PARALLEL adds `#pragma omp parallel for` (the build adds
   `-fopenmp` when it sees one), VECTORIZED `#pragma omp simd` (honoured with `-fopenmp-simd`),
   UNROLLED `#pragma GCC unroll`. A parallel loop inside another parallel or a simd loop, and a

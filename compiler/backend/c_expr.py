@@ -258,6 +258,7 @@ code_for_op: dict[str, OpCode] = {
 assert set(code_for_op) == set(BINARY_OPS) | set(UNARY_OPS) | set(INTRINSICS)
 
 _INT_DIVISIONS = ("/", "//", "%", "tdiv", "tmod")
+_INT32_LIMIT = 2**31
 # Longer sub-expressions become named temporaries, so deep chains cost linear time and the C
 # stays readable.
 _LONG_EXPRESSION = 2000
@@ -286,6 +287,11 @@ class CScope(Protocol):
     def note_call(self, call: CallExtern) -> None:
         """Records an external call so that it can be declared."""
 
+    def index_var(self, var: Var) -> str | None:
+        """What C holds for a loop or let variable whose range is known to hold its values:
+        "exact", or "huge" for an int32 loop beyond int32's range; None for any other variable.
+        int32 variables with a kind are int64_t in C."""
+
 
 class ExprEmitter:
     """Turns the expressions of one statement into C.
@@ -301,6 +307,13 @@ class ExprEmitter:
         self.simp = simplifier
         self._flat: dict[int, PrimExpr] = {}
         self._keep: list[PrimExpr] = []
+        # int32 nodes whose C text is int64_t (loop variables and arithmetic on them), the
+        # nodes whose bound holds for their int32 value (nothing below them wrapped) and the
+        # nodes depending on a loop beyond int32's range.
+        self._wide: set[int] = set()
+        self._exact: set[int] = set()
+        self._huge: set[int] = set()
+        self.wide_roots: list[str | None] = []  # each root's `CScope.index_var` kind
 
     def _children(self, e: PrimExpr) -> tuple[PrimExpr, ...]:
         if isinstance(e, Load):
@@ -360,10 +373,34 @@ class ExprEmitter:
                      and node.dtype != "void")
             if hoist:
                 name = self.scope.fresh("cse")
-                decls.append(f"const {c_type(node.dtype)} {name} = {strip_parens(code)};")
+                ctype = "int64_t" if id(node) in self._wide else c_type(node.dtype)
+                decls.append(f"const {ctype} {name} = {strip_parens(code)};")
                 code = name
             text[id(node)] = code
+        self.wide_roots = [None if id(r) not in self._wide else "huge" if id(r) in self._huge else "exact"
+                           for r in roots]
         return decls, [text[id(r)] for r in roots]
+
+    def _widen(self, e: PrimExpr, code: str) -> str:
+        """Loops count in int64_t, which gcc can vectorize and strength-reduce under -fwrapv
+        (int32 counters that may wrap defeat both); int32 index arithmetic on them is then
+        computed in int64. That is exact while the value fits int32, which the node's bound
+        shows; otherwise the value is truncated back to int32_t here, so it wraps as the IR
+        says."""
+        kids = (e.t, e.f) if isinstance(e, Select) else self._children(e)
+        if e.dtype == "bool":
+            self._exact.add(id(e))
+        elif is_int_dtype(e.dtype) and all(id(k) in self._exact or not is_int_dtype(k.dtype) for k in kids):
+            if _fits_int32(self.simp.bound(e)):
+                self._exact.add(id(e))
+        if e.dtype != "int32" or not any(id(k) in self._wide for k in kids):
+            return code
+        if any(id(k) in self._huge for k in kids):
+            self._huge.add(id(e))
+        elif id(e) not in self._exact:
+            return f"((int32_t){code})"
+        self._wide.add(id(e))
+        return code
 
     def _cheap(self, e: PrimExpr) -> bool:
         """One operation on names and literals (`i + 8`, `x[i]`): repeating it costs nothing."""
@@ -386,18 +423,26 @@ class ExprEmitter:
 
     def _node(self, e: PrimExpr, text: dict[int, str]) -> str:
         if isinstance(e, Const):
+            self._exact.add(id(e))
             return c_literal(e.value, e.dtype)
         if isinstance(e, Var):
+            kind = self.scope.index_var(e)
+            if kind is not None and e.dtype == "int32":
+                self._wide.add(id(e))
+            if kind == "huge":
+                self._huge.add(id(e))
+            elif kind == "exact" and _fits_int32(self.simp.bound(e)):
+                self._exact.add(id(e))
             return self.scope.var_name(e)
         if isinstance(e, Binary):
             operands = [text[id(e.a)], text[id(e.b)]]
             if e.op in _INT_DIVISIONS and is_int_dtype(e.a.dtype):
-                return _wrap_narrow(self._int_division(e, operands), e.dtype)
-            return _wrap_narrow(code_for_op[e.op](operands, e.a.dtype), e.dtype)
+                return self._widen(e, _wrap_narrow(self._int_division(e, operands), e.dtype))
+            return self._widen(e, _wrap_narrow(code_for_op[e.op](operands, e.a.dtype), e.dtype))
         if isinstance(e, Unary):
-            return _wrap_narrow(code_for_op[e.op]([text[id(e.a)]], e.a.dtype), e.dtype)
+            return self._widen(e, _wrap_narrow(code_for_op[e.op]([text[id(e.a)]], e.a.dtype), e.dtype))
         if isinstance(e, Select):
-            return f"({text[id(e.cond)]} ? {text[id(e.t)]} : {text[id(e.f)]})"
+            return self._widen(e, f"({text[id(e.cond)]} ? {text[id(e.t)]} : {text[id(e.f)]})")
         if isinstance(e, Cast):
             value = text[id(e.value)]
             if e.dtype == "bool":
@@ -426,6 +471,11 @@ class ExprEmitter:
         if isinstance(a, (bool, int, float)):
             return c_literal(a, as_expr(a).dtype)
         raise TypeError(f"call_extern argument {a!r} is neither an expression nor a buffer")
+
+
+def _fits_int32(bound: tuple[int | None, int | None]) -> bool:
+    lo, hi = bound
+    return lo is not None and hi is not None and -_INT32_LIMIT <= lo and hi < _INT32_LIMIT
 
 
 _NARROW_INTS = ("int8", "int16", "uint8", "uint16")

@@ -21,6 +21,10 @@ Conventions other parts of the compiler rely on:
   stack arrays aligned to 64 bytes and need a static size.
 * Buffers are row-major and addressed with a flattened, simplified index (`A[(i * 8) + j]`);
   dynamic dimensions appear in the index as the scalar parameters they are.
+* int32 loop counters are `int64_t` in C, and so is int32 index arithmetic on them
+  while its bound shows it fits int32 (elsewhere it is truncated back to `int32_t`, so values
+  wrap as the IR says): under `-fwrapv` gcc vectorizes only loops whose counters and addresses
+  cannot wrap. Functions with loop nests are built without gcc's loop interchange.
 * Loops: SERIAL is a plain `for`, PARALLEL adds `#pragma omp parallel for` (the build adds
   `-fopenmp` when it sees one), VECTORIZED `#pragma omp simd` (honoured with `-fopenmp-simd`),
   UNROLLED `#pragma GCC unroll`. A parallel loop inside another parallel or a simd loop, and a
@@ -102,6 +106,7 @@ class _FunctionEmitter:
         self.used: set[int] = set()
         self.readonly = {id(b) for b in func.inputs}
         self.ranges: dict[Var, IntBound] = {}
+        self.index_vars: dict[int, str] = {}  # see CScope.index_var
         self.lines: list[str] = []
         self.depth = 1
         self.in_parallel = False
@@ -144,6 +149,9 @@ class _FunctionEmitter:
 
     def fresh(self, base: str) -> str:
         return self.names.take(base)
+
+    def index_var(self, var: Var) -> str | None:
+        return self.index_vars.get(id(var))
 
     def note_call(self, call: CallExtern) -> None:
         args = []
@@ -188,11 +196,17 @@ class _FunctionEmitter:
 
     def exprs(self, roots: Sequence[PrimExpr]) -> tuple[list[str], ExprSimplifier]:
         """C code for `roots`; hoisted sub-expressions are emitted right away."""
+        codes, simp, _ = self.wide_exprs(roots)
+        return codes, simp
+
+    def wide_exprs(self, roots: Sequence[PrimExpr]) -> tuple[list[str], ExprSimplifier, list[str | None]]:
+        """`exprs`, and for each root how an int32 value is held (`CScope.index_var`)."""
         simp = ExprSimplifier(self.ranges)
-        decls, codes = ExprEmitter(self, simp).emit(roots)
+        emitter = ExprEmitter(self, simp)
+        decls, codes = emitter.emit(roots)
         for d in decls:
             self.line(d)
-        return codes, simp
+        return codes, simp, emitter.wide_roots
 
     # -- statements -------------------------------------------------------------------------------
 
@@ -207,11 +221,14 @@ class _FunctionEmitter:
         elif isinstance(s, Allocate):
             self.allocate(s)
         elif isinstance(s, LetStmt):
-            (value,), simp = self.exprs([s.value])
+            (value,), simp, (wide,) = self.wide_exprs([s.value])
             name = self.declare_var(s.var)
-            self.line(f"const {c_type(s.var.dtype)} {name} = {strip_parens(value)};")
+            ctype = "int64_t" if wide else c_type(s.var.dtype)
+            self.line(f"const {ctype} {name} = {strip_parens(value)};")
             at = len(self.lines) - 1
             self.ranges[s.var] = simp.bound(s.value)
+            if wide:
+                self.index_vars[id(s.var)] = wide
             self.stmt(s.body)
             del self.ranges[s.var]
             self.void_if_unused(s.var, name, at)
@@ -242,7 +259,9 @@ class _FunctionEmitter:
         for pragma in self.pragmas(s, simp):
             self.line(pragma)
         name = self.declare_var(s.var)
-        ctype = "int64_t" if wide else c_type(s.var.dtype)
+        # int32 loops count in int64_t: see ExprEmitter._widen.
+        ctype = "int64_t" if wide or s.var.dtype == "int32" else c_type(s.var.dtype)
+        self.index_vars[id(s.var)] = "huge" if wide and s.var.dtype == "int32" else "exact"
         bound = strip_parens(end, keep_if=_BINDS_LOOSER_THAN_LESS)
         self.line(f"for ({ctype} {name} = {strip_parens(begin)}; {name} < {bound}; ++{name}) {{")
         saved = (self.in_parallel, self.in_simd)
@@ -331,6 +350,7 @@ class _FunctionEmitter:
         result = f"{_FAILED} ? -1 : 0" if self.needs_flag else "0"
         head = f"{signature(func.name, params)} {{"
         options = [NO_IF_CONVERSION] * _loads_under_select(body) + [NO_FP_CONTRACTION] * _rounds_float_products(body)
+        options += [NO_LOOP_INTERCHANGE] * _has_loop_nest(body)
         if options:
             head = f"__attribute__((optimize({', '.join(options)})))\n{head}"
         return "\n".join([head, *prologue, *self.lines, f"  return {result};", "}"]) + "\n"
@@ -348,7 +368,16 @@ NO_IF_CONVERSION = '"no-tree-loop-if-convert"'
 # tie such as 180 * (0.125 / 3) - 5 = 2.5 lands on the other side (fuzz-diff seed 897): those
 # functions are built without contraction; the others keep their FMAs.
 NO_FP_CONTRACTION = '"fp-contract=off"'
+# With int64 loop counters (see ExprEmitter._widen) gcc can analyze our loop nests, and -O3's
+# loop interchange then reorders some: a transpose read along its rows scattered its stores and
+# took 1.6x as long. A kernel's loop order is chosen on purpose, so gcc keeps it.
+NO_LOOP_INTERCHANGE = '"no-loop-interchange"'
 ROUNDING_INTRINSICS = ("round", "floor", "ceil", "trunc")
+
+
+def _has_loop_nest(body: Stmt) -> bool:
+    """Whether a loop anywhere in `body` contains another loop."""
+    return any(isinstance(s, For) and any(isinstance(t, For) for t in walk_stmts(s.body)) for s in walk_stmts(body))
 
 
 def _loads_under_select(body: Stmt) -> bool:

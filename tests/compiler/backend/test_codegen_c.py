@@ -230,12 +230,33 @@ def odd_bounds() -> PrimFunc:
     return PrimFunc("odd_bounds", (x, out), body, 1, scalar_params=(n,))
 
 
+BIG = 1_000_000_007  # i * BIG leaves int32 from i = 3
+
+
+def loop_index_overflow() -> PrimFunc:
+    """int32 values built from a loop index, which C holds in an int64_t, that overflow int32:
+    each must wrap before it is divided, compared, selected on or bound by a let."""
+    out = Buffer("out", (4, N), "int32")
+
+    def body(i: Var) -> Stmt:
+        big = i * BIG
+        spare = Var("spare", "int32")
+        return seq(
+            Store(out, (0, i), binary("tdiv", big, Const(7, "int32"))),
+            Store(out, (1, i), cast("int32", big > 0)),
+            Store(out, (2, i), select(big + i > 0, i, -i)),
+            LetStmt(spare, big + 1, Store(out, (3, i), binary("tdiv", spare, Const(3, "int32")))),
+        )
+
+    return PrimFunc("loop_index_overflow", (out,), for_range("i", N, body), 0)
+
+
 def all_funcs() -> list[PrimFunc]:
     return [
         vector_add(), transpose(), matmul(), intrinsics("float32"), intrinsics("float64"),
         division("int32"), division("int64"), division("float32"), min_max("float32"), min_max("int32"),
         select_cast(), dynamic_shape(), constants(), shadowed_names(), shared_subexpressions(),
-        unused_and_odd_names(), odd_bounds(), checked_copy(ForKind.SERIAL), checked_copy(ForKind.PARALLEL), calls_vector_add(),
+        unused_and_odd_names(), odd_bounds(), loop_index_overflow(), checked_copy(ForKind.SERIAL), checked_copy(ForKind.PARALLEL), calls_vector_add(),
     ]
 
 
@@ -425,6 +446,19 @@ def test_nested_loops_with_the_same_variable_name_do_not_shadow(lib: Library) ->
     np.testing.assert_array_equal(out, np.arange(4)[:, None] * 10 + np.arange(3))
 
 
+def test_int32_values_of_int64_loop_counters_still_wrap(lib: Library) -> None:
+    out = np.zeros((4, N), "int32")
+    assert lib.call("loop_index_overflow", out) == 0
+    i = np.arange(N, dtype=np.int64)
+    big = (i * BIG).astype(np.int32)  # numpy's cast wraps
+    assert (big < 0).any()
+    plus_one = big + np.int32(1)
+    np.testing.assert_array_equal(out[0], np.sign(big) * (np.abs(big.astype(np.int64)) // 7))
+    np.testing.assert_array_equal(out[1], (big > 0).astype("int32"))
+    np.testing.assert_array_equal(out[2], np.where(big + i.astype(np.int32) > 0, i, -i))
+    np.testing.assert_array_equal(out[3], np.sign(plus_one) * (np.abs(plus_one.astype(np.int64)) // 3))
+
+
 def test_shared_subexpressions_are_emitted_once(lib: Library, module: tuple[str, list[PrimFunc]]) -> None:
     text = emit_prim_func(shared_subexpressions())
     assert len(text) < 5000
@@ -524,6 +558,25 @@ def test_loop_beyond_int32_range_uses_int64_counter() -> None:
     body = for_range("i", 2**32, lambda i: Store(out, (0,), Const(1.0, "float32")))
     text = emit_prim_func(PrimFunc("f", (out,), body, 0))
     assert "for (int64_t i = 0; i < INT64_C(4294967296); ++i)" in text
+
+
+def test_int32_loops_and_their_index_arithmetic_are_int64_in_c() -> None:
+    # gcc vectorizes under -fwrapv only loops whose counters and addresses cannot wrap.
+    assert "for (int64_t i = 0; i < 64; ++i)" in emit_prim_func(vector_add())
+    text = emit_prim_func(transpose())
+    assert "Y[(i * 7) + j] = X[(j * 5) + i];" in text
+    assert "int32_t" not in text.split("{", 1)[1].replace("return 0", "")
+
+
+def test_loop_nests_keep_their_order_but_single_loops_carry_no_attribute() -> None:
+    assert 'optimize("no-loop-interchange")' in emit_prim_func(transpose())
+    assert "optimize" not in emit_prim_func(vector_add())
+
+
+def test_index_arithmetic_that_may_overflow_int32_is_truncated_back() -> None:
+    text = emit_prim_func(loop_index_overflow())
+    assert "((int32_t)(i * 1000000007))" in text
+    assert "const int32_t spare" in text
 
 
 def test_floor_division_of_non_negative_loop_indices_uses_plain_c_operators() -> None:

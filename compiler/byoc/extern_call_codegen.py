@@ -765,6 +765,9 @@ class _ExternCallEmitter:
     def note_call(self, call: CallExtern) -> None:
         raise ValueError(f"{self.func.name}: a dim calls {call.name}")
 
+    def index_var(self, var: te.Var) -> str | None:
+        return None  # the dims here are the function's int64_t parameters, never loop counters
+
     def declare(self, call: CallExtern) -> None:
         """Adds the prototype of `call`'s symbol; every call of one symbol must agree."""
         args = []

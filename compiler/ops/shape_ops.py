@@ -76,11 +76,18 @@ def _check_dtype(op: str, dtype: str) -> str:
 # --- arange ---------------------------------------------------------------------------------------
 
 
+_MAX_DIM = float(2**63 - 1)
+
+
 def arange_length(start: float, stop: float, step: float) -> int:
     """TVM's element count: ceil((stop - start) / step) in double, truncated to an integer."""
     if step == 0:
         raise TypeRelationError("arange: step must not be 0")
-    return int(math.ceil((float(stop) - float(start)) / float(step)))
+    count = (float(stop) - float(start)) / float(step)
+    # An infinite or NaN bound (`-inff` is valid Relay) gives no count; nor does one past int64.
+    if not math.isfinite(count) or count > _MAX_DIM:
+        raise TypeRelationError(f"arange: start {start}, stop {stop} and step {step} give no finite element count")
+    return int(math.ceil(count))
 
 
 def _arange_rel(types: Sequence[Type], attrs: Attrs, values: Sequence[np.ndarray | None] = ()) -> Type:

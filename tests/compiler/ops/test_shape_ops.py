@@ -71,6 +71,14 @@ def test_arange_with_constant_inputs_that_give_no_elements_is_a_type_error() -> 
         parse(text)
 
 
+@pytest.mark.parametrize(("start", "stop", "step"), [("5f", "-inff", "-2f"), ("0f", "inff", "1f"), ("0f", "1e30f", "1e-30f")])
+def test_arange_whose_constant_inputs_give_no_finite_count_is_a_type_error(start: str, stop: str, step: str) -> None:
+    # Found by make fuzz: the count went to int() and raised OverflowError, a crash.
+    text = f'#[version = "0.0.5"]\ndef @main() {{ arange({start}, {stop}, {step}, dtype="float32") }}'
+    with pytest.raises(TypeCheckError, match="give no finite element count"):
+        parse(text)
+
+
 def test_arange_inputs_must_be_scalars_of_the_dtype_attr() -> None:
     with pytest.raises(TypeRelationError, match="arange: stop must be a 0-d float32 tensor"):
         infer("arange", t(), t(dtype=I32), t(), dtype=F32)

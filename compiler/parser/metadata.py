@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -387,8 +388,11 @@ def decode_ndarray(b64: str) -> np.ndarray:
     offset += 8 * ndim
     (nbytes,) = struct.unpack_from("<q", blob, offset)
     offset += 8
-    count = int(np.prod(shape, dtype=np.int64))
-    if any(d < 0 for d in shape) or nbytes != count * ((bits + 7) // 8) or len(blob) != offset + nbytes:
+    if any(d < 0 for d in shape) or math.prod(d for d in shape if d) >= 2**62:
+        # numpy refuses such a shape even holding no elements (a zero dim beside a huge one).
+        raise _MetadataError(f"an NDArray blob has the impossible shape {list(shape)}")
+    count = math.prod(shape)
+    if nbytes != count * ((bits + 7) // 8) or len(blob) != offset + nbytes:
         raise _MetadataError(f"an NDArray blob of shape {list(shape)} has an inconsistent byte count")
     raw = blob[offset:]
     if dtype == "bool":

@@ -146,6 +146,8 @@ def _blob_with(offset: int, packed: bytes) -> str:
         ("[" * 100_000, "nests its JSON too deeply"),
         ('{"root": ' + "1" * 5000 + "}", "cannot be read: Exceeds the limit (4300 digits)"),
         (_with_blob(_blob_with(24, struct.pack("<i", 65))), "rank 65; the maximum rank is 64"),
+        # Found by make fuzz (atheris): numpy refuses a zero dim beside a huge one (ValueError).
+        (_with_blob(_blob_with(32, struct.pack("<qq", 0, 2**62))), "impossible shape [0, 4611686018427387904]"),
     ],
 )
 def test_decode_metadata_reports_malformed_sections_at_the_header(text, fragment):

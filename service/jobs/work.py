@@ -20,10 +20,12 @@ from compiler.runtime.build import BuildError
 from compiler.runtime.module import CompiledModule
 from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, compile_error_problem, make_problem
+from service.store.module_store import StoreError, unavailable_reason
 
 # The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
 TIMES_KEY = "times_us"
 _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
+_NO_SPACE_MARK = "no space left on device"
 
 Progress = Callable[[Mapping[str, object]], None]
 
@@ -85,6 +87,14 @@ def describe_error(err: BaseException) -> Problem:
     """The problem for an exception a job raised."""
     if isinstance(err, BuildError) and any(m in err.output.lower() for m in _OUT_OF_MEMORY_MARKS):
         return make_problem("memory-limit", f"the C compiler ran out of memory: {err.message}")
+    if isinstance(err, StoreError):  # the store filled up or went read-only under the job
+        return err.problem
+    reason = unavailable_reason(err) if isinstance(err, OSError) else None
+    if reason is not None or (isinstance(err, BuildError) and _NO_SPACE_MARK in err.output.lower()):
+        return make_problem(
+            "store-unavailable",
+            f"the build's output directory is {reason or 'full'}; try again once an operator has freed space",
+        )
     if isinstance(err, CompileError):
         return compile_error_problem(err)
     # A bug in the compiler, not in the request: say where, for the report a user files.

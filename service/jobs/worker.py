@@ -152,7 +152,9 @@ def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) ->
     else:
         done = _compile_forked(store, module_id, request, work, limits)
     if done.outcome != "ok":
-        return _compile_failure(done, limits), done.outcome == "crashed"
+        problem = _compile_failure(done, limits)
+        # A crash, or a store that filled up under the child, is worth another attempt later.
+        return problem, done.outcome == "crashed" or str(problem.get("type", "")).endswith("/store-unavailable")
     store.set_progress(module_id, "storing artifacts")
     timings = dict(done.value) if isinstance(done.value, Mapping) else {}
     timings["total_seconds"] = time.monotonic() - started

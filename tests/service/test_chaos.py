@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from tests.service.support import SMALL_RELAY, from_npz_b64, npz_b64, serving
 
@@ -131,13 +132,16 @@ def _kill_soon(pid: int):  # noqa: ANN202
     return thread
 
 
-def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succeeds(tmp_path: Path) -> None:
+# `off`: the build runs in a forked child that writes into the store itself (a CI machine
+# without user namespaces takes this path under `auto`).
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succeeds(tmp_path: Path, sandbox: str) -> None:
     from fastapi.testclient import TestClient
 
     from tests.service.support import fill, make_app, make_settings, tmpfs
 
     with tmpfs(tmp_path / "store", "8m") as store:
-        settings = make_settings(store, workers=1, job_start_delay_seconds=1.0)
+        settings = make_settings(store, workers=1, job_start_delay_seconds=1.0, sandbox=sandbox)
         with TestClient(make_app(settings)) as client:
             accepted = client.post("/compile", json={"relay": SMALL_RELAY + "// fills up\n"})
             module_id = accepted.json()["id"]

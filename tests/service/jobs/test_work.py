@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import numpy as np
@@ -61,3 +62,22 @@ def test_describe_error_names_a_bug_by_file_and_line_but_not_its_directory() -> 
 
     assert problem["type"].endswith("/internal-error")
     assert "test_work.py:" in str(problem["detail"]) and "/tests/" not in str(problem["detail"])
+
+
+def test_describe_error_keeps_the_problem_of_a_store_that_filled_up_under_a_forked_build() -> None:
+    from service.store.module_store import writing
+
+    try:
+        with writing("storing the change"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    except Exception as err:  # noqa: BLE001
+        problem = describe_error(err)
+
+    assert problem["type"].endswith("/store-unavailable") and "full" in str(problem["detail"])
+
+
+def test_describe_error_calls_a_full_output_directory_store_unavailable_not_a_bug() -> None:
+    written = describe_error(OSError(errno.ENOSPC, "No space left on device"))
+    compiled = describe_error(BuildError("gcc failed", output="lib0.c: fatal error: No space left on device"))
+
+    assert written["type"].endswith("/store-unavailable") and compiled["type"].endswith("/store-unavailable")

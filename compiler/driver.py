@@ -52,6 +52,7 @@ from compiler.passes.bind_params import BindParams
 from compiler.passes.check_compilable import CheckCompilable
 from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.dynamic_to_static import DynamicToStatic
+from compiler.passes.float16_compute import Float16ComputeInFloat32
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType
@@ -253,9 +254,10 @@ def lower(
         # BYOC: each external codegen, in target order, takes what its patterns match; its own
         # passes then run on its functions only.
         mod = codegens.partition(mod, options.module_name)
-        # After partitioning (a codegen takes dense as it is), before fusion: constant weights
+        # After partitioning (a codegen takes its ops as they are), before fusion: float16 host
+        # ops compute in float32 (gcc vectorizes no _Float16 arithmetic), then constant weights
         # packed for the host's product kernel.
-        mod = Sequential([AlterOpLayout()])(mod)
+        mod = Sequential([Float16ComputeInFloat32(), AlterOpLayout()])(mod)
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
         mod = FuseOps()(mod)
         mod = LabelOps()(mod)

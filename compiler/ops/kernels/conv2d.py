@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from compiler.ops.kernels import conv2d_by_channels as by_channels
 from compiler.ops.kernels.common import buffer_dims, canonical_dims, place
 from compiler.ops.kernels.gemm import (
     PARALLEL_MIN_MACS,
@@ -65,6 +66,21 @@ def conv2d_loops(
         return seq()
     (sh, sw), (dh, dw) = layout.strides, layout.dilation
     top, left, _, _ = layout.padding
+    if by_channels.applies(out.dtype, layout.groups, (kh, kw), (sh, sw), o):
+        def read(nn: te.PrimExpr, cc: te.PrimExpr, hh: te.PrimExpr, ww: te.PrimExpr) -> te.PrimExpr:
+            return data[place((nn, cc, hh, ww), layout.data_pos)]
+
+        def put(nn: te.PrimExpr, oo: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+            idx = place((nn, oo, y, x), layout.out_pos)
+            return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
+
+        def weight_at(oo: te.PrimExpr, ii: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr) -> te.PrimExpr:
+            return te.cast(out.dtype, weight[place((oo, ii, y, x), layout.kernel_pos)])
+
+        return by_channels.conv2d_by_channels(
+            ctx, data, layout.data_pos == (0, 1, 2, 3), (n, c, h, w, o, kh, kw, oh, ow),
+            ((sh, sw), (dh, dw), (top, left)), read, weight_at, put, out.dtype,
+        )
     # Only the rows and columns some window reaches are copied.
     hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     source = data

@@ -58,11 +58,16 @@ class RowReader:
 
 @dataclass(frozen=True)
 class Panels:
-    """B already in panel layout: `load(bb, panel, flat k, column in panel)` reads it, `width`
-    columns per panel, zeros (or anything: the store skips them) past the last column."""
+    """B read in place, a panel at a time: `load(bb, panel, ks, column in panel)` reads it at
+    the reduction index `ks` (one variable per axis of `GemmSpec.k`), `width` columns per panel,
+    anything finite past the last column (the store skips them)."""
 
     width: int
-    load: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr]
+    load: Callable[[te.PrimExpr, te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr]
+
+
+# Writes one row of a tile: (b, m, first column n0, width, value of column j) -> the stores.
+RowStore = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, int, Callable[[te.PrimExpr], te.PrimExpr]], Stmt]
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,8 @@ class GemmSpec:
     b_batches: int = 1
     b_batch_of: Callable[[te.PrimExpr], te.PrimExpr] | None = None
     panels: Panels | None = None
+    # Replaces `store` for whole tile rows when columns map to outputs in runs, not one by one.
+    store_row: RowStore | None = None
 
     @property
     def k_total(self) -> int:
@@ -166,7 +173,7 @@ def _decode(flat: te.Var, extents: Sequence[int]) -> list[te.PrimExpr]:
     return list(reversed(out))
 
 
-PanelLoad = Callable[[te.PrimExpr, te.PrimExpr], te.PrimExpr]  # (flat k, column in panel) -> B
+PanelLoad = Callable[[Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr]  # (ks, column in panel) -> B
 
 
 def _pack_panel(
@@ -224,11 +231,11 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         b_e, mb_e, nb_e = _decode(t, (spec.batch, row_blocks, panels))
     bb = spec.b_batch(b)
 
-    def load(kf: te.PrimExpr, j: te.PrimExpr) -> te.PrimExpr:
+    def load(ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         if spec.panels is not None:
-            return te.cast(spec.dtype, spec.panels.load(bb, nb, kf, j))
+            return te.cast(spec.dtype, spec.panels.load(bb, nb, ks, j))
         assert packed is not None
-        return packed[bb, nb, kf, j]
+        return packed[bb, nb, flat_index(ks, spec.k), j]
 
     body = let_all([(b, b_e), (nb, nb_e), (mb, mb_e)], _row_block(ctx, spec, load, b, nb, mb, mr, nr))
     count = spec.batch * panels * row_blocks
@@ -290,22 +297,20 @@ def _tile(
         return Allocate(acc, seq(init, _store_tile(ctx, spec, lambda i, j: acc[j + i * nr], b, nb, m0, rows, nr)))
 
     def step(ks: Sequence[te.PrimExpr]) -> Stmt:
-        kf = flat_index(ks, spec.k)
         a_vars = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
         fmas: list[Stmt] = []
         for i, a in enumerate(a_vars):
             j = index_var(ctx, "j")
             cell = (j + i * nr,)
             fmas.append(For(j, _index(0), _index(nr),
-                            Store(acc, cell, acc[cell] + a * panel(kf, j)), ForKind.VECTORIZED))
+                            Store(acc, cell, acc[cell] + a * panel(ks, j)), ForKind.VECTORIZED))
         return let_all([(a, te.cast(spec.dtype, r.load(ks))) for a, r in zip(a_vars, readers)], seq(*fmas))
 
     last = [_index(extent - 1) for extent in spec.k]
     last_a = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
-    kf_last = flat_index(last, spec.k)
 
     def result(i: int, j: te.PrimExpr) -> te.PrimExpr:
-        return acc[j + i * nr] + last_a[i] * panel(kf_last, j)
+        return acc[j + i * nr] + last_a[i] * panel(last, j)
 
     store = let_all([(a, te.cast(spec.dtype, r.load(last))) for a, r in zip(last_a, readers)],
                     _store_tile(ctx, spec, result, b, nb, m0, rows, nr))
@@ -332,6 +337,9 @@ def _store_tile(
     b: te.Var, nb: te.Var, m0: te.PrimExpr, rows: int, nr: int,
 ) -> Stmt:
     """Stores `result(row in tile, column in panel)` of every row, skipping columns past n."""
+    if spec.store_row is not None:
+        store_row = spec.store_row
+        return seq(*(store_row(b, m0 + i, nb * nr, nr, lambda j, i=i: result(i, j)) for i in range(rows)))
     full, rem = divmod(spec.n, nr)
 
     def rows_of(width: int) -> Stmt:

@@ -103,7 +103,8 @@ def packed_dense_loops(
     k = dims[1] * k_block
     n = int(out.shape[-1])
 
-    def load(bb: te.PrimExpr, panel: te.PrimExpr, kf: te.PrimExpr, j: te.PrimExpr) -> te.PrimExpr:
+    def load(bb: te.PrimExpr, panel: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
+        (kf,) = ks
         if len(dims) == 4:
             return weight[panel, kf // k_block, j, kf % k_block]
         return weight[panel, kf, j]

@@ -1,7 +1,7 @@
 """nn.conv2d kernels (compiler/ops/kernels/conv2d.py) built to C and run against numpy.
 
-Covers both loop nests (the implicit-im2col GEMM and the direct kernel for narrow groups),
-tile edges, every padding form, strides, dilation, groups, layouts, integer accumulation and a
+Covers the three loop nests (output channels by pixels for one group and unit steps, the
+implicit-im2col GEMM over pixels, the direct kernel for narrow groups), tile edges, every padding form, strides, dilation, groups, layouts, integer accumulation and a
 fused bias_add + relu epilogue.
 """
 
@@ -59,6 +59,11 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, dict[str, object]]] = {
     "direct_few_outputs": (f32(1, 3, 8, 8), f32(4, 3, 3, 3), {"padding": [1, 1, 1, 1], "dilation": [2, 2]}),
     "direct_long_rows_in_chunks": (f32(1, 2, 3, 300), f32(2, 1, 1, 3), {"groups": 2}),
     "direct_int8_to_int32": (i8(1, 2, 4, 4), i8(2, 2, 2, 2), {"kernel_layout": "OHWI", "out_dtype": "int32"}),
+    "channels_1x1_in_place": (f32(2, 4, 8, 8), f32(24, 4, 1, 1), {}),
+    "channels_small_map_tiles_span_rows": (f32(1, 5, 3, 3), f32(7, 5, 3, 3), {"padding": [1, 1]}),
+    "channels_dilated_to_nhwc_out": (f32(2, 3, 9, 8), f32(13, 3, 2, 3),
+                                     {"dilation": [2, 1], "padding": [0, 2, 1, 0], "out_layout": "NHWC"}),
+    "channels_float64": (f32(1, 3, 6, 6).astype("float64"), f32(8, 3, 3, 3).astype("float64"), {"padding": [1]}),
 }
 BIAS = f32(16)
 
@@ -105,12 +110,22 @@ def test_large_conv2d_runs_its_tiles_in_parallel(library: Library) -> None:
     assert any(isinstance(s, For) and s.kind is ForKind.PARALLEL for s in walk_stmts(func.body))
 
 
-def test_padding_is_materialized_once_in_the_workspace(library: Library) -> None:
-    padded = [s.buffer for s in walk_stmts(library.funcs["gemm_3x3_same_padding"].body)
-              if isinstance(s, Allocate) and s.buffer.name.startswith("padded")]
-    assert [b.shape for b in padded] == [(1, 8, 12, 12)]
-    assert not any(isinstance(s, Allocate) and s.buffer.name.startswith("padded")
-                   for s in walk_stmts(library.funcs["gemm_1x1_stride_2"].body))
+def allocations(library: Library, name: str, prefix: str) -> list[tuple[object, ...]]:
+    return [s.buffer.shape for s in walk_stmts(library.funcs[name].body)
+            if isinstance(s, Allocate) and s.buffer.name.startswith(prefix)]
+
+
+def test_padding_is_materialized_once_in_a_grid_of_the_padded_width(library: Library) -> None:
+    ((size,),) = allocations(library, "gemm_3x3_same_padding", "grid")  # type: ignore[misc]
+    plane = 12 * 12
+    assert 8 * plane <= size < 8 * plane + 64  # and slack for the panel past the last plane
+    assert allocations(library, "gemm_groups", "padded") == [(1, 6, 9, 9)]  # the pixel-rows form
+
+
+def test_unpadded_1x1_conv_reads_its_input_in_place(library: Library) -> None:
+    assert not any(isinstance(s, Allocate) and s.buffer.scope == "global"
+                   for s in walk_stmts(library.funcs["channels_1x1_in_place"].body))
+    assert allocations(library, "gemm_1x1_stride_2", "grid") != []  # striding copies every other pixel
 
 
 def test_generated_c_compiles_without_warnings(library: Library) -> None:

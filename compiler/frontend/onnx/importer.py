@@ -67,7 +67,9 @@ def load_model(source: bytes | str | Path, what: str = "<bytes>") -> onnx.ModelP
 def model_opset(model: onnx.ModelProto) -> int:
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
     if not versions:
-        raise InputError("the ONNX model imports no version of the default (ai.onnx) operator set")
+        domains = ", ".join(sorted(o.domain for o in model.opset_import)) or "none"
+        raise UnsupportedError(f"the ONNX model imports no version of the default (ai.onnx) operator set "
+                               f"(only: {domains})")
     opset = versions[0]
     if opset < MIN_OPSET:
         raise UnsupportedError(
@@ -109,8 +111,13 @@ def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[str]:
     return lines
 
 
-def from_onnx(model: object, *, keep_params: bool = False) -> ImportResult:
-    """Convert an ONNX ModelProto (opset 13 or later) to an IRModule with one @main."""
+def from_onnx(
+    model: object, *, keep_params: bool = False, constants: Mapping[str, np.ndarray] | None = None
+) -> ImportResult:
+    """Convert an ONNX ModelProto (opset 13 or later) to an IRModule with one @main.
+
+    `constants` binds graph inputs (by ONNX name) to values, as initializers are bound: for
+    inputs that say what ours take as attributes (a Reshape's shape, a ReduceSum's axes)."""
     if not isinstance(model, onnx.ModelProto):
         raise InputError(f"expected an ONNX ModelProto, got {type(model).__name__}")
     opset = model_opset(model)
@@ -121,12 +128,13 @@ def from_onnx(model: object, *, keep_params: bool = False) -> ImportResult:
             f"the ONNX model uses {len(missing)} unsupported operator node{'s' if len(missing) > 1 else ''}: "
             + "; ".join(missing)
         )
-    return _GraphImporter(graph, opset, keep_params).run()
+    return _GraphImporter(graph, opset, keep_params, dict(constants or {})).run()
 
 
 class _GraphImporter:
-    def __init__(self, graph: onnx.GraphProto, opset: int, keep_params: bool):
+    def __init__(self, graph: onnx.GraphProto, opset: int, keep_params: bool, constants: dict[str, np.ndarray]):
         self.graph = graph
+        self.constants = constants
         self.opset = opset
         self.keep_params = keep_params
         self.exprs: dict[str, Expr] = {}
@@ -142,9 +150,19 @@ class _GraphImporter:
             self.initializers[tensor.name] = self._array(tensor)
         for sparse in self.graph.sparse_initializer:
             raise UnsupportedError(f"sparse initializer {sparse.values.name!r} is not supported")
+        names = {v.name for v in self.graph.input}
+        unknown = sorted(set(self.constants) - names)
+        if unknown:
+            raise InputError(f"no graph input named {unknown[0]!r} to bind as a constant")
         for value_info in self.graph.input:
             if value_info.name in self.initializers:
                 continue  # older exporters list initializers among the inputs too
+            if value_info.name in self.constants:
+                array = np.asarray(self.constants[value_info.name])
+                dtype_of_code(value_info.type.tensor_type.elem_type, f"graph input {value_info.name!r}")
+                self.values[value_info.name] = array
+                self.exprs[value_info.name] = self._typed(Constant(array))
+                continue
             self._add_input(value_info)
         for name, array in self.initializers.items():
             self.values[name] = array
@@ -167,7 +185,8 @@ class _GraphImporter:
             array = numpy_helper.to_array(tensor)
         except Exception as err:  # noqa: BLE001  (external data missing, malformed tensor)
             raise InputError(f"initializer {tensor.name!r} cannot be read: {err}") from None
-        return np.ascontiguousarray(array.astype(dtype, copy=False))
+        # (np.ascontiguousarray would make a 0-d initializer 1-d.)
+        return np.array(array, dtype=dtype, order="C")
 
     def _add_input(self, value_info: onnx.ValueInfoProto) -> Var:
         name = value_info.name
@@ -237,7 +256,8 @@ class _GraphImporter:
         except CompileError:
             raise
         except (ValueError, IndexError, KeyError, TypeError) as err:
-            raise ctx.unsupported(f"cannot convert: {type(err).__name__}: {err}") from None
+            # A converter's own bug, but named at the node so the model's author can act on it.
+            raise CompileError(f"ONNX {node.op_type} node {name!r}: cannot convert: {type(err).__name__}: {err}") from None
         outputs = [result] if isinstance(result, Expr) else list(result)
         all_known = all(v is not None for v, i in zip(values, node.input) if i)
         for output_name, expr in zip(node.output, outputs):
@@ -247,6 +267,7 @@ class _GraphImporter:
                 # Shape arithmetic (Shape → Gather → Concat → Reshape) folds here, so the
                 # converters downstream see it as a value.
                 expr = fold_expr(expr)
+                infer_expr(expr)
             self.exprs[output_name] = expr
             if isinstance(expr, Constant):
                 self.values[output_name] = expr.data

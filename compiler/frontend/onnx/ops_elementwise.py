@@ -29,7 +29,6 @@ _UNARY = {
     "Floor": ("floor", (13,)),
     "Ceil": ("ceil", (13,)),
     "Sign": ("sign", (13,)),
-    "Round": ("round", (11, 22)),
     "Not": ("logical_not", (1,)),
     "Sin": ("sin", (7, 22)),
     "Cos": ("cos", (7, 22)),
@@ -138,7 +137,7 @@ def _dropout(ctx: NodeContext) -> Converted:
     return [x, mask]
 
 
-@converter("Cast", (13, 19, 21, 23, 24, 25))
+@converter("Cast", (13, 19, 21, 23, 24, 25, 28))
 def _cast(ctx: NodeContext) -> Converted:
     dtype = dtype_of_code(ctx.int_attr("to", 1), f"Cast node {ctx.name!r}")
     return ctx.op("cast", ctx.input(0), dtype=dtype)
@@ -171,12 +170,23 @@ def _clip(ctx: NodeContext) -> Converted:
     return x
 
 
+@converter("Round", (11, 22))
+def _round(ctx: NodeContext) -> Converted:
+    # ONNX rounds halves to even (as numpy); our `round` rounds them away from zero.
+    x = ctx.input(0)
+    dtype = ctx.dtype(0)
+    up = ctx.op("floor", ctx.op("add", x, ctx.scalar(0.5, dtype)))
+    tie = ctx.op("equal", ctx.op("subtract", up, x), ctx.scalar(0.5, dtype))
+    odd = ctx.op("equal", ctx.op("floor_mod", up, ctx.scalar(2, dtype)), ctx.scalar(1, dtype))
+    return ctx.op("where", ctx.op("logical_and", tie, odd), ctx.op("subtract", up, ctx.scalar(1, dtype)), up)
+
+
 @converter("Where", (9, 16))
 def _where(ctx: NodeContext) -> Converted:
     return ctx.op("where", ctx.input(0), ctx.input(1), ctx.input(2))
 
 
-@converter("Mod", (13,))
+@converter("Mod", (13, 28))
 def _mod(ctx: NodeContext) -> Converted:
     # fmod=1 keeps the dividend's sign (C's fmod/%); fmod=0 (integers only) the divisor's.
     op = "trunc_mod" if ctx.int_attr("fmod", 0) else "floor_mod"
@@ -220,7 +230,7 @@ def _selu(ctx: NodeContext) -> Converted:
     return ctx.op("multiply", _const_like(ctx, gamma), inner)
 
 
-@converter("Celu", (12,))
+@converter("Celu", (12, 28))
 def _celu(ctx: NodeContext) -> Converted:
     x = ctx.input(0)
     alpha = ctx.float_attr("alpha", 1.0)

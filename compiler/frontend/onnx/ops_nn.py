@@ -117,9 +117,21 @@ def _pool(ctx: NodeContext, table: dict[int, str], **extra: object) -> Expr:
     strides = ctx.ints_attr("strides") or [1] * spatial
     dilations = ctx.ints_attr("dilations") or [1] * spatial
     pads = _window_pads(ctx, kernel, strides, dilations)
+    ceil_mode = bool(ctx.int_attr("ceil_mode", 0))
+    if ceil_mode and all(isinstance(d, int) for d in ctx.shape(0)[2:]):
+        # ONNX's ceil mode drops a last window that would start in the end padding; stated as
+        # floor mode with the end padding that gives ONNX's output size.
+        pads = list(pads)
+        for i, (dim, k, s, d) in enumerate(zip(ctx.shape(0)[2:], kernel, strides, dilations)):
+            span = (k - 1) * d + 1
+            out = -(-(dim + pads[i] + pads[i + spatial] - span) // s) + 1
+            if (out - 1) * s >= dim + pads[i]:
+                out -= 1
+            pads[i + spatial] = max((out - 1) * s + span - dim - pads[i], 0)
+        ceil_mode = False
     return ctx.op(
         table[spatial], ctx.input(0), pool_size=tuple(kernel), strides=tuple(strides),
-        dilation=tuple(dilations), padding=tuple(pads), ceil_mode=bool(ctx.int_attr("ceil_mode", 0)), **extra,
+        dilation=tuple(dilations), padding=tuple(pads), ceil_mode=ceil_mode, **extra,
     )
 
 

@@ -50,16 +50,16 @@ def _square(ctx: NodeContext, x: Expr) -> Expr:
 
 _reduction("ReduceSum", (13,), "sum")
 _reduction("ReduceMean", (13, 18), "mean")
-_reduction("ReduceMax", (13, 18), "max")
-_reduction("ReduceMin", (13, 18), "min")
+_reduction("ReduceMax", (13, 18, 20), "max")
+_reduction("ReduceMin", (13, 18, 20), "min")
 _reduction("ReduceProd", (13, 18), "prod")
 _reduction("ReduceSumSquare", (13, 18), "sum", before=_square)
 _reduction("ReduceL1", (13, 18), "sum", before=lambda ctx, x: ctx.op("abs", x))
 _reduction("ReduceL2", (13, 18), "sum", before=_square, after=lambda ctx, x: ctx.op("sqrt", x))
-_reduction("ReduceLogSum", (13, 18), "sum", after=lambda ctx, x: ctx.op("log", x))
+_reduction("ReduceLogSum", (13, 18, 28), "sum", after=lambda ctx, x: ctx.op("log", x))
 
 
-@converter("ReduceLogSumExp", (13, 18))
+@converter("ReduceLogSumExp", (13, 18, 28))
 def _reduce_log_sum_exp(ctx: NodeContext) -> Converted:
     x = ctx.input(0)
     axes = _axes(ctx)

@@ -144,10 +144,15 @@ def _split(ctx: NodeContext) -> Converted:
             sizes = [min(chunk, dim - k * chunk) for k in range(count)]
         else:
             sizes = []
-    if sizes:
+    if sizes and all(sizes):
         indices = tuple(int(v) for v in np.cumsum(sizes)[:-1])
         parts = ctx.op("split", ctx.input(0), indices_or_sections=indices, axis=axis)
         count = len(sizes)
+    elif sizes:
+        # An empty part (split may give 0) is no `split` index: each part sliced on its own.
+        bounds = [0, *(int(v) for v in np.cumsum(sizes))]
+        return [ctx.op("strided_slice", ctx.input(0), begin=(lo,), end=(hi,), strides=(1,), axes=(axis,))
+                for lo, hi in zip(bounds, bounds[1:])]
     else:
         parts = ctx.op("split", ctx.input(0), indices_or_sections=count, axis=axis)
     return [ctx.item(parts, k) for k in range(count)]
@@ -283,7 +288,7 @@ def _tile(ctx: NodeContext) -> Converted:
     return ctx.op("tile", ctx.input(0), reps=tuple(_ints(ctx.const_input(1, "repeats"))))
 
 
-@converter("Range", (11,))
+@converter("Range", (11, 27))
 def _range(ctx: NodeContext) -> Converted:
     start, limit, delta = (ctx.const_input(i, name) for i, name in enumerate(("start", "limit", "delta")))
     dtype = ctx.dtype(0)
@@ -300,13 +305,13 @@ def _trilu(ctx: NodeContext) -> Converted:
     return ctx.op("trilu", ctx.input(0), k, upper=bool(ctx.int_attr("upper", 1)))
 
 
-@converter("DepthToSpace", (13,))
+@converter("DepthToSpace", (13, 28))
 def _depth_to_space(ctx: NodeContext) -> Converted:
     return ctx.op("nn.depth_to_space", ctx.input(0), block_size=ctx.int_attr("blocksize", 1),
                   mode=ctx.str_attr("mode", "DCR"))
 
 
-@converter("SpaceToDepth", (13,))
+@converter("SpaceToDepth", (13, 28))
 def _space_to_depth(ctx: NodeContext) -> Converted:
     return ctx.op("nn.space_to_depth", ctx.input(0), block_size=ctx.int_attr("blocksize", 1))
 
@@ -322,7 +327,7 @@ def _cumsum(ctx: NodeContext) -> Converted:
     return ctx.op("reverse", out, axis=axis) if reverse else out
 
 
-@converter("OneHot", (11,))
+@converter("OneHot", (11, 28))
 def _one_hot(ctx: NodeContext) -> Converted:
     depth = int(np.asarray(ctx.const_input(1, "depth")).reshape(-1)[0])
     values = ctx.input(2)

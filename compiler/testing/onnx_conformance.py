@@ -80,21 +80,24 @@ def collect(op_types: Sequence[str] | None = None) -> list[object]:
 def prepare(case: object) -> Prepared | CaseResult:
     """Import one case; a model we cannot take is `unsupported` with the importer's reason."""
     from compiler.frontend.onnx import from_onnx
+    from compiler.frontend.onnx.context import NeedsConstant
 
     name = case.name  # type: ignore[attr-defined]
     model = case.model  # type: ignore[attr-defined]
     constants: dict[str, np.ndarray] = {}
+    given = _first_values(case)
     try:
-        try:
-            imported = from_onnx(model)
-        except UnsupportedError as err:
-            constants = _shape_inputs(case)
-            if "must be a constant" not in err.message or not constants:
-                raise
-            # The test feeds a shape or axes as an input; a model would carry it as an
-            # initializer. Bound as one (what `--params` does for Relay), when every data
-            # set gives the same value.
-            imported = from_onnx(model, constants=constants)
+        while True:
+            try:
+                imported = from_onnx(model, constants=constants)
+                break
+            except NeedsConstant as err:
+                # The test feeds a shape, axes or scales as a graph input; a model would
+                # carry it as an initializer. Bound as one (what `--params` does for Relay),
+                # when every data set gives it the same value.
+                if err.input_name not in given or err.input_name in constants:
+                    raise
+                constants[err.input_name] = given[err.input_name]
     except UnsupportedError as err:
         return CaseResult(name, UNSUPPORTED, err.message)
     except CompileError as err:
@@ -118,22 +121,22 @@ def prepare(case: object) -> Prepared | CaseResult:
                     float(case.rtol), float(case.atol), relay_inputs)  # type: ignore[attr-defined]
 
 
-def _shape_inputs(case: object) -> dict[str, np.ndarray]:
-    """The case's integer graph inputs (shapes, axes, pads, counts), if every data set gives
-    them the same values."""
+def _first_values(case: object) -> dict[str, np.ndarray]:
+    """The case's graph inputs whose value is the same in every data set."""
     model = case.model  # type: ignore[attr-defined]
     initializers = {t.name for t in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in initializers]
     found: dict[str, np.ndarray] = {}
+    varying: set[str] = set()
     for data_inputs, _ in case.data_sets:  # type: ignore[attr-defined]
         for input_name, value in zip(names, data_inputs):
-            if not isinstance(value, (np.ndarray, np.generic)) or np.asarray(value).dtype.kind not in "iu":
+            if not isinstance(value, (np.ndarray, np.generic)):
                 continue
             value = np.asarray(value)
             if input_name in found and not np.array_equal(found[input_name], value):
-                return {}
-            found[input_name] = value
-    return found
+                varying.add(input_name)
+            found.setdefault(input_name, value)
+    return {k: v for k, v in found.items() if k not in varying}
 
 
 # -- one batch: one build --

@@ -30,8 +30,8 @@ class NodeContext:
     # Per input position: the value when it is known at import time (a constant or an
     # initializer), else None. Shape-like inputs (Reshape's shape, Slice's starts) need it.
     values: Sequence[np.ndarray | None]
-    # Per input position: whether the node gives it (an optional input may be "").
-    present: Sequence[bool]
+    # Per input position: the ONNX value name ("" for an omitted optional input).
+    input_names: Sequence[str]
     num_outputs: int
 
     # -- attributes --
@@ -57,7 +57,7 @@ class NodeContext:
     # -- inputs --
 
     def has_input(self, index: int) -> bool:
-        return index < len(self.present) and self.present[index]
+        return index < len(self.input_names) and bool(self.input_names[index])
 
     def input(self, index: int) -> Expr:
         expr = self.inputs[index] if index < len(self.inputs) else None
@@ -72,7 +72,9 @@ class NodeContext:
         """The value of an input that must be known at import time (a shape, axes, pads)."""
         value = self.value(index)
         if value is None:
-            raise self.unsupported(f"{what} (input {index}) must be a constant or an initializer")
+            raise NeedsConstant(self.unsupported(
+                f"{what} (input {index}, {self.input_names[index]!r}) must be a constant or an initializer"
+            ).message, self.input_names[index])
         return value
 
     def type(self, index: int) -> TensorType:
@@ -125,6 +127,14 @@ class NodeContext:
 
     def unsupported(self, why: str) -> UnsupportedError:
         return UnsupportedError(f"ONNX {self.op_type} node {self.name!r} (opset {self.opset}): {why}")
+
+
+class NeedsConstant(UnsupportedError):
+    """An input our op takes as an attribute is computed at run time (or a graph input)."""
+
+    def __init__(self, message: str, input_name: str):
+        super().__init__(message)
+        self.input_name = input_name
 
 
 def tensor_type(expr: Expr) -> TensorType:

@@ -19,7 +19,9 @@ from onnx import numpy_helper
 from google.protobuf.message import DecodeError
 
 from compiler.diagnostics import CompileError, InputError, UnsupportedError
-from compiler.frontend.onnx import ops_elementwise, ops_nn, ops_reduce, ops_shape  # noqa: F401  register converters
+from compiler.frontend.onnx import (  # noqa: F401  register their converters
+    ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_reduce, ops_shape,
+)
 from compiler.frontend.onnx.context import NodeContext
 from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.names import relay_identifier
@@ -248,7 +250,7 @@ class _GraphImporter:
         ctx = NodeContext(
             op_type=node.op_type, name=name, opset=self.opset, since=since,
             attrs={a.name: _attribute(a) for a in node.attribute},
-            inputs=_Inputs(inputs), values=values, present=[bool(i) for i in node.input],
+            inputs=_Inputs(inputs), values=values, input_names=list(node.input),
             num_outputs=len(node.output),
         )
         try:

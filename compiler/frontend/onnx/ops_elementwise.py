@@ -305,3 +305,14 @@ def _shrink(ctx: NodeContext) -> Converted:
     below = ctx.op("less", x, ctx.scalar(-lambd, dtype))
     above = ctx.op("greater", x, ctx.scalar(lambd, dtype))
     return ctx.op("where", below, low, ctx.op("where", above, high, zero))
+
+
+@converter("BitShift", (11, 28))
+def _bit_shift(ctx: NodeContext) -> Converted:
+    op = "left_shift" if ctx.str_attr("direction", "") == "LEFT" else "right_shift"
+    return ctx.op(op, ctx.input(0), ctx.input(1))
+
+
+for _op_type, _ours in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):
+    _binary(_op_type, _ours, (18,))
+_unary("BitwiseNot", "bitwise_not", (18,))

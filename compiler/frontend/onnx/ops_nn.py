@@ -1,5 +1,4 @@
-"""ONNX neural-network ops: Conv, ConvTranspose, Gemm, MatMul, pools, Softmax/LogSoftmax, and
-the normalizations (BatchNormalization, LayerNormalization, InstanceNormalization, LRN).
+"""ONNX neural-network ops: Conv, ConvTranspose, Gemm, MatMul, pools, Softmax/LogSoftmax.
 
 Padding: ONNX lists all begins then all ends, which is our conv and pool `padding` order too.
 `auto_pad` SAME_UPPER/SAME_LOWER is resolved here into explicit pads from the static input
@@ -249,47 +248,3 @@ def _softmax(op_type: str, our_op: str) -> None:
 
 _softmax("Softmax", "nn.softmax")
 _softmax("LogSoftmax", "nn.log_softmax")
-
-
-@converter("BatchNormalization", (9, 14, 15))
-def _batch_norm(ctx: NodeContext) -> Converted:
-    if ctx.int_attr("training_mode", 0) or ctx.num_outputs > 1:
-        raise ctx.unsupported("training mode (running statistics as outputs) is not supported")
-    out = ctx.op("nn.batch_norm", *(ctx.input(i) for i in range(5)), axis=1,
-                 epsilon=ctx.float_attr("epsilon", 1e-5))
-    return ctx.item(out, 0)
-
-
-@converter("InstanceNormalization", (6, 22))
-def _instance_norm(ctx: NodeContext) -> Converted:
-    return ctx.op("nn.instance_norm", ctx.input(0), ctx.input(1), ctx.input(2), axis=1,
-                  epsilon=ctx.float_attr("epsilon", 1e-5))
-
-
-@converter("LayerNormalization", (17,))
-def _layer_norm(ctx: NodeContext) -> Converted:
-    rank = ctx.rank(0)
-    axis = normalize_axis(ctx.int_attr("axis", -1), rank)
-    epsilon = ctx.float_attr("epsilon", 1e-5)
-    x, scale = ctx.input(0), ctx.input(1)
-    dtype = ctx.dtype(0)
-    if axis == rank - 1 and ctx.num_outputs == 1 and ctx.rank(1) == 1:
-        bias = ctx.input(2) if ctx.has_input(2) else ctx.op("zeros_like", scale)
-        return ctx.op("nn.layer_norm", x, scale, bias, axis=-1, epsilon=epsilon, center=ctx.has_input(2))
-    # Over several trailing axes (or with the statistics as outputs): the definition.
-    axes = tuple(range(axis, rank))
-    mean = ctx.op("mean", x, axis=axes, keepdims=True)
-    centered = ctx.op("subtract", x, mean)
-    variance = ctx.op("mean", ctx.op("multiply", centered, centered), axis=axes, keepdims=True)
-    inv_std = ctx.op("rsqrt", ctx.op("add", variance, ctx.scalar(epsilon, dtype)))
-    out = ctx.op("multiply", ctx.op("multiply", centered, inv_std), scale)
-    if ctx.has_input(2):
-        out = ctx.op("add", out, ctx.input(2))
-    return [out, mean, inv_std][: max(ctx.num_outputs, 1)]
-
-
-@converter("LRN", (13,))
-def _lrn(ctx: NodeContext) -> Converted:
-    return ctx.op("nn.lrn", ctx.input(0), size=ctx.int_attr("size", 5), axis=1,
-                  alpha=ctx.float_attr("alpha", 1e-4), beta=ctx.float_attr("beta", 0.75),
-                  bias=ctx.float_attr("bias", 1.0))

@@ -89,3 +89,32 @@ def _arg(op_type: str, our_op: str) -> None:
 
 _arg("ArgMax", "argmax")
 _arg("ArgMin", "argmin")
+
+
+@converter("TopK", (11, 24))
+def _topk(ctx: NodeContext) -> Converted:
+    k = int(np.asarray(ctx.const_input(1, "k")).reshape(-1)[0])
+    axis = normalize_axis(ctx.int_attr("axis", -1), ctx.rank(0))
+    out = ctx.op("topk", ctx.input(0), k=k, axis=axis, ret_type="both",
+                 is_ascend=not ctx.int_attr("largest", 1), dtype="int64")
+    return [ctx.item(out, 0), ctx.item(out, 1)]
+
+
+@converter("Hardmax", (13,))
+def _hardmax(ctx: NodeContext) -> Converted:
+    axis = normalize_axis(ctx.int_attr("axis", -1), ctx.rank(0))
+    depth = ctx.static_shape(0)[axis]
+    dtype = ctx.dtype(0)
+    index = ctx.op("argmax", ctx.input(0), axis=(axis,), keepdims=False)
+    return ctx.op("one_hot", index, ctx.scalar(1, dtype), ctx.scalar(0, dtype), depth=depth, axis=axis, dtype=dtype)
+
+
+@converter("CumProd", (26,))
+def _cumprod(ctx: NodeContext) -> Converted:
+    axis = normalize_axis(int(np.asarray(ctx.const_input(1, "axis")).reshape(-1)[0]), ctx.rank(0))
+    x = ctx.input(0)
+    reverse = bool(ctx.int_attr("reverse", 0))
+    if reverse:
+        x = ctx.op("reverse", x, axis=axis)
+    out = ctx.op("cumprod", x, axis=axis, exclusive=bool(ctx.int_attr("exclusive", 0)))
+    return ctx.op("reverse", out, axis=axis) if reverse else out

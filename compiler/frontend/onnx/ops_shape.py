@@ -342,3 +342,65 @@ def _one_hot(ctx: NodeContext) -> Converted:
     wrapped = ctx.op("add", indices, ctx.scalar(depth, idtype))
     indices = ctx.op("where", ctx.op("less", indices, ctx.scalar(0, idtype)), wrapped, indices)
     return ctx.op("one_hot", indices, on, off, depth=depth, axis=ctx.int_attr("axis", -1), dtype=dtype)
+
+
+def _index_axis_first(ctx: NodeContext, indices: Expr) -> Expr:
+    """ONNX puts the index tuple on the last axis of GatherND/ScatterND indices, ours first."""
+    rank = len(indices.checked_type.shape)  # type: ignore[attr-defined]  # a tensor
+    return ctx.op("transpose", indices, axes=(rank - 1, *range(rank - 1)))
+
+
+@converter("GatherND", (13,))
+def _gather_nd(ctx: NodeContext) -> Converted:
+    return ctx.op("gather_nd", ctx.input(0), _index_axis_first(ctx, ctx.input(1)),
+                  batch_dims=ctx.int_attr("batch_dims", 0))
+
+
+_SCATTER_MODES = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@converter("ScatterElements", (13, 16, 18))
+def _scatter_elements(ctx: NodeContext) -> Converted:
+    axis = normalize_axis(ctx.int_attr("axis", 0), ctx.rank(0))
+    indices = _nonnegative_indices(ctx, 1, ctx.shape(0)[axis])
+    reduction = _SCATTER_MODES[ctx.str_attr("reduction", "none")]
+    return ctx.op("scatter_elements", ctx.input(0), indices, ctx.input(2), axis=axis, reduction=reduction)
+
+
+@converter("ScatterND", (13, 16, 18))
+def _scatter_nd(ctx: NodeContext) -> Converted:
+    mode = _SCATTER_MODES[ctx.str_attr("reduction", "none")]
+    return ctx.op("scatter_nd", ctx.input(0), _index_axis_first(ctx, ctx.input(1)), ctx.input(2), mode=mode)
+
+
+@converter("Einsum", (12, 28))
+def _einsum(ctx: NodeContext) -> Converted:
+    parts = [ctx.input(i) for i in range(len(ctx.inputs))]
+    return ctx.op("einsum", ctx.tuple(parts), equation=ctx.str_attr("equation", "").replace(" ", ""))
+
+
+@converter("CenterCropPad", (18,))
+def _center_crop_pad(ctx: NodeContext) -> Converted:
+    shape = ctx.static_shape(0)
+    rank = len(shape)
+    target = [int(v) for v in np.asarray(ctx.const_input(1, "shape")).reshape(-1)]
+    axes = [normalize_axis(a, rank) for a in (ctx.ints_attr("axes") or list(range(rank)))]
+    result = ctx.input(0)
+    width = [[0, 0] for _ in range(rank)]
+    begin, end, crop_axes = [], [], []
+    for axis, size in zip(axes, target):
+        dim = shape[axis]
+        if size < dim:
+            start = (dim - size) // 2
+            begin.append(start)
+            end.append(start + size)
+            crop_axes.append(axis)
+        elif size > dim:
+            before = (size - dim) // 2
+            width[axis] = [before, size - dim - before]
+    if crop_axes:
+        result = ctx.op("strided_slice", result, begin=tuple(begin), end=tuple(end),
+                        strides=tuple(1 for _ in crop_axes), axes=tuple(crop_axes))
+    if any(b or e for b, e in width):
+        result = ctx.op("nn.pad", result, ctx.scalar(0, ctx.dtype(0)), pad_width=tuple(map(tuple, width)))
+    return result

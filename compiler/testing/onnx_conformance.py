@@ -109,7 +109,7 @@ def prepare(case: object) -> Prepared | CaseResult:
     by_onnx = {onnx_name: relay for relay, onnx_name in imported.onnx_names.items()}
     relay_inputs = [by_onnx.get(n, n) for n in onnx_inputs]
     inputs, outputs = [], []
-    for data_inputs, data_outputs in case.data_sets:  # type: ignore[attr-defined]
+    for data_inputs, data_outputs in _arrays(case.data_sets):  # type: ignore[attr-defined]
         # A 0-d reference may be a numpy scalar; sequences and optionals are lists or None.
         if not all(isinstance(a, (np.ndarray, np.generic)) for a in (*data_inputs, *data_outputs)):
             return CaseResult(name, UNSUPPORTED, "sequence or optional values")
@@ -121,6 +121,16 @@ def prepare(case: object) -> Prepared | CaseResult:
                     float(case.rtol), float(case.atol), relay_inputs)  # type: ignore[attr-defined]
 
 
+def _arrays(data_sets: list[tuple[list[object], list[object]]]) -> list[tuple[list[object], list[object]]]:
+    """Data sets with TensorProto values (some cases give float16 data so) as numpy arrays."""
+    from onnx import TensorProto, numpy_helper
+
+    def value(v: object) -> object:
+        return numpy_helper.to_array(v) if isinstance(v, TensorProto) else v
+
+    return [([value(v) for v in ins], [value(v) for v in outs]) for ins, outs in data_sets]
+
+
 def _first_values(case: object) -> dict[str, np.ndarray]:
     """The case's graph inputs whose value is the same in every data set."""
     model = case.model  # type: ignore[attr-defined]
@@ -128,7 +138,7 @@ def _first_values(case: object) -> dict[str, np.ndarray]:
     names = [v.name for v in model.graph.input if v.name not in initializers]
     found: dict[str, np.ndarray] = {}
     varying: set[str] = set()
-    for data_inputs, _ in case.data_sets:  # type: ignore[attr-defined]
+    for data_inputs, _ in _arrays(case.data_sets):  # type: ignore[attr-defined]
         for input_name, value in zip(names, data_inputs):
             if not isinstance(value, (np.ndarray, np.generic)):
                 continue

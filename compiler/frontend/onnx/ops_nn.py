@@ -80,11 +80,14 @@ def _conv_transpose(ctx: NodeContext) -> Converted:
         dims = ctx.static_shape(0)[2:]
         wanted = output_shape[-spatial:] if output_shape is not None else [d * s for d, s in zip(dims, strides)]
         begins, ends = [], []
-        for dim, want, k, s, d, op in zip(dims, wanted, kernel, strides, dilations, output_padding):
-            total = s * (dim - 1) + op + (k - 1) * d + 1 - want
+        output_padding = list(output_padding)
+        for i, (dim, want, k, s, d) in enumerate(zip(dims, wanted, kernel, strides, dilations)):
+            total = s * (dim - 1) + output_padding[i] + (k - 1) * d + 1 - want
             if total < 0:
-                # More output than the kernel covers: ONNX grows the output padding.
-                raise ctx.unsupported(f"output_shape {output_shape} larger than the kernel reaches")
+                # More output than the kernel reaches: the rest is output padding (zeros
+                # plus the bias), at the end.
+                output_padding[i] -= total
+                total = 0
             if auto_pad == "SAME_UPPER":
                 begins.append(total // 2)
                 ends.append(total - total // 2)

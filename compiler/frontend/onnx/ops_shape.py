@@ -313,7 +313,8 @@ def _depth_to_space(ctx: NodeContext) -> Converted:
 
 @converter("SpaceToDepth", (13, 28))
 def _space_to_depth(ctx: NodeContext) -> Converted:
-    return ctx.op("nn.space_to_depth", ctx.input(0), block_size=ctx.int_attr("blocksize", 1))
+    return ctx.op("nn.space_to_depth", ctx.input(0), block_size=ctx.int_attr("blocksize", 1),
+                  mode=ctx.str_attr("mode", "DCR"))
 
 
 @converter("CumSum", (11, 14))

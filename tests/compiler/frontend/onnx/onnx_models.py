@@ -61,6 +61,12 @@ def single_node(op_type: str, inputs: Mapping[str, np.ndarray], n_out: int = 1,
     )
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = IR_VERSION
+    # The outputs' types as ONNX's shape inference gives them (onnxruntime wants them).
+    inferred = onnx.shape_inference.infer_shapes(m)
+    known = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    for output in m.graph.output:
+        if output.name in known and known[output.name].type.tensor_type.elem_type:
+            output.CopyFrom(known[output.name])
     return m
 
 

@@ -450,11 +450,12 @@ def build(
     build_library: bool = True,
     instruments: Sequence[PassInstrument] = (),
     cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
+    onnx_names: Mapping[str, str] | None = None,
 ) -> CompiledModel:
     """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
     from compiler.parser import parse
 
     mod = parse(relay_text, source_name)
-    model = lower(mod, options, params, executor=executor, instruments=instruments)
+    model = lower(mod, options, params, executor=executor, instruments=instruments, onnx_names=onnx_names)
     export(model, outdir, relay_text, build_library=build_library and executor, cache=cache)
     return model

@@ -342,7 +342,9 @@ def _one_hot(ctx: NodeContext) -> Converted:
         idtype = "int64"
     wrapped = ctx.op("add", indices, ctx.scalar(depth, idtype))
     indices = ctx.op("where", ctx.op("less", indices, ctx.scalar(0, idtype)), wrapped, indices)
-    return ctx.op("one_hot", indices, on, off, depth=depth, axis=ctx.int_attr("axis", -1), dtype=dtype)
+    # A negative axis counts in the output, one rank more than the indices.
+    axis = normalize_axis(ctx.int_attr("axis", -1), ctx.rank(0) + 1)
+    return ctx.op("one_hot", indices, on, off, depth=depth, axis=axis, dtype=dtype)
 
 
 def _index_axis_first(ctx: NodeContext, indices: Expr) -> Expr:

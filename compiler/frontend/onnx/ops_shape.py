@@ -313,8 +313,15 @@ def _depth_to_space(ctx: NodeContext) -> Converted:
 
 @converter("SpaceToDepth", (13, 28))
 def _space_to_depth(ctx: NodeContext) -> Converted:
-    return ctx.op("nn.space_to_depth", ctx.input(0), block_size=ctx.int_attr("blocksize", 1),
-                  mode=ctx.str_attr("mode", "DCR"))
+    block = ctx.int_attr("blocksize", 1)
+    if ctx.str_attr("mode", "DCR") == "DCR":
+        return ctx.op("nn.space_to_depth", ctx.input(0), block_size=block)
+    # CRD (opset 28): each channel's blocks stay together; written as the reshape and
+    # transpose ONNX defines it.
+    n, c, h, w = ctx.static_shape(0)
+    blocks = ctx.op("reshape", ctx.input(0), newshape=(n, c, h // block, block, w // block, block))
+    moved = ctx.op("transpose", blocks, axes=(0, 1, 3, 5, 2, 4))
+    return ctx.op("reshape", moved, newshape=(n, c * block * block, h // block, w // block))
 
 
 @converter("CumSum", (11, 14))

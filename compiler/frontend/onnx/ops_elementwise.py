@@ -316,3 +316,16 @@ def _bit_shift(ctx: NodeContext) -> Converted:
 for _op_type, _ours in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):
     _binary(_op_type, _ours, (18,))
 _unary("BitwiseNot", "bitwise_not", (18,))
+
+
+@converter("Swish", (24,))
+def _swish(ctx: NodeContext) -> Converted:
+    x = ctx.input(0)
+    return ctx.op("multiply", x, ctx.op("sigmoid", ctx.op("multiply", x, _const_like(ctx, ctx.float_attr("alpha", 1.0)))))
+
+
+@converter("SwiGLU", (28,))
+def _swiglu(ctx: NodeContext) -> Converted:
+    a = ctx.input(0)
+    gate = ctx.op("multiply", a, ctx.op("sigmoid", ctx.op("multiply", a, _const_like(ctx, ctx.float_attr("alpha", 1.0)))))
+    return ctx.op("multiply", gate, ctx.input(1))

@@ -251,3 +251,23 @@ def _softmax(op_type: str, our_op: str) -> None:
 
 _softmax("Softmax", "nn.softmax")
 _softmax("LogSoftmax", "nn.log_softmax")
+
+
+@converter("LpPool", (11, 18, 22))
+def _lp_pool(ctx: NodeContext) -> Converted:
+    # (sum over the window of |x|^p)^(1/p): an average pool that counts the padding, times
+    # the window's size.
+    p = ctx.int_attr("p", 2)
+    dtype = ctx.dtype(0)
+    x = ctx.input(0)
+    powered = ctx.op("power", ctx.op("abs", x), ctx.scalar(p, dtype))
+    kernel = ctx.ints_attr("kernel_shape") or []
+    spatial = _spatial(ctx)
+    strides = ctx.ints_attr("strides") or [1] * spatial
+    dilations = ctx.ints_attr("dilations") or [1] * spatial
+    pads = _window_pads(ctx, kernel, strides, dilations)
+    mean = ctx.op(_AVG_POOLS[spatial], powered, pool_size=tuple(kernel), strides=tuple(strides),
+                  dilation=tuple(dilations), padding=tuple(pads), ceil_mode=bool(ctx.int_attr("ceil_mode", 0)),
+                  count_include_pad=True)
+    total = ctx.op("multiply", mean, ctx.scalar(math.prod(kernel), dtype))
+    return ctx.op("power", total, ctx.scalar(1.0 / p, dtype))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from compiler.frontend.onnx.context import Converted, NodeContext, normalize_axis
+from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.registry import converter
 from compiler.ir.expr import Expr
 from compiler.ir.types import TensorType
@@ -414,3 +415,36 @@ def _center_crop_pad(ctx: NodeContext) -> Converted:
     if any(b or e for b, e in width):
         result = ctx.op("nn.pad", result, ctx.scalar(0, ctx.dtype(0)), pad_width=tuple(map(tuple, width)))
     return result
+
+
+_WINDOWS = {"HannWindow": (0.5, 0.5, 0.0), "HammingWindow": (25 / 46, 21 / 46, 0.0),
+            "BlackmanWindow": (0.42, 0.5, 0.08)}
+
+
+def _window(op_type: str) -> None:
+    a0, a1, a2 = _WINDOWS[op_type]
+
+    def convert(ctx: NodeContext) -> Converted:
+        # A function of the (import-time) size only: computed here in float32, as ONNX's
+        # function body does, then cast.
+        size = int(np.asarray(ctx.const_input(0, "size")).reshape(-1)[0])
+        periodic = bool(ctx.int_attr("periodic", 1))
+        n = np.float32(size if periodic else size - 1)
+        angle = np.arange(size, dtype="float32") * (np.float32(2 * math.pi) / n)
+        values = np.float32(a0) - np.float32(a1) * np.cos(angle) + np.float32(a2) * np.cos(angle * np.float32(2))
+        dtype = dtype_of_code(ctx.int_attr("output_datatype", 1), f"{op_type} node {ctx.name!r}")
+        return ctx.const(values.astype("float32").astype(dtype))
+
+    converter(op_type, (17,))(convert)
+
+
+for _op_type in _WINDOWS:
+    _window(_op_type)
+
+
+@converter("EyeLike", (9, 22))
+def _eye_like(ctx: NodeContext) -> Converted:
+    rows, cols = ctx.static_shape(0)
+    code = ctx.int_attr("dtype", 0)
+    dtype = dtype_of_code(code, f"EyeLike node {ctx.name!r}") if code else ctx.dtype(0)
+    return ctx.const(np.eye(rows, cols, k=ctx.int_attr("k", 0), dtype=dtype))

@@ -174,3 +174,11 @@ def test_bit_shift_in_both_directions() -> None:
     feeds = {"a": a, "b": b}
     np.testing.assert_array_equal(interpret(single_node("BitShift", feeds, direction="LEFT"), feeds)[0], a << b)
     np.testing.assert_array_equal(interpret(single_node("BitShift", feeds, direction="RIGHT"), feeds)[0], a >> b)
+
+
+def test_swish_and_swiglu() -> None:
+    (got,) = interpret(single_node("Swish", {"x": X}, opset=24, alpha=2.0), {"x": X})
+    np.testing.assert_allclose(got, X / (1 + np.exp(-2 * X)), rtol=1e-5)
+    feeds = {"a": X, "b": X[::-1].copy()}
+    (got,) = interpret(single_node("SwiGLU", feeds, opset=28), feeds)
+    np.testing.assert_allclose(got, X / (1 + np.exp(-X)) * X[::-1], rtol=1e-5)

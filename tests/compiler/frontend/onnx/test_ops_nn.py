@@ -102,3 +102,10 @@ def test_softmax_and_log_softmax_along_one_axis(axis: int) -> None:
     np.testing.assert_allclose(got, e / e.sum(axis=axis, keepdims=True), rtol=1e-5)
     (got,) = interpret(single_node("LogSoftmax", {"x": x}, axis=axis), {"x": x})
     np.testing.assert_allclose(got, np.log(e / e.sum(axis=axis, keepdims=True)), rtol=1e-5, atol=1e-6)
+
+
+def test_lp_pool_is_the_p_norm_of_each_window() -> None:
+    x = RNG.standard_normal((1, 1, 4, 4)).astype("float32")
+    (got,) = interpret(single_node("LpPool", {"x": x}, kernel_shape=[2, 2], strides=[2, 2], p=3), {"x": x})
+    windows = np.abs(x).reshape(1, 1, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 1, 2, 2, 4)
+    np.testing.assert_allclose(got, (windows**3).sum(axis=-1) ** (1 / 3), rtol=1e-5)

@@ -225,3 +225,15 @@ def test_einsum_of_a_batched_product() -> None:
     feeds = {"a": X, "b": b}
     (got,) = interpret(single_node("Einsum", feeds, equation="bij, bjk -> bik"), feeds)
     np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", X, b), rtol=1e-5)
+
+
+def test_window_functions_are_constants_of_their_size() -> None:
+    m = model([helper.make_node("HannWindow", ["n"], ["w"], periodic=0)], [], [tensor("w", "float32", [5])],
+              {"n": _i64(5)})
+    np.testing.assert_allclose(interpret(m, {})[0], np.hanning(5), atol=1e-6)
+
+
+def test_eye_like_with_a_diagonal_offset() -> None:
+    x = np.zeros((3, 4), dtype="int32")
+    (got,) = interpret(single_node("EyeLike", {"x": x}, k=1), {"x": x})
+    np.testing.assert_array_equal(got, np.eye(3, 4, k=1, dtype="int32"))

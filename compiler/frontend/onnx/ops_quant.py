@@ -63,3 +63,27 @@ def _dequantize(ctx: NodeContext) -> Converted:
     if ctx.has_input(2):
         x = ctx.op("subtract", x, ctx.op("cast", _along_axis(ctx, ctx.input(2), rank), dtype=out_dtype))
     return ctx.op("multiply", x, _along_axis(ctx, ctx.input(1), rank))
+
+
+@converter("QLinearMatMul", (10, 21))
+def _qlinear_matmul(ctx: NodeContext) -> Converted:
+    # (a - a_zp) @ (b - b_zp) exactly in int32 (float32 holds the products of 8-bit values
+    # and their sums for these sizes only approximately), then requantized as QuantizeLinear.
+    def centered(value: int, zero: int) -> Expr:
+        x = ctx.op("cast", ctx.input(value), dtype="int32")
+        return ctx.op("subtract", x, ctx.op("cast", ctx.input(zero), dtype="int32"))
+
+    a, b = centered(0, 2), centered(3, 5)
+    if ctx.rank(0) == ctx.rank(3) == 2:
+        acc = ctx.op("nn.dense", a, ctx.op("transpose", b, axes=(1, 0)), units=ctx.static_shape(3)[1],
+                     out_dtype="int32")
+    elif ctx.rank(0) == ctx.rank(3) == 3 and ctx.static_shape(0)[0] == ctx.static_shape(3)[0]:
+        acc = ctx.op("nn.batch_matmul", a, b, transpose_a=False, transpose_b=False, out_dtype="int32")
+    else:
+        raise ctx.unsupported("QLinearMatMul of other than 2-D or equally batched 3-D operands")
+    scale = ctx.op("divide", ctx.op("multiply", ctx.input(1), ctx.input(4)), ctx.input(6))
+    real = ctx.op("multiply", ctx.op("cast", acc, dtype="float32"), ctx.op("cast", scale, dtype="float32"))
+    out_dtype = ctx.dtype(7)
+    q = ctx.op("add", _round_half_even(ctx, real, "float32"), ctx.op("cast", ctx.input(7), dtype="float32"))
+    info = np.iinfo(out_dtype)
+    return ctx.op("cast", ctx.op("clip", q, a_min=float(info.min), a_max=float(info.max)), dtype=out_dtype)

@@ -115,3 +115,43 @@ def _safe_softmax(ctx: NodeContext, x: Expr, dtype: str) -> Expr:
     total = ctx.op("sum", e, axis=(-1,), keepdims=True)
     total = ctx.op("where", ctx.op("equal", total, ctx.scalar(0, dtype)), ctx.scalar(1, dtype), total)
     return ctx.op("divide", e, total)
+
+
+@converter("RotaryEmbedding", (23,))
+def _rotary_embedding(ctx: NodeContext) -> Converted:
+    shape = ctx.static_shape(0)
+    x = ctx.input(0)
+    if len(shape) == 4:
+        x = ctx.op("transpose", x, axes=(0, 2, 1, 3))  # (batch, seq, heads, head)
+    else:
+        heads = ctx.int_attr("num_heads", 0)
+        if not heads:
+            raise ctx.unsupported("3-D input needs num_heads")
+        x = ctx.op("reshape", x, newshape=(shape[0], shape[1], heads, shape[2] // heads))
+    b, s, h, d = x.checked_type.shape  # type: ignore[attr-defined]  # static
+    dim = ctx.int_attr("rotary_embedding_dim", 0) or d
+    half = dim // 2
+    cos, sin = ctx.input(1), ctx.input(2)
+    if ctx.has_input(3):
+        cos = ctx.op("take", cos, ctx.input(3), axis=0, mode="clip")
+        sin = ctx.op("take", sin, ctx.input(3), axis=0, mode="clip")
+    cos = ctx.op("expand_dims", cos, axis=len(cos.checked_type.shape) - 1)  # type: ignore[attr-defined]
+    sin = ctx.op("expand_dims", sin, axis=len(sin.checked_type.shape) - 1)  # type: ignore[attr-defined]
+
+    def part(begin: int, end: int, step: int = 1) -> Expr:
+        return ctx.op("strided_slice", x, begin=(begin,), end=(end,), strides=(step,), axes=(3,))
+
+    interleaved = bool(ctx.int_attr("interleaved", 0))
+    x1, x2 = (part(0, dim, 2), part(1, dim, 2)) if interleaved else (part(0, half), part(half, dim))
+    real = ctx.op("subtract", ctx.op("multiply", cos, x1), ctx.op("multiply", sin, x2))
+    imag = ctx.op("add", ctx.op("multiply", sin, x1), ctx.op("multiply", cos, x2))
+    if interleaved:
+        pairs = ctx.op("stack", ctx.tuple([real, imag]), axis=4)
+        rotated = ctx.op("reshape", pairs, newshape=(b, s, h, dim))
+    else:
+        rotated = ctx.op("concatenate", ctx.tuple([real, imag]), axis=3)
+    if dim < d:
+        rotated = ctx.op("concatenate", ctx.tuple([rotated, part(dim, d)]), axis=3)
+    if len(shape) == 4:
+        return ctx.op("transpose", rotated, axes=(0, 2, 1, 3))
+    return ctx.op("reshape", rotated, newshape=shape)

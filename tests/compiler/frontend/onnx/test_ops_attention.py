@@ -62,3 +62,20 @@ def test_nonpad_kv_seqlen_is_unsupported() -> None:
     m = single_node("Attention", feeds, opset=24, input_names=["q", "k", "v", "", "", "", "n"])
     with pytest.raises(UnsupportedError, match="nonpad_kv_seqlen"):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_rotates_pairs_by_the_cached_angles(interleaved: int) -> None:
+    x = RNG.standard_normal((1, 2, 3, 4)).astype("float32")  # (batch, heads, seq, head)
+    angles = RNG.uniform(0, 3, size=(3, 2)).astype("float32")
+    init = {"cos": np.cos(angles), "sin": np.sin(angles)}
+    (got,) = interpret(single_node("RotaryEmbedding", {"x": x}, initializers=init, opset=23, interleaved=interleaved),
+                       {"x": x})
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    else:
+        x1, x2 = x[..., :2], x[..., 2:]
+    cos, sin = np.cos(angles), np.sin(angles)
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    want = np.stack([real, imag], axis=-1).reshape(x.shape) if interleaved else np.concatenate([real, imag], axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

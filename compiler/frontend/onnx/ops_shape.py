@@ -448,3 +448,9 @@ def _eye_like(ctx: NodeContext) -> Converted:
     code = ctx.int_attr("dtype", 0)
     dtype = dtype_of_code(code, f"EyeLike node {ctx.name!r}") if code else ctx.dtype(0)
     return ctx.const(np.eye(rows, cols, k=ctx.int_attr("k", 0), dtype=dtype))
+
+
+@converter("ReverseSequence", (10, 28))
+def _reverse_sequence(ctx: NodeContext) -> Converted:
+    return ctx.op("reverse_sequence", ctx.input(0), ctx.input(1), seq_axis=ctx.int_attr("time_axis", 0),
+                  batch_axis=ctx.int_attr("batch_axis", 1))

@@ -237,3 +237,14 @@ def test_eye_like_with_a_diagonal_offset() -> None:
     x = np.zeros((3, 4), dtype="int32")
     (got,) = interpret(single_node("EyeLike", {"x": x}, k=1), {"x": x})
     np.testing.assert_array_equal(got, np.eye(3, 4, k=1, dtype="int32"))
+
+
+def test_reverse_sequence_reverses_each_batch_entry_up_to_its_length() -> None:
+    x = np.arange(12, dtype="float32").reshape(4, 3)  # (time, batch)
+    lens = _i64(4, 2, 1)
+    feeds = {"x": x, "lens": lens}
+    (got,) = interpret(single_node("ReverseSequence", feeds, opset=10, time_axis=0, batch_axis=1), feeds)
+    want = x.copy()
+    for b, n in enumerate(lens):
+        want[:n, b] = x[:n, b][::-1]
+    np.testing.assert_array_equal(got, want)

@@ -243,7 +243,7 @@ def test_reverse_sequence_reverses_each_batch_entry_up_to_its_length() -> None:
     x = np.arange(12, dtype="float32").reshape(4, 3)  # (time, batch)
     lens = _i64(4, 2, 1)
     feeds = {"x": x, "lens": lens}
-    (got,) = interpret(single_node("ReverseSequence", feeds, opset=10, time_axis=0, batch_axis=1), feeds)
+    (got,) = interpret(single_node("ReverseSequence", feeds, time_axis=0, batch_axis=1), feeds)
     want = x.copy()
     for b, n in enumerate(lens):
         want[:n, b] = x[:n, b][::-1]

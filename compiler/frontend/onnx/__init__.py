@@ -2,5 +2,5 @@
 
 Importing this package imports `onnx`; the driver and the CLI's other commands never do."""
 
-from compiler.frontend.onnx.importer import ImportResult, from_onnx, import_file, load_model  # noqa: F401
+from compiler.frontend.onnx.importer import ImportResult, from_onnx, load_model  # noqa: F401
 

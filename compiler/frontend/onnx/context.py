@@ -11,7 +11,7 @@ import numpy as np
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
-from compiler.ir.types import TensorType, TupleType
+from compiler.ir.types import TensorType
 from compiler.passes.infer_type import infer_expr
 
 # A converter's result: one expression per node output (a single one for one-output nodes).
@@ -135,16 +135,6 @@ class NeedsConstant(UnsupportedError):
     def __init__(self, message: str, input_name: str):
         super().__init__(message)
         self.input_name = input_name
-
-
-def tensor_type(expr: Expr) -> TensorType:
-    ty = expr.checked_type
-    assert isinstance(ty, TensorType), ty
-    return ty
-
-
-def is_tuple(expr: Expr) -> bool:
-    return isinstance(expr.checked_type, TupleType)
 
 
 def normalize_axis(axis: int, rank: int) -> int:

@@ -304,11 +304,3 @@ def _attribute(attr: onnx.AttributeProto) -> object:
     if isinstance(value, list) and value and isinstance(value[0], bytes):
         return [v.decode("utf-8", errors="replace") for v in value]
     return value
-
-
-def import_file(path: str | Path, *, keep_params: bool = False) -> ImportResult:
-    return from_onnx(load_model(path), keep_params=keep_params)
-
-
-def relay_names_by_onnx(result: ImportResult) -> Mapping[str, str]:
-    return {onnx_name: relay for relay, onnx_name in result.onnx_names.items()}

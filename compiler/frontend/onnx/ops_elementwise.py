@@ -309,8 +309,21 @@ def _shrink(ctx: NodeContext) -> Converted:
 
 @converter("BitShift", (11, 28))
 def _bit_shift(ctx: NodeContext) -> Converted:
-    op = "left_shift" if ctx.str_attr("direction", "") == "LEFT" else "right_shift"
-    return ctx.op(op, ctx.input(0), ctx.input(1))
+    right = ctx.str_attr("direction", "") != "LEFT"
+    x, amount = ctx.input(0), ctx.input(1)
+    dtype = ctx.dtype(0)
+    bits = np.iinfo(dtype).bits
+    zero = ctx.scalar(0, ctx.dtype(1))
+    # A shift by a negative amount or by the width or more (undefined in C) gives what the
+    # sign extension alone gives, as ONNX defines it: -1 for a negative value shifted right,
+    # else 0.
+    too_far = ctx.op("greater_equal", amount, ctx.scalar(bits, ctx.dtype(1)))
+    outside = ctx.op("logical_or", ctx.op("less", amount, zero), too_far)
+    shifted = ctx.op("right_shift" if right else "left_shift", x, ctx.op("where", outside, zero, amount))
+    fill: Expr = ctx.scalar(0, dtype)
+    if right and dtype.startswith("int"):
+        fill = ctx.op("where", ctx.op("less", x, ctx.scalar(0, dtype)), ctx.scalar(-1, dtype), fill)
+    return ctx.op("where", outside, fill, shifted)
 
 
 for _op_type, _ours in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):

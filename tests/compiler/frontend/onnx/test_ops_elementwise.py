@@ -182,3 +182,13 @@ def test_swish_and_swiglu() -> None:
     feeds = {"a": X, "b": X[::-1].copy()}
     (got,) = interpret(single_node("SwiGLU", feeds, opset=28), feeds)
     np.testing.assert_allclose(got, X / (1 + np.exp(-X)) * X[::-1], rtol=1e-5)
+
+
+def test_bit_shift_by_the_width_or_a_negative_amount_gives_the_sign_fill() -> None:
+    a = np.array([-8, 8, -8, 8], dtype="int32")
+    b = np.array([32, 40, -1, -1], dtype="int32")
+    feeds = {"a": a, "b": b}
+    (right,) = interpret(single_node("BitShift", feeds, opset=28, direction="RIGHT"), feeds)
+    np.testing.assert_array_equal(right, [-1, 0, -1, 0])
+    (left,) = interpret(single_node("BitShift", feeds, opset=28, direction="LEFT"), feeds)
+    np.testing.assert_array_equal(left, [0, 0, 0, 0])

@@ -11,7 +11,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run).
 SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap
 
-.PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak
+.PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak conformance
 
 install: apt $(INSTALL_STAMP)
 	@# Bytecode of our own modules, written even where PYTHONDONTWRITEBYTECODE is set (it is on
@@ -68,6 +68,14 @@ soak: install
 fuzz: install
 	$(VENV_PYTHON) -m pip install --quiet -e '.[test,fuzz]'
 	$(VENV_PYTHON) -m compiler.testing.fuzz_driver $(if $(filter file,$(origin N)),1000000,$(N))
+
+# The ONNX backend node tests (all 1,884, shipped with the onnx wheel) imported, compiled and
+# compared with their reference outputs; prints passed / failed / unsupported and the reasons
+# (make test runs the cases of the operators issue 12 lists). CONFORMANCE_ARGS="Conv Relu"
+# for some op types only, "--list" for every case's result.
+CONFORMANCE_ARGS ?=
+conformance: install
+	$(VENV_PYTHON) -m compiler.testing.onnx_conformance $(CONFORMANCE_ARGS)
 
 # relaycc against numpy, onnxruntime, torch eager and torch.compile on the models of bench/models
 # at 1 and 2 threads; prints the table and writes bench/results.json (about half an hour on

@@ -70,7 +70,8 @@ def _build_parser() -> argparse.ArgumentParser:
         ("lower", "run the pipeline up to LowerTE: the metadata report and lowered IR, no C"),
     ):
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("model", type=Path, metavar="MODEL.relay")
+        sub.add_argument("model", type=Path, metavar="MODEL.relay",
+                         help="Relay text, or an ONNX model (.onnx), imported first")
         sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
         sub.add_argument("--target", default="c", help='external codegens first, the host last (default "c")')
         sub.add_argument("--module-name", default="default", help="name used in C symbols (default: default)")
@@ -82,6 +83,15 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="an external codegen described in JSON (repeatable); one not named in "
                               "--target is used after those that are")
         sub.set_defaults(handler=_compile, executor=(name == "compile"))
+
+    importer = commands.add_parser("import", help="convert an ONNX model to Relay text")
+    importer.add_argument("model", type=Path, metavar="MODEL.onnx")
+    importer.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL.relay")
+    importer.add_argument("--keep-params", action="store_true",
+                          help="leave the initializers as @main parameters instead of constants")
+    importer.add_argument("--params-out", type=Path, metavar="PARAMS.npz",
+                          help="save the initializers kept as parameters here (implies --keep-params)")
+    importer.set_defaults(handler=_import)
 
     ops_cmd = commands.add_parser("ops", help="list the supported operators with their attributes and defaults")
     ops_cmd.add_argument("names", nargs="*", metavar="OP", help="only these operators (default: all)")
@@ -153,11 +163,55 @@ def _compile(args: argparse.Namespace) -> int:
         data = model.read_bytes()
     except OSError as err:
         raise InputError(f"{model}: cannot read: {err}") from err
-    text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
     from compiler.runtime.compile_cache import CompileCache
 
+    if is_onnx(model, data):
+        from compiler.driver import export, lower
+        from compiler.frontend.onnx import from_onnx, load_model
+        from compiler.parser.printer import astext
+
+        imported = from_onnx(load_model(data, str(model)))
+        names = {p.name_hint: p.name_hint for p in imported.module.main.params}
+        names.update(imported.onnx_names)
+        compiled = lower(imported.module, options, params, executor=args.executor, onnx_names=names)
+        export(compiled, args.output, astext(imported.module), build_library=args.executor,
+               cache=CompileCache.from_environment())
+        return 0
+    text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
     build(text, args.output, options, params, source_name=str(model), executor=args.executor,
           cache=CompileCache.from_environment())
+    return 0
+
+
+def is_onnx(path: Path, data: bytes) -> bool:
+    """An ONNX model by its suffix or its first byte: a serialized ModelProto starts with the
+    tag of field 1 (ir_version), 0x08, which no Relay text (nor UTF-8 BOM) starts with."""
+    return path.suffix.lower() == ".onnx" or data[:1] == b"\x08"
+
+
+def _import(args: argparse.Namespace) -> int:
+    model = _existing_file(args.model)
+    keep_params = args.keep_params or args.params_out is not None
+
+    from compiler.frontend.onnx import from_onnx, load_model
+    from compiler.parser.printer import astext
+
+    imported = from_onnx(load_model(model), keep_params=keep_params)
+    text = astext(imported.module)
+    try:
+        args.output.write_text(text)
+    except OSError as err:
+        raise InputError(f"{args.output}: cannot write: {err.strerror}") from err
+    if args.params_out is not None:
+        import numpy as np
+
+        try:
+            with open(args.params_out, "wb") as stream:
+                np.savez(stream, **imported.params)
+        except OSError as err:
+            raise InputError(f"{args.params_out}: cannot write: {err.strerror}") from err
+    for relay, onnx_name in imported.onnx_names.items():
+        print(f"input %{relay}: ONNX {onnx_name!r}", file=sys.stderr)
     return 0
 
 

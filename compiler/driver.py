@@ -231,10 +231,13 @@ def lower(
     *,
     executor: bool = True,
     instruments: Sequence[PassInstrument] = (),
+    onnx_names: Mapping[str, str] | None = None,
 ) -> CompiledModel:
     """Run the pipeline up to the executor codegen (`executor=False` stops after LowerTE).
 
-    `instruments` see each pass as it finishes (the service reports job progress with one)."""
+    `instruments` see each pass as it finishes (the service reports job progress with one).
+    `onnx_names` (Relay parameter → ONNX name, for a model imported from ONNX) is recorded
+    beside each input of the report's `interface`, so runs can name inputs either way."""
     options = options.validated()
     target = Target.parse(options.target, known_codegens(options.codegens))
     # Before anything runs: every codegen exists and its library defines what it calls.
@@ -284,14 +287,16 @@ def lower(
         # On one CPU, placement is an identity; the report says what was seen and dropped.
         report["devices"] = placements
     if aot is not None:
-        report["interface"] = interface_section(aot, options)
+        report["interface"] = interface_section(aot, options, onnx_names)
     return CompiledModel(
         options, target, mod, lowered, aot, prim_funcs, report, dict(params or {}), dict(functions.functions),
         codegens, external_modules,
     )
 
 
-def interface_section(aot: AOTResult, options: BuildOptions) -> dict[str, object]:
+def interface_section(
+    aot: AOTResult, options: BuildOptions, onnx_names: Mapping[str, str] | None = None
+) -> dict[str, object]:
     """How to call the library: what `relaycc run` and other tools need besides the header."""
 
     def tensors(infos: Sequence[TensorInfo]) -> list[dict[str, object]]:
@@ -300,11 +305,17 @@ def interface_section(aot: AOTResult, options: BuildOptions) -> dict[str, object
             for t in infos
         ]
 
+    inputs = tensors(aot.inputs)
+    if onnx_names is not None:
+        # Imported from ONNX: every input names its graph input (the same name where it was
+        # already a Relay identifier).
+        for entry in inputs:
+            entry["onnx_name"] = onnx_names.get(str(entry["name"]), entry["name"])
     return {
         "entry": aot.entry,
         "header": f"include/{aot.header_name}",
         "library": f"lib{options.module_name}.so",
-        "inputs": tensors(aot.inputs),
+        "inputs": inputs,
         "outputs": tensors(aot.outputs),
         "workspace_byte_alignment": options.workspace_byte_alignment,
         # `?` dims (shape -1): the entry takes DLTensors and computes shapes at run time.
@@ -441,11 +452,12 @@ def build(
     build_library: bool = True,
     instruments: Sequence[PassInstrument] = (),
     cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
+    onnx_names: Mapping[str, str] | None = None,
 ) -> CompiledModel:
     """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
     from compiler.parser import parse
 
     mod = parse(relay_text, source_name)
-    model = lower(mod, options, params, executor=executor, instruments=instruments)
+    model = lower(mod, options, params, executor=executor, instruments=instruments, onnx_names=onnx_names)
     export(model, outdir, relay_text, build_library=build_library and executor, cache=cache)
     return model

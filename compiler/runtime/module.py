@@ -110,6 +110,7 @@ class CompiledModule:
         self.lib: Library = load_library(library, cdef)
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        inputs = self._by_relay_name(inputs)
         names = [t.name for t in self.inputs]
         unknown = sorted(set(inputs) - set(names))
         if unknown:
@@ -125,6 +126,21 @@ class CompiledModule:
                 raise InputError(f"input {t.name}: expected shape {_symbolic(t.shape)}, got {tuple(array.shape)}")
             checked[t.c_name] = np.ascontiguousarray(array)
         return checked
+
+    def _by_relay_name(self, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        """Inputs of a model imported from ONNX may be named as the ONNX graph names them
+        (`gpu_0/data_0`) as well as by their Relay names (`gpu_0_data_0`)."""
+        entries = self.report["interface"]["inputs"]
+        relay_of = {e["onnx_name"]: e["name"] for e in entries if "onnx_name" in e and e["onnx_name"] != e["name"]}
+        if not relay_of or not any(name in relay_of for name in inputs):
+            return inputs
+        renamed: dict[str, np.ndarray] = {}
+        for name, value in inputs.items():
+            relay = relay_of.get(name, name)
+            if relay in renamed:
+                raise InputError(f"input {relay!r} is given twice (by its Relay and its ONNX name)")
+            renamed[relay] = value
+        return renamed
 
     def run(self, inputs: Mapping[str, np.ndarray], repeat: int = 1, threads: int | None = None) -> RunResult:
         """Run `repeat` times; with `threads`, on that many threads (else as many as the

@@ -11,13 +11,15 @@ checked on the parsed module, before anything is stored.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.diagnostics import CompileError, InputError
+from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.ir.expr import Expr
 from compiler.ir.module import IRModule
 from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type
@@ -47,7 +49,13 @@ class Admitted:
 def admit(body: CompileRequest, settings: Settings) -> Admitted:
     """Check a compile request against the limits and the compiler; raise ProblemError with the
     answer when it is refused."""
-    relay_bytes = len(body.relay.encode("utf-8"))
+    onnx_names: dict[str, str] | None = None
+    if body.onnx is not None:
+        relay, onnx_names = _imported(body.onnx, settings)
+    else:
+        assert body.relay is not None  # the request model requires one of them
+        relay = body.relay
+    relay_bytes = len(relay.encode("utf-8"))
     if relay_bytes > settings.max_relay_bytes:
         raise ProblemError.of(
             "model-too-large",
@@ -59,14 +67,44 @@ def admit(body: CompileRequest, settings: Settings) -> Admitted:
         options = checked_options(*_target_and_config(body), codegens)
         params = _params(body, settings)
         with _PARSE_LOCK:
-            mod = parse(body.relay, SOURCE_NAME)
+            mod = parse(relay, SOURCE_NAME)
         _check_size(mod, settings)
         if params:
             BindParams(params)(mod)
     except CompileError as err:
         raise ProblemError(compile_error_problem(err)) from None
-    normal = normal_form(body.relay, options, params)
+    normal = normal_form(relay, options, params, onnx_names)
     return Admitted(module_id(normal), normal, params)
+
+
+def _imported(onnx_b64: str, settings: Settings) -> tuple[str, dict[str, str]]:
+    """An ONNX model (base64) as Relay text, with Relay name → ONNX name for every input. The
+    route runs this off the event loop (submit_compile is called in a thread)."""
+    try:
+        data = base64.b64decode(onnx_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ProblemError(compile_error_problem(InputError("onnx: not valid base64"))) from None
+    if len(data) > settings.max_relay_bytes:
+        raise ProblemError.of(
+            "model-too-large",
+            f"the ONNX model has {len(data)} bytes; the limit is {settings.max_relay_bytes} (RELAYCC_MAX_RELAY_BYTES)",
+        )
+    try:
+        from compiler.frontend.onnx import from_onnx, load_model
+    except ImportError:
+        raise ProblemError(compile_error_problem(UnsupportedError(
+            "this service has no ONNX importer (install relaycc with the `onnx` extra)"))) from None
+    from compiler.parser.printer import astext
+
+    try:
+        with _PARSE_LOCK:
+            imported = from_onnx(load_model(data, "onnx"))
+            text = astext(imported.module)
+    except CompileError as err:
+        raise ProblemError(compile_error_problem(err)) from None
+    names = {p.name_hint: p.name_hint for p in imported.module.main.params}
+    names.update(imported.onnx_names)
+    return text, names
 
 
 def _check_codegens(body: CompileRequest, settings: Settings) -> None:

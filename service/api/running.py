@@ -123,5 +123,11 @@ def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, 
 def _input_dtypes(state: ServiceState, module_id: str) -> dict[str, str]:
     report = json.loads((state.store.artifacts_dir(module_id) / "metadata.json").read_text(encoding="utf-8"))
     interface = report.get("interface") or {}
-    return {str(t["name"]): str(t["dtype"]) for t in interface.get("inputs", [])}
+    dtypes = {}
+    for t in interface.get("inputs", []):
+        dtypes[str(t["name"])] = str(t["dtype"])
+        # A model imported from ONNX takes its inputs by their ONNX names too.
+        if "onnx_name" in t:
+            dtypes[str(t["onnx_name"])] = str(t["dtype"])
+    return dtypes
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator, model_validator
 
 from compiler import __version__
 from service.problems import PROBLEM_BASE
@@ -176,7 +176,15 @@ class CompileRequest(BaseModel):
         },
     )
 
-    relay: str = Field(description="The model in Relay text (`#[version = \"0.0.5\"]`).")
+    onnx: str | None = Field(
+        default=None,
+        description="Instead of `relay`: base64 of an ONNX model (opset 13 or later), imported as "
+        "`relaycc import` does; the report's `interface.inputs[*].onnx_name` keeps its input names, "
+        "and runs take inputs by either name.",
+    )
+    relay: str | None = Field(
+        default=None, validate_default=True, description="The model in Relay text (`#[version = \"0.0.5\"]`)."
+    )
     target: str | TargetConfig = Field(
         default="c",
         description="A target string (external codegens first, the host last: `\"acme_npu, c\"`) "
@@ -193,6 +201,15 @@ class CompileRequest(BaseModel):
     )
     codegens: list[CodegenRequest] = Field(default_factory=list, description="External codegen documents.")
     config: CompileConfig = Field(default_factory=CompileConfig)
+
+    @field_validator("relay")
+    @classmethod
+    def _one_model(cls, relay: str | None, info: ValidationInfo) -> str | None:
+        # On `relay` (validated after `onnx`), so a request without a model is located at
+        # body.relay, as it was before `onnx` existed.
+        if (relay is None) == (info.data.get("onnx") is None):
+            raise ValueError("give the model as `relay` (Relay text) or as `onnx` (base64), exactly one")
+        return relay
 
 
 class ModuleLinks(BaseModel):

@@ -131,8 +131,10 @@ def params_digest(params: Mapping[str, np.ndarray]) -> dict[str, dict[str, objec
     return digest
 
 
-def normal_form(relay: str, options: BuildOptions, params: Mapping[str, np.ndarray]) -> dict[str, object]:
-    return {
+def normal_form(
+    relay: str, options: BuildOptions, params: Mapping[str, np.ndarray], onnx_names: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    normal: dict[str, object] = {
         "format": REQUEST_FORMAT,
         "compiler_version": __version__,
         "relay": relay,
@@ -143,6 +145,11 @@ def normal_form(relay: str, options: BuildOptions, params: Mapping[str, np.ndarr
         # Re-written from the specs, so that defaults spelled out or left out hash the same.
         "codegens": [{"document": s.to_document(), "sources": s.library_texts()} for s in options.codegens],
     }
+    if onnx_names is not None:
+        # Imported from ONNX: the input names travel to the report (absent otherwise, so a
+        # Relay request's id is what it always was).
+        normal["onnx_names"] = dict(onnx_names)
+    return normal
 
 
 def config_of(options: BuildOptions) -> dict[str, object]:

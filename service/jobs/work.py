@@ -52,8 +52,10 @@ def compile_request(
     start = time.monotonic()
     # No compile cache: objects a job wrote would be linked into other tenants' libraries, and
     # a job (sandboxed or a forked child) is exactly what must not write shared state.
+    onnx_names = request.get("onnx_names")
     model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
-                  instruments=(_PassProgress(progress),), cache=None)
+                  instruments=(_PassProgress(progress),), cache=None,
+                  onnx_names=dict(onnx_names) if isinstance(onnx_names, dict) else None)
     passes = model.report.get("passes", [])
     return {
         "compile_seconds": time.monotonic() - start,

@@ -531,3 +531,102 @@ def test_compile_keeps_objects_where_relaycc_cache_dir_says_and_nowhere_when_off
         assert result.returncode == 0, result.stderr
     assert not (tmp_path / "home").exists()
     assert len(list((tmp_path / "cache" / "objects").rglob("*.o"))) == 2  # the executor and the kernels
+
+
+def _onnx_model(path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+    """A Gemm + Relu model whose input is named as Caffe2 exports named them."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3)).astype("float32")
+    b = rng.standard_normal(4).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["gpu_0/data_0", "fc.w", "fc.b"], ["h"], transB=1),
+         helper.make_node("Relu", ["h"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("gpu_0/data_0", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(w, "fc.w"), numpy_helper.from_array(b, "fc.b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path, w, b
+
+
+def test_import_writes_relay_text_with_sanitized_names_that_interprets(tmp_path: Path) -> None:
+    model, w, b = _onnx_model(tmp_path / "m.onnx")
+    result = run_relaycc("import", model, "-o", tmp_path / "m.relay")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "m.relay").read_text()
+    assert "%gpu_0_data_0: Tensor[(?, 3), float32]" in text
+    assert "input %gpu_0_data_0: ONNX 'gpu_0/data_0'" in result.stderr
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    run = run_relaycc("interpret", tmp_path / "m.relay", "--inputs", save_npz(tmp_path / "in.npz", gpu_0_data_0=x),
+                      "-o", tmp_path / "out.npz")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["out0"], np.maximum(x @ w.T + b, 0), rtol=1e-5)
+
+
+def test_import_params_out_keeps_initializers_as_params_and_saves_them(tmp_path: Path) -> None:
+    model, w, b = _onnx_model(tmp_path / "m.onnx")
+    result = run_relaycc("import", model, "-o", tmp_path / "m.relay", "--params-out", tmp_path / "p.npz")
+    assert result.returncode == 0, result.stderr
+    assert "%fc_w: Tensor[(4, 3), float32]" in (tmp_path / "m.relay").read_text()
+    params = np.load(tmp_path / "p.npz")
+    assert sorted(params.files) == ["fc_b", "fc_w"]
+    np.testing.assert_array_equal(params["fc_w"], w)
+
+
+def test_compile_takes_an_onnx_file_and_run_takes_inputs_by_onnx_or_relay_name(tmp_path: Path) -> None:
+    model, w, b = _onnx_model(tmp_path / "m.onnx")
+    result = run_relaycc("compile", model, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
+    assert interface["inputs"][0]["name"] == "gpu_0_data_0"
+    assert interface["inputs"][0]["onnx_name"] == "gpu_0/data_0"
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    want = np.maximum(x @ w.T + b, 0)
+    for name in ("gpu_0/data_0", "gpu_0_data_0"):
+        inputs = tmp_path / "in.npz"
+        with open(inputs, "wb") as stream:
+            np.savez(stream, **{name: x})
+        run = run_relaycc("run", tmp_path / "out", "--inputs", inputs, "-o", tmp_path / "o.npz")
+        assert run.returncode == 0, run.stderr
+        np.testing.assert_allclose(np.load(tmp_path / "o.npz")["out0"], want, rtol=1e-5)
+
+
+def test_compile_recognizes_onnx_by_its_first_byte_without_the_suffix(tmp_path: Path) -> None:
+    model, _, _ = _onnx_model(tmp_path / "m.bin")
+    result = run_relaycc("lower", model, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "fused_nn_dense" in (tmp_path / "out" / "lowered.relay").read_text()
+
+
+def test_import_of_a_file_that_is_not_onnx_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\xff\xff garbage")
+    line = assert_one_line_error(run_relaycc("import", bad, "-o", tmp_path / "m.relay"))
+    assert "bad.onnx: not an ONNX model" in line
+
+
+def test_import_of_unsupported_operators_lists_them_in_one_line(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["a"], name="nz"), helper.make_node("Det", ["x"], ["d"], name="det")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("a", TensorProto.INT64, None),
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, None)],
+    )
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    line = assert_one_line_error(run_relaycc("compile", path, "-o", tmp_path / "out"))
+    assert "NonZero (node 'nz', opset 17)" in line and "Det (node 'det', opset 17)" in line
+
+
+def test_importing_the_driver_does_not_import_onnx() -> None:
+    program = "import sys\nimport compiler.driver\nprint('onnx' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

@@ -257,3 +257,47 @@ def test_a_c_compiler_error_names_the_source_by_its_artifact_name_not_its_server
     assert error["type"] == PROBLEMS + "build-error"
     assert "src/default_lib0.c:" in error["detail"]
     assert str(settings.store) not in response.text and "/modules/" not in error["detail"]
+
+
+def _onnx_b64() -> str:
+    import base64
+
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["input.1"], ["y"])], "g",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return base64.b64encode(model.SerializeToString()).decode()
+
+
+def test_compile_takes_an_onnx_model_whose_runs_name_inputs_as_onnx_does(client: TestClient) -> None:
+    response = client.post("/compile?wait=60", json={"onnx": _onnx_b64(), "module_name": "from_onnx"})
+
+    assert response.status_code == 200, response.text
+    module_id = response.json()["id"]
+    interface = client.get(f"/modules/{module_id}/metadata").json()["interface"]
+    assert interface["inputs"][0]["name"] == "input_1" and interface["inputs"][0]["onnx_name"] == "input.1"
+    for name in ("input.1", "input_1"):
+        run = client.post(f"/modules/{module_id}/run", json={"inputs": {name: [[-1.0, 2.0, -3.0]]}})
+        assert run.status_code == 200, run.text
+        assert run.json()["outputs"]["out0"]["data"] == [[0.0, 2.0, 0.0]]
+
+
+def test_compile_with_both_relay_and_onnx_or_neither_is_refused(client: TestClient) -> None:
+    both = client.post("/compile", json={"relay": SMALL_RELAY, "onnx": _onnx_b64()})
+    neither = client.post("/compile", json={"module_name": "x"})
+
+    for response in (both, neither):
+        assert response.status_code in (400, 422)
+        assert "exactly one" in response.json()["detail"]
+
+
+def test_compile_of_onnx_bytes_that_are_not_a_model_is_an_input_problem(client: TestClient) -> None:
+    response = client.post("/compile", json={"onnx": "AAAA"})
+
+    assert response.status_code == 400
+    assert response.json()["type"] == PROBLEMS + "input-error"
+    assert "not an ONNX model" in response.json()["detail"]

@@ -1,0 +1,111 @@
+"""compiler.frontend.onnx.ops_nn: convolutions, pools, Gemm, MatMul, softmax, interpreted and
+compared with numpy or (for windows and padding) with onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, single_node
+
+RNG = np.random.default_rng(7)
+IMG = RNG.standard_normal((1, 4, 9, 8)).astype("float32")
+
+
+@pytest.mark.parametrize("attrs", [
+    {"pads": [1, 0, 2, 1], "strides": [2, 1]},
+    {"dilations": [2, 2], "group": 2},
+    {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"auto_pad": "SAME_LOWER", "strides": [2, 3]},
+    {"auto_pad": "VALID"},
+])
+def test_conv2d_attributes_match_onnxruntime(attrs: dict[str, object]) -> None:
+    group = int(attrs.get("group", 1))  # type: ignore[call-overload]
+    w = RNG.standard_normal((6, 4 // group, 3, 3)).astype("float32")
+    b = RNG.standard_normal(6).astype("float32")
+    m = single_node("Conv", {"x": IMG}, initializers={"w": w, "b": b}, **attrs)
+    assert_matches_ort(m, {"x": IMG}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rank", [3, 5])
+def test_conv1d_and_conv3d(rank: int) -> None:
+    shape = (1, 2, 7) if rank == 3 else (1, 2, 5, 4, 6)
+    x = RNG.standard_normal(shape).astype("float32")
+    w = RNG.standard_normal((3, 2, *([2] * (rank - 2)))).astype("float32")
+    m = single_node("Conv", {"x": x}, initializers={"w": w}, pads=[1] * (2 * (rank - 2)))
+    assert_matches_ort(m, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"strides": [2, 2]},
+    {"strides": [2, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 0]},
+    {"strides": [2, 2], "output_shape": [18, 16]},
+    {"group": 2},
+])
+def test_conv_transpose_attributes_match_onnxruntime(attrs: dict[str, object]) -> None:
+    group = int(attrs.get("group", 1))  # type: ignore[call-overload]
+    w = RNG.standard_normal((4, 6 // group, 3, 3)).astype("float32")
+    m = single_node("ConvTranspose", {"x": IMG}, initializers={"w": w}, **attrs)
+    assert_matches_ort(m, {"x": IMG}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("op_type", "attrs"), [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}),
+])
+def test_pool_attributes_match_onnxruntime(op_type: str, attrs: dict[str, object]) -> None:
+    assert_matches_ort(single_node(op_type, {"x": IMG}, opset=19, **attrs), {"x": IMG})
+
+
+def test_global_pools_keep_the_spatial_dims_as_ones() -> None:
+    (got,) = interpret(single_node("GlobalAveragePool", {"x": IMG}), {"x": IMG})
+    np.testing.assert_allclose(got, IMG.mean(axis=(2, 3), keepdims=True), rtol=1e-5)
+    x3 = IMG.reshape(1, 4, 72)
+    (got,) = interpret(single_node("GlobalMaxPool", {"x": x3}), {"x": x3})
+    np.testing.assert_array_equal(got, x3.max(axis=2, keepdims=True))
+
+
+@pytest.mark.parametrize(("trans_a", "trans_b", "alpha", "beta"), [(0, 0, 1.0, 1.0), (1, 1, 0.5, 2.0)])
+def test_gemm_transposes_and_scales(trans_a: int, trans_b: int, alpha: float, beta: float) -> None:
+    a = RNG.standard_normal((3, 5) if not trans_a else (5, 3)).astype("float32")
+    b = RNG.standard_normal((5, 4) if not trans_b else (4, 5)).astype("float32")
+    c = RNG.standard_normal(4).astype("float32")
+    feeds = {"a": a, "b": b, "c": c}
+    m = single_node("Gemm", feeds, transA=trans_a, transB=trans_b, alpha=alpha, beta=beta)
+    (got,) = interpret(m, feeds)
+    want = alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b)) + beta * c
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("shape_a", "shape_b"), [
+    ((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 5)),
+    ((4,), (4, 5)), ((2, 3, 4), (4,)), ((4,), (4,)), ((3, 4), (2, 4, 5)),
+])
+def test_matmul_follows_numpy_broadcasting(shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
+    feeds = {"a": RNG.standard_normal(shape_a).astype("float32"), "b": RNG.standard_normal(shape_b).astype("float32")}
+    (got,) = interpret(single_node("MatMul", feeds), feeds)
+    want = feeds["a"] @ feeds["b"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_and_log_softmax_along_one_axis(axis: int) -> None:
+    x = RNG.standard_normal((3, 4, 5)).astype("float32")
+    (got,) = interpret(single_node("Softmax", {"x": x}, axis=axis), {"x": x})
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=axis, keepdims=True), rtol=1e-5)
+    (got,) = interpret(single_node("LogSoftmax", {"x": x}, axis=axis), {"x": x})
+    np.testing.assert_allclose(got, np.log(e / e.sum(axis=axis, keepdims=True)), rtol=1e-5, atol=1e-6)
+
+
+def test_lp_pool_is_the_p_norm_of_each_window() -> None:
+    x = RNG.standard_normal((1, 1, 4, 4)).astype("float32")
+    (got,) = interpret(single_node("LpPool", {"x": x}, kernel_shape=[2, 2], strides=[2, 2], p=3), {"x": x})
+    windows = np.abs(x).reshape(1, 1, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 1, 2, 2, 4)
+    np.testing.assert_allclose(got, (windows**3).sum(axis=-1) ** (1 / 3), rtol=1e-5)

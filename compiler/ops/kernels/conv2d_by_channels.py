@@ -7,21 +7,22 @@ per call. Here the tile broadcasts weights instead (a weight row is contiguous i
 read in place) and loads two vectors of input per k step, consecutive pixels of one input row.
 
 Pixels are numbered on the grid of the (padded) input's width: output pixel (y, x) is column
-`p = y * WP + x` with `WP` the padded width, so that tap (ky, kx) of every column is the input
+`p = y * WP + x` with `WP` the grid's width, so that tap (ky, kx) of every column is the grid
 element `p + ky * dh * WP + kx * dw` of its channel plane, one affine index for the whole panel
 whatever the row. Columns with `x >= OW` (the padding's width) are computed and never stored:
-(WP - OW) / WP of the work, 3% on a 56-wide 3x3 layer, more on 7-wide maps. Input rows are copied
-into that grid when padding, a stride (1x1 kernels only, where striding is subsampling) or the
-layout requires it, with slack after the last plane for the panel that runs past the end;
-otherwise the kernel reads the input in place.
+(WP - OW) / WP of the work, 3% on a 56-wide 3x3 layer, more on 7-wide maps. A stride s splits
+the grid into phases (`_Grid`), each holding every s-th row and column of the padded input from
+one residue on, in which consecutive outputs again read consecutive elements. The input is
+copied into the grid when padding, a stride or the layout requires it, with slack after the
+last plane for the panel that runs past the end; otherwise the kernel reads it in place.
 
-Taken for float convolutions with one group whose windows step by one input element (any 1x1
-kernel, or strides of 1); the others keep conv2d.py's forms.
+Taken for float convolutions with one group; grouped ones keep conv2d.py's forms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var, vector_lanes
 from compiler.tir import expr as te
@@ -40,10 +41,50 @@ def _i(value: int) -> te.PrimExpr:
     return te.const(value, INDEX)
 
 
-def applies(dtype: str, groups: int, kernel: tuple[int, int], strides: tuple[int, int], channels: int) -> bool:
+def applies(dtype: str, groups: int, channels: int) -> bool:
     """Whether this form computes the convolution (else conv2d.py's pixel-rows forms do)."""
-    unit_steps = strides == (1, 1) or kernel == (1, 1)
-    return dtype in ("float32", "float64") and groups == 1 and unit_steps and channels > 1
+    return dtype in ("float32", "float64") and groups == 1 and channels > 1
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The input as the kernel reads it: `phases` planes of `hp` x `wp` per (image, channel).
+
+    With stride s, tap k of output x reads padded input column `x * s + k * d`; phase
+    `(k * d) % s` holds every s-th column from that residue on, so in it the tap is the column
+    `x + (k * d) // s`, and consecutive outputs read consecutive elements again. Stride 1 has one
+    phase, the padded input itself; a 1x1 kernel with stride s reads one phase, the subsampled
+    input."""
+
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    phases: tuple[int, int]
+    hp: int
+    wp: int
+
+    @property
+    def plane(self) -> int:
+        return self.hp * self.wp
+
+    def offset(self, ky: te.PrimExpr, kx: te.PrimExpr, planes: int) -> te.PrimExpr:
+        """Where tap (ky, kx) reads, relative to the output column's element in phase 0;
+        `planes`: the (image, channel) planes of one phase."""
+        (sh, sw), (dh, dw), (ph, pw) = self.strides, self.dilation, self.phases
+        y, x = ky * dh, kx * dw
+        shift = (y if sh == 1 else y // sh) * self.wp + (x if sw == 1 else x // sw)
+        if ph == pw == 1:
+            return shift
+        phase = (y % sh if ph > 1 else _i(0)) * pw + (x % sw if pw > 1 else _i(0))
+        return phase * (planes * self.plane) + shift
+
+    def max_shift(self, kernel: tuple[int, int]) -> int:
+        (sh, sw), (dh, dw) = self.strides, self.dilation
+        return ((kernel[0] - 1) * dh // sh) * self.wp + (kernel[1] - 1) * dw // sw
+
+
+def _phases(stride: int, dilation: int, taps: int) -> int:
+    """Residues some tap reaches: one when every tap lands on a multiple of the stride."""
+    return 1 if taps == 1 or dilation % stride == 0 else stride
 
 
 def conv2d_by_channels(
@@ -62,50 +103,44 @@ def conv2d_by_channels(
     reads the input by canonical (n, c, y, x) coordinates for the copy."""
     n, c, h, w, o, kh, kw, oh, ow = dims
     (sh, sw), (dh, dw), (top, left) = window
-    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    if kh == kw == 1:  # striding is subsampling: the copy takes every sh-th row and sw-th column
-        hp, wp = oh, ow
+    phases = (_phases(sh, dh, kh), _phases(sw, dw, kw))
+    grid = _Grid((sh, sw), (dh, dw), phases, oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw)
     nr = 2 * vector_lanes(ctx, dtype)
-    columns = oh * wp
-    panels = -(-columns // nr)
-    last_read = panels * nr - 1 + (kh - 1) * dh * wp + (kw - 1) * dw
-    plane = hp * wp
-    direct = in_place and top == left == 0 and (hp, wp) == (h, w) and (sh, sw) == (1, 1)
-    if direct and last_read < plane:
-        def read(img: te.PrimExpr, ci: te.PrimExpr, flat: te.PrimExpr) -> te.PrimExpr:
-            return te.cast(dtype, data[img, ci, _i(0), flat])  # the flat offset in the plane
-        return _product(ctx, (n, c, o, kh, kw, oh, ow, wp), (dh, dw), nr, read, wgt, store, dtype)
-    slack = max(0, last_read + 1 - plane)
-    grid = te.Buffer(ctx.fresh("grid"), (n * c * plane + slack,), dtype)
+    panels = -(-oh * grid.wp // nr)
+    last_read = panels * nr - 1 + grid.max_shift((kh, kw))
+    geometry = (n, c, o, kh, kw, oh, ow, grid.wp)
+    direct = in_place and top == left == 0 and (grid.hp, grid.wp) == (h, w) and (sh, sw) == (1, 1)
+    if direct and last_read < grid.plane:
+        def read(img: te.PrimExpr, ci: te.PrimExpr, ky: te.PrimExpr, kx: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
+            return te.cast(dtype, data[img, ci, _i(0), p + grid.offset(ky, kx, n * c)])  # flat in the plane
+        return _product(ctx, geometry, nr, read, wgt, store, dtype)
+    total = phases[0] * phases[1] * n * c * grid.plane
+    buffer = te.Buffer(ctx.fresh("grid"), (total + max(0, last_read + 1 - grid.plane),), dtype)
 
-    def read_grid(img: te.PrimExpr, ci: te.PrimExpr, flat: te.PrimExpr) -> te.PrimExpr:
-        return grid[(img * c + ci) * plane + flat]
+    def read_grid(img: te.PrimExpr, ci: te.PrimExpr, ky: te.PrimExpr, kx: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
+        return buffer[(img * c + ci) * grid.plane + p + grid.offset(ky, kx, n * c)]
 
-    steps = (1, 1) if kh > 1 or kw > 1 else (sh, sw)
-    fill = _copy(ctx, grid, src, (n, c, h, w, hp, wp), steps, (top, left), slack, dtype)
-    body = _product(ctx, (n, c, o, kh, kw, oh, ow, wp), (dh, dw), nr, read_grid, wgt, store, dtype)
-    return Allocate(grid, seq(fill, body))
+    fill = _copy(ctx, buffer, src, (n, c, h, w), grid, (top, left), total, dtype)
+    return Allocate(buffer, seq(fill, _product(ctx, geometry, nr, read_grid, wgt, store, dtype)))
 
 
 def _product(
     ctx: KernelContext,
     dims: tuple[int, int, int, int, int, int, int, int],
-    dilation: tuple[int, int],
     nr: int,
-    read: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr],
+    read: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr],
     wgt: Load4,
     store: Store4,
     dtype: str,
 ) -> Stmt:
     n, c, o, kh, kw, oh, ow, wp = dims
-    dh, dw = dilation
 
     def a_row(b: te.PrimExpr, oc: te.PrimExpr) -> RowReader:
         return RowReader((), lambda ks: wgt(oc, ks[0], ks[1], ks[2]))
 
     def b_panel(img: te.PrimExpr, nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         ci, ky, kx = ks
-        return read(img, ci, nb * nr + j + ky * (dh * wp) + kx * dw)
+        return read(img, ci, ky, kx, nb * nr + j)
 
     def store_row(img: te.PrimExpr, oc: te.PrimExpr, p0: te.PrimExpr, width: int,
                   value: Callable[[te.PrimExpr], te.PrimExpr]) -> Stmt:
@@ -137,55 +172,81 @@ def _stores_go_through_store_row(*_: object) -> Stmt:
 
 def _copy(
     ctx: KernelContext,
-    grid: te.Buffer,
+    buffer: te.Buffer,
     src: Load4,
-    dims: tuple[int, int, int, int, int, int],
-    steps: tuple[int, int],
+    dims: tuple[int, int, int, int],
+    grid: _Grid,
     origin: tuple[int, int],
-    slack: int,
+    total: int,
     dtype: str,
 ) -> Stmt:
-    """Fills the grid: input rows at their padded places, zeros around them and in the slack.
+    """Fills every phase plane: input rows at their places, zeros around them, then the slack.
     Ranges are split statically so no loop tests a bound per element."""
-    n, c, h, w, hp, wp = dims
-    sh, sw = steps
+    n, c, h, w = dims
+    (sh, sw), (ph, pw) = grid.strides, grid.phases
     top, left = origin
-    plane = hp * wp
-    # Grid row yy holds input row yy * sh - top when that is in [0, h); likewise columns.
-    y_lo, y_hi = min(hp, -(-top // sh)), min(hp, -(-(h + top) // sh))
-    x_lo, x_hi = min(wp, -(-left // sw)), min(wp, -(-(w + left) // sw))
-    y_hi, x_hi = max(y_hi, y_lo), max(x_hi, x_lo)
-    t, yy, xx = index_var(ctx, "plane"), index_var(ctx, "yy"), index_var(ctx, "xx")
+    hp, wp, plane = grid.hp, grid.wp, grid.plane
+    t = index_var(ctx, "plane")
     img, ci = index_var(ctx, "n"), index_var(ctx, "c")
+    fills: list[Stmt] = []
+    for ry in range(ph):
+        for rx in range(pw):
+            base = (ry * pw + rx) * n * c * plane
+            # Row i of the phase holds input row i * sh + ry - top when that is in [0, h).
+            y_lo, y_hi = _inside(hp, sh, ry - top, h)
+            x_lo, x_hi = _inside(wp, sw, rx - left, w)
+            fills.append(_fill_phase(ctx, buffer, base, t, plane, wp, dtype, (y_lo, y_hi, hp), (x_lo, x_hi, wp),
+                                     lambda i, j, ry=ry, rx=rx: src(img, ci, i * sh + ry - top, j * sw + rx - left)))
+    body = LetStmt(img, t // c, LetStmt(ci, t % c, seq(*fills)))
+    kind = ForKind.PARALLEL if ctx.parallel and total >= PARALLEL_MIN_COPY and n * c > 1 else ForKind.SERIAL
+    copy = For(t, _i(0), _i(n * c), body, kind)
+    slack = int(buffer.shape[0]) - total  # type: ignore[arg-type]  # a static size
+    if not slack:
+        return copy
+    s = index_var(ctx, "s")
+    tail = For(s, _i(0), _i(slack), StoreStmt(buffer, (_i(total) + s,), te.const(0, dtype)), ForKind.VECTORIZED)
+    return seq(copy, tail)
+
+
+def _inside(extent: int, step: int, start: int, size: int) -> tuple[int, int]:
+    """The range [lo, hi) of i in [0, extent) with `i * step + start` in [0, size)."""
+    lo = min(extent, max(0, -(-(-start) // step)))
+    hi = min(extent, max(0, -(-(size - start) // step)))
+    return lo, max(lo, hi)
+
+
+def _fill_phase(
+    ctx: KernelContext, buffer: te.Buffer, base: int, t: te.PrimExpr, plane: int, wp: int, dtype: str,
+    rows: tuple[int, int, int], cols: tuple[int, int, int], value: Callable[[te.PrimExpr, te.PrimExpr], te.PrimExpr],
+) -> Stmt:
+    y_lo, y_hi, hp = rows
+    x_lo, x_hi, _ = cols
 
     def at(y: te.PrimExpr, x: te.PrimExpr) -> te.PrimExpr:
-        return t * plane + y * wp + x
+        return _i(base) + t * plane + y * wp + x
 
     def zeros(y: te.PrimExpr, x_from: int, x_to: int) -> Stmt:
         if x_to <= x_from:
             return seq()
         x = index_var(ctx, "xz")
-        return For(x, _i(x_from), _i(x_to - x_from), StoreStmt(grid, (at(y, x),), te.const(0, dtype)),
+        return For(x, _i(x_from), _i(x_to - x_from), StoreStmt(buffer, (at(y, x),), te.const(0, dtype)),
                    ForKind.VECTORIZED)
 
+    def zero_rows(y_from: int, y_to: int) -> Stmt:
+        if y_to <= y_from:
+            return seq()
+        y = index_var(ctx, "yz")
+        return For(y, _i(y_from), _i(y_to - y_from), zeros(y, 0, wp))
+
+    yy, xx = index_var(ctx, "yy"), index_var(ctx, "xx")
     inside = seq(
         zeros(yy, 0, x_lo),
-        For(xx, _i(x_lo), _i(x_hi - x_lo), StoreStmt(grid, (at(yy, xx),), te.cast(
-            dtype, src(img, ci, yy * sh - top, xx * sw - left))), ForKind.VECTORIZED),
+        For(xx, _i(x_lo), _i(x_hi - x_lo), StoreStmt(buffer, (at(yy, xx),), te.cast(dtype, value(yy, xx))),
+            ForKind.VECTORIZED),
         zeros(yy, x_hi, wp),
     )
-    y_above, y_below = index_var(ctx, "yz"), index_var(ctx, "yz")
-    rows = seq(
-        For(y_above, _i(0), _i(y_lo), zeros(y_above, 0, wp)) if y_lo else seq(),
+    return seq(
+        zero_rows(0, y_lo),
         For(yy, _i(y_lo), _i(y_hi - y_lo), inside) if y_hi > y_lo else seq(),
-        For(y_below, _i(y_hi), _i(hp - y_hi), zeros(y_below, 0, wp)) if hp > y_hi else seq(),
+        zero_rows(y_hi, hp),
     )
-    body = LetStmt(img, t // c, LetStmt(ci, t % c, rows))
-    kind = ForKind.PARALLEL if ctx.parallel and n * c * plane >= PARALLEL_MIN_COPY and n * c > 1 else ForKind.SERIAL
-    copy = For(t, _i(0), _i(n * c), body, kind)
-    if not slack:
-        return copy
-    s = index_var(ctx, "s")
-    tail = For(s, _i(0), _i(slack), StoreStmt(grid, (_i(n * c * plane) + s,), te.const(0, dtype)), ForKind.VECTORIZED)
-    return seq(copy, tail)
-

@@ -63,6 +63,10 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, dict[str, object]]] = {
     "channels_small_map_tiles_span_rows": (f32(1, 5, 3, 3), f32(7, 5, 3, 3), {"padding": [1, 1]}),
     "channels_dilated_to_nhwc_out": (f32(2, 3, 9, 8), f32(13, 3, 2, 3),
                                      {"dilation": [2, 1], "padding": [0, 2, 1, 0], "out_layout": "NHWC"}),
+    "channels_3x3_stride_2_phases": (f32(1, 3, 11, 10), f32(8, 3, 3, 3), {"strides": [2, 2], "padding": [1, 1]}),
+    "channels_stride_3_dilation_2": (f32(2, 2, 13, 12), f32(5, 2, 3, 2),
+                                     {"strides": [3, 2], "dilation": [2, 3], "padding": [2, 1, 0, 1]}),
+    "channels_7x7_stride_2_stem": (f32(1, 3, 20, 20), f32(16, 3, 7, 7), {"strides": [2, 2], "padding": [3, 3]}),
     "channels_float64": (f32(1, 3, 6, 6).astype("float64"), f32(8, 3, 3, 3).astype("float64"), {"padding": [1]}),
 }
 BIAS = f32(16)

@@ -209,9 +209,18 @@ class Timings(BaseModel):
 
 
 class Progress(BaseModel):
-    stage: str = Field(description="`starting`, `compiling` or `storing artifacts`.")
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"stage": "building C", "done": 2, "total": 3}]}
+    )
+
+    stage: str = Field(description="`starting`, `compiling` (the passes), `building C` (the C compiler) or "
+                       "`storing artifacts`.")
+    done: int | None = Field(default=None, description="Steps of this stage finished: passes of the plan while "
+                             "`compiling`, C files while `building C`.")
+    total: int | None = Field(default=None, description="Steps of this stage in all; `done` reaches it.")
     last_pass: str | None = Field(default=None, description="While compiling: the pass that finished last.")
-    passes_done: int | None = Field(default=None, description="While compiling: how many passes have finished.")
+    passes_done: int | None = Field(default=None, description="While compiling: how many passes have finished "
+                                    "(passes run inside others included, so it may pass `total`).")
 
 
 class ModuleStatus(BaseModel):

@@ -1,0 +1,68 @@
+"""GET /modules/{id}/events: progress events while a job runs, one state event at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.routes import events
+from tests.service.support import make_app, make_settings, small_relay, wait_until_done
+
+PROBLEMS = "https://relaycc.dev/problems/"
+
+
+def parse_stream(text: str) -> list[tuple[str, object]]:
+    """(event name, data) for each event; comments as ("comment", text)."""
+    parsed: list[tuple[str, object]] = []
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        if block.startswith(":"):
+            parsed.append(("comment", block[1:].strip()))
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        parsed.append((fields["event"], json.loads(fields["data"])))
+    return parsed
+
+
+def test_a_running_job_streams_its_progress_then_its_final_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "POLL_SECONDS", 0.02)
+    monkeypatch.setattr(events, "HEARTBEAT_SECONDS", 0.1)
+    with TestClient(make_app(make_settings(tmp_path / "store", job_start_delay_seconds=0.6))) as client:
+        mid = client.post("/compile", json={"relay": small_relay(1)}).json()["id"]
+
+        response = client.get(f"/modules/{mid}/events")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    stream = parse_stream(response.text)
+    names = [name for name, _ in stream]
+    # Heartbeats while the job waits out its start delay, progress as it compiles, the state last.
+    assert "comment" in names and "progress" in names
+    assert names[-1] == "state" and names.count("state") == 1
+    final = stream[-1][1]
+    assert isinstance(final, dict) and (final["id"], final["state"]) == (mid, "succeeded")
+    progress = [data for name, data in stream if name == "progress"]
+    assert all(a != b for a, b in zip(progress, progress[1:]))  # only changes are sent
+    assert {p["stage"] for p in progress} >= {"starting"}  # type: ignore[index]
+
+
+def test_a_finished_module_gets_its_state_at_once(tmp_path: Path) -> None:
+    with TestClient(make_app(make_settings(tmp_path / "store"))) as client:
+        mid = client.post("/compile", json={"relay": small_relay(2)}).json()["id"]
+        status = wait_until_done(client, mid)
+
+        stream = parse_stream(client.get(f"/modules/{mid}/events").text)
+
+    assert stream == [("state", {**status, "progress": None})]
+
+
+@pytest.mark.parametrize("module_id", ["0" * 64, "not-an-id"])
+def test_events_of_an_unknown_module_are_not_found(client: TestClient, module_id: str) -> None:
+    response = client.get(f"/modules/{module_id}/events")
+
+    assert response.status_code == 404
+    assert response.json()["type"] == PROBLEMS + "not-found"

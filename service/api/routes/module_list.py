@@ -18,7 +18,13 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from service.api.diffs import module_diffs
-from service.api.routes.docs import ARTIFACT_CORRUPT_EXAMPLE, AUTHENTICATED, problem_responses
+from service.api.routes.docs import (
+    ARTIFACT_CORRUPT_EXAMPLE,
+    AUTHENTICATED,
+    BAD_CURSOR_EXAMPLE,
+    MODULE_BUSY_EXAMPLE,
+    problem_responses,
+)
 from service.api.schemas import JobState, ModuleDiff, ModuleList
 from service.api.security import ClientDep, client_identity
 from service.api.views import module_status
@@ -38,7 +44,7 @@ MAX_PAGE = 100
     description="The stored modules, newest first, a page at a time: `limit` per page, and "
     "`cursor` from the previous page's `next_cursor` for the next one. `state` keeps the modules "
     "in that state. With API keys, only the modules the calling key submitted are listed.",
-    responses=problem_responses(400, *AUTHENTICATED, 422),
+    responses=problem_responses(400, *AUTHENTICATED, 422, examples={400: BAD_CURSOR_EXAMPLE}),
 )
 async def list_modules(
     state: StateDep,
@@ -87,7 +93,10 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     "With API keys, only the key that submitted the module may delete it (`403` otherwise). "
     "A run of the module already started keeps the library it loaded.",
     status_code=204,
-    responses={204: {"description": "Deleted."}, **problem_responses(*AUTHENTICATED, 403, 404, 409, 422, 503)},
+    responses={
+        204: {"description": "Deleted."},
+        **problem_responses(*AUTHENTICATED, 403, 404, 409, 422, 503, examples={409: MODULE_BUSY_EXAMPLE}),
+    },
 )
 async def delete_module(module_id: str, state: StateDep, settings: SettingsDep, client: ClientDep) -> Response:
     def owned(status: Status) -> None:

@@ -1,0 +1,210 @@
+"""service.client against a real `relaycc serve` (uvicorn) process: every endpoint, sync and async.
+
+One server for the whole module, with API keys (so that owners and refusals are exercised) and
+a short start delay on every job (so that a job is reliably seen waiting and its progress is
+streamed before it finishes). The model is seed 001's two-layer perceptron.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.client import AsyncClient, Client, Module, ServiceError
+from tests.service.support import MODELS, Server, serving, small_relay
+
+MLP = MODELS / "seed001_mlp.relay"
+KEYS = "alpha,beta"
+
+
+def mlp_inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "x": rng.standard_normal((8, 64)).astype("float32"),
+        "w1": (rng.standard_normal((32, 64)) * 0.2).astype("float32"),
+        "b1": rng.standard_normal(32).astype("float32"),
+        "w2": (rng.standard_normal((10, 32)) * 0.2).astype("float32"),
+        "b2": rng.standard_normal(10).astype("float32"),
+    }
+
+
+def mlp_numpy(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    return np.maximum(x @ w1.T + b1, 0.0) @ w2.T + b2
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("client") / "store", workers=2, api_keys=KEYS,
+                 job_start_delay_seconds="0.5") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> Iterator[Client]:
+    with Client(server.base, api_key="alpha") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def mlp(client: Client) -> tuple[Module, list[dict[str, object]]]:
+    """Seed 001's MLP compiled from its file, and the progress seen while waiting for it."""
+    seen: list[dict[str, object]] = []
+    module = client.compile(MLP, target="c", module_name="mlp")
+    module.wait(timeout=120, on_progress=lambda p: seen.append(dict(p)))
+    return module, seen
+
+
+def test_compile_then_wait_streams_progress_and_ends_succeeded(mlp: tuple[Module, list[dict[str, object]]]) -> None:
+    module, seen = mlp
+
+    assert module.last_status["state"] == "succeeded"
+    order = ["starting", "compiling", "building C", "storing artifacts"]
+    stages = [p["stage"] for p in seen]
+    assert stages and stages[0] == "starting"  # the job's start delay is streamed
+    assert [order.index(s) for s in stages] == sorted(order.index(s) for s in stages)
+    counted = [p for p in seen if "total" in p]
+    assert all(0 <= p["done"] <= p["total"] for p in counted)  # type: ignore[operator]
+
+
+def test_status_metadata_inspect_and_artifacts_describe_the_built_mlp(mlp: tuple[Module, object]) -> None:
+    module, _ = mlp
+
+    status = module.status()
+    report = module.metadata()
+    inspection = module.inspect()
+    names = {a["name"] for a in module.artifacts()}
+
+    assert (status["state"], status["module_name"]) == ("succeeded", "mlp")
+    assert report["format"] == "relaycc.metadata/1" and any("dense" in c["callee"] for c in report["calls"])
+    assert [i["name"] for i in inspection["inputs"]] == ["x", "w1", "b1", "w2", "b2"]
+    assert {"metadata.json", "lowered.relay", "libmlp.so", "src/mlp_lib0.c"} <= names
+
+
+def test_download_writes_the_outdir_with_the_listed_digests(mlp: tuple[Module, object], tmp_path: Path) -> None:
+    module, _ = mlp
+
+    out = module.download(tmp_path / "out")
+
+    for entry in module.artifacts():
+        assert hashlib.sha256((out / entry["name"]).read_bytes()).hexdigest() == entry["sha256"]
+
+
+def test_run_takes_and_gives_numpy_and_matches_the_numpy_mlp(mlp: tuple[Module, object]) -> None:
+    module, _ = mlp
+    inputs = mlp_inputs()
+
+    outputs = module.run(inputs, threads=1, repeat=3)
+
+    assert list(outputs) == ["out0"]
+    np.testing.assert_allclose(outputs["out0"], mlp_numpy(**inputs), rtol=1e-4, atol=1e-4)
+    assert module.last_latency is not None and module.last_latency["runs"] == 3
+
+
+def test_modules_iterates_every_page_and_filters_by_state(client: Client, mlp: tuple[Module, object]) -> None:
+    module, _ = mlp
+
+    every = [m.id for m in client.modules(page_size=1)]
+    succeeded = [m.id for m in client.modules(state="succeeded")]
+    queued = [m.id for m in client.modules(state="queued")]
+
+    assert module.id in every and len(every) == len(set(every))
+    assert module.id in succeeded and module.id not in queued
+
+
+def test_diff_of_two_builds_of_the_mlp_shows_the_renamed_symbols(client: Client, mlp: tuple[Module, object]) -> None:
+    module, _ = mlp
+    other = client.compile(str(MLP), target="c", module_name="mlp2")
+    other.wait(timeout=120)
+
+    diffs = client.diff(module, other.id)
+
+    assert set(diffs) == {"lowered", "c", "report"} and all(d["changed"] for d in diffs.values())
+    assert "+++ b/src/mlp2_lib0.c" in diffs["c"]["diff"]
+    assert any(line.startswith("+") and "mlp2" in line for line in diffs["lowered"]["diff"].splitlines())
+
+
+def test_delete_removes_a_module_and_only_its_owner_may(server: Server, client: Client) -> None:
+    module = client.compile(small_relay(1))
+    module.wait(timeout=60)
+
+    with Client(server.base, api_key="beta") as other, pytest.raises(ServiceError) as refused:
+        Module(other, module.id).delete()
+    module.delete()
+    with pytest.raises(ServiceError) as gone:
+        module.status()
+
+    assert (refused.value.status, refused.value.slug) == (403, "forbidden")
+    assert (gone.value.status, gone.value.slug) == (404, "not-found")
+
+
+def test_a_parse_error_raises_with_its_line_and_column(client: Client) -> None:
+    broken = '#[version = "0.0.5"]\ndef @main(%x: Tensor[(2), float32]) {\n  nn.relu(%x,\n}\n'
+
+    with pytest.raises(ServiceError) as err:
+        client.compile(broken)
+
+    assert (err.value.status, err.value.slug) == (400, "parse-error")
+    assert (err.value.line, err.value.column) == (4, 1)
+    assert err.value.title and err.value.detail and "line 4, column 1" in str(err.value)
+
+
+def test_a_wrong_key_and_an_unknown_module_raise_their_problems(server: Server, client: Client) -> None:
+    with Client(server.base, api_key="gamma") as stranger, pytest.raises(ServiceError) as unauthorized:
+        stranger.health() and stranger.modules().__next__()
+    with pytest.raises(ServiceError) as unknown:
+        client.module("0" * 64)
+
+    assert (unauthorized.value.status, unauthorized.value.slug) == (401, "unauthorized")
+    assert (unknown.value.status, unknown.value.slug) == (404, "not-found")
+
+
+def test_wait_gives_up_after_its_timeout(client: Client) -> None:
+    module = client.compile(small_relay(2))
+
+    with pytest.raises(TimeoutError):
+        module.wait(timeout=0.1)  # the job waits 0.5 s before it starts
+
+    assert module.wait(timeout=60)["state"] == "succeeded"
+
+
+def test_polling_follows_a_job_to_its_end_as_the_events_do(client: Client) -> None:
+    module = client.compile(small_relay(3))
+    seen: list[dict[str, object]] = []
+
+    status = module._poll(None, lambda p: seen.append(dict(p)))
+
+    assert status is not None and status["state"] == "succeeded"
+    assert seen and seen[0]["stage"] == "starting"
+
+
+def test_the_async_client_round_trips_compile_wait_run_list_diff_and_delete(server: Server) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(server.base, api_key="alpha") as client:
+            seen: list[dict[str, object]] = []
+            module = await client.compile(MLP, module_name="mlp_async")
+            final = await module.wait(timeout=120, on_progress=lambda p: seen.append(dict(p)))
+            inputs = mlp_inputs(1)
+            outputs = await module.run(inputs)
+            listed = [m.id async for m in client.modules(state="succeeded", page_size=2)]
+            report = await module.metadata()
+            diffs = await client.diff(module, module)
+            with pytest.raises(ServiceError) as err:
+                await client.compile("def @main( {")
+            await module.delete()
+            with pytest.raises(ServiceError) as gone:
+                await module.status()
+
+        assert final["state"] == "succeeded" and seen and seen[0]["stage"] == "starting"
+        np.testing.assert_allclose(outputs["out0"], mlp_numpy(**inputs), rtol=1e-4, atol=1e-4)
+        assert module.id in listed
+        assert report["module_name"] == "mlp_async"
+        assert not any(d["changed"] for d in diffs.values())
+        assert err.value.slug == "parse-error" and err.value.line == 1
+        assert gone.value.status == 404
+
+    asyncio.run(scenario())

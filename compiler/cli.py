@@ -120,6 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="number of compile worker processes (default: one per CPU)",
     )
     serve.set_defaults(handler=_serve)
+    from service.remote_cli import add_remote_command  # `relaycc remote ...`: the service's client
+
+    add_remote_command(commands)
     return parser
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.client import AsyncClient, Client, Module, ServiceError
+from service.client import AsyncClient, Client, Module, ServiceError, relay_text
 from tests.service.support import MODELS, Server, serving, small_relay
 
 MLP = MODELS / "seed001_mlp.relay"
@@ -208,3 +208,11 @@ def test_the_async_client_round_trips_compile_wait_run_list_diff_and_delete(serv
         assert gone.value.status == 404
 
     asyncio.run(scenario())
+
+
+def test_relay_is_text_unless_it_names_a_file(tmp_path: Path) -> None:
+    (tmp_path / "m.relay").write_text(small_relay(4))
+
+    assert relay_text(small_relay(0)) == small_relay(0)
+    assert relay_text(MLP) == relay_text(str(MLP)) == MLP.read_text()
+    assert relay_text(str(tmp_path / "missing.relay")) == str(tmp_path / "missing.relay")  # the service says why

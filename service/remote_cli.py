@@ -11,8 +11,8 @@ when it is a terminal, one line per change otherwise. An error the service answe
 line on stderr (`MODEL.relay:LINE:COLUMN: ...` for a parse or type error) and exit status 1,
 as for the local commands.
 
-Only argparse is imported when the parser is built: the client (httpx, numpy) is imported when
-a remote command runs, so `relaycc --help` stays fast.
+`relaycc` hands every command line starting with `remote` to `main` here; nothing of this
+module (nor httpx, nor numpy) is imported for the other commands or for `relaycc --help`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ if TYPE_CHECKING:
 STATES = ("queued", "running", "succeeded", "failed")
 
 
-def add_remote_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add `remote` and its subcommands to the `relaycc` parser's commands."""
-    remote = commands.add_parser("remote", help="compile, run and list modules on a relaycc service")
+def main(argv: list[str]) -> int:
+    """`relaycc remote ARGV...`; the exit status."""
+    return run_remote(build_parser().parse_args(argv))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    remote = argparse.ArgumentParser(prog="relaycc remote", description="Compile, run and list modules on a "
+                                     "relaycc service.")
     subs = remote.add_subparsers(dest="remote_command", required=True, metavar="COMMAND")
 
     def sub(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -42,7 +47,6 @@ def add_remote_command(commands: argparse._SubParsersAction) -> None:  # type: i
                             help="the service's base URL, e.g. http://127.0.0.1:8000 (default: $RELAYCC_URL)")
         parser.add_argument("--api-key", default=os.environ.get("RELAYCC_API_KEY"),
                             help="the API key, for a service that has keys (default: $RELAYCC_API_KEY)")
-        parser.set_defaults(handler=run_remote)
         return parser
 
     compile_cmd = sub("compile", "submit a model, wait for the build, print the module id")
@@ -89,6 +93,7 @@ def add_remote_command(commands: argparse._SubParsersAction) -> None:  # type: i
     diff.add_argument("a", metavar="ID_A")
     diff.add_argument("b", metavar="ID_B")
     diff.set_defaults(remote=_diff)
+    return remote
 
 
 # --- the commands --------------------------------------------------------------------------------

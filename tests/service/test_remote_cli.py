@@ -158,3 +158,11 @@ def test_a_terminal_gets_one_bar_redrawn_in_place_and_a_log_gets_lines() -> None
     assert "[###############---------------] building C 1/2" in terminal.getvalue()
     assert log.getvalue() == "compiling 3/15 (FoldConstant)\nbuilding C 1/2\n"
 
+
+
+def test_relaycc_help_lists_remote_and_remote_help_lists_its_commands() -> None:
+    top, remote = relaycc("--help"), relaycc("remote", "--help")
+
+    assert top.returncode == 0 and "remote" in top.stdout
+    assert remote.returncode == 0
+    assert all(name in remote.stdout for name in ("compile", "run", "status", "list", "delete", "diff"))

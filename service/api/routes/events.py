@@ -29,6 +29,16 @@ router = APIRouter(prefix="/modules", tags=["modules"], dependencies=[Depends(cl
 POLL_SECONDS = 0.2
 HEARTBEAT_SECONDS = 15.0
 EVENT_STREAM = "text/event-stream"
+# One event of the stream, as SSE-aware tools (schemathesis) read it: its name and its data.
+_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["progress", "state", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "description": "JSON: the progress object, the final status, or a problem."},
+    },
+}
 
 
 @router.get(
@@ -41,7 +51,7 @@ EVENT_STREAM = "text/event-stream"
     "lines (`: heartbeat`) keep a quiet connection alive.",
     response_class=StreamingResponse,
     responses={
-        200: {"description": "The event stream.", "content": {EVENT_STREAM: {"schema": {"type": "string"}}}},
+        200: {"description": "The event stream.", "content": {EVENT_STREAM: {"schema": _EVENT_SCHEMA}}},
         **problem_responses(*AUTHENTICATED, 404, 422),
     },
 )

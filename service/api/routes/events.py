@@ -5,6 +5,11 @@ The stream polls the module's status (one small file read) a few times a second 
 status once the job has succeeded or failed, and ends. While nothing changes it sends an SSE
 comment now and then, so that proxies and clients see a live connection. A client that goes
 away ends the polling at the next poll.
+
+A stream lasts at most MAX_STREAM_SECONDS; then it ends without a `state` event, and the client
+connects again (an EventSource does so by itself, after the `retry` delay the stream names
+first). uvicorn lets open responses finish before it stops, so an endless stream of a job
+that waits in the queue would hold a shutting-down service up.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ router = APIRouter(prefix="/modules", tags=["modules"], dependencies=[Depends(cl
 
 POLL_SECONDS = 0.2
 HEARTBEAT_SECONDS = 15.0
+MAX_STREAM_SECONDS = 30.0
+RETRY_MILLISECONDS = 500
 EVENT_STREAM = "text/event-stream"
 # One event of the stream, as SSE-aware tools (schemathesis) read it: its name and its data.
 _EVENT_SCHEMA = {
@@ -48,7 +55,8 @@ _EVENT_SCHEMA = {
     "`progress` object, `{stage, done, total, ...}`) each time it changes, then one `state` event "
     "(data: the module's status, as `GET /modules/{id}` shows it) once the job has succeeded or "
     "failed, and the stream ends; a module already done gets the `state` event at once. Comment "
-    "lines (`: heartbeat`) keep a quiet connection alive.",
+    "lines (`: heartbeat`) keep a quiet connection alive. A stream ends after 30 s without a `state` "
+    "event while the job is still in flight: connect again (an EventSource does so by itself).",
     response_class=StreamingResponse,
     responses={
         200: {"description": "The event stream.", "content": {EVENT_STREAM: {"schema": _EVENT_SCHEMA}}},
@@ -67,8 +75,9 @@ async def module_events(module_id: str, state: StateDep, request: Request) -> St
 
 async def _events(store: ModuleStore, module_id: str, request: Request) -> AsyncIterator[str]:
     last_progress: object = None
-    last_sent = time.monotonic()
-    while True:
+    started = last_sent = time.monotonic()
+    yield f"retry: {RETRY_MILLISECONDS}\n\n"
+    while time.monotonic() - started < MAX_STREAM_SECONDS:
         status = await anyio.to_thread.run_sync(store.status, module_id)
         if status is None:  # deleted meanwhile
             yield _event("error", make_problem("not-found", f"module {module_id} was deleted"))

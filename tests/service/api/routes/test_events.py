@@ -23,6 +23,9 @@ def parse_stream(text: str) -> list[tuple[str, object]]:
         if block.startswith(":"):
             parsed.append(("comment", block[1:].strip()))
             continue
+        if block.startswith("retry:"):
+            parsed.append(("retry", int(block.split(":", 1)[1])))
+            continue
         fields = dict(line.split(": ", 1) for line in block.splitlines())
         parsed.append((fields["event"], json.loads(fields["data"])))
     return parsed
@@ -57,7 +60,7 @@ def test_a_finished_module_gets_its_state_at_once(tmp_path: Path) -> None:
 
         stream = parse_stream(client.get(f"/modules/{mid}/events").text)
 
-    assert stream == [("state", {**status, "progress": None})]
+    assert stream == [("retry", events.RETRY_MILLISECONDS), ("state", {**status, "progress": None})]
 
 
 @pytest.mark.parametrize("module_id", ["0" * 64, "not-an-id"])
@@ -66,3 +69,19 @@ def test_events_of_an_unknown_module_are_not_found(client: TestClient, module_id
 
     assert response.status_code == 404
     assert response.json()["type"] == PROBLEMS + "not-found"
+
+
+def test_a_stream_ends_after_its_longest_life_without_a_state_and_the_next_one_carries_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events, "POLL_SECONDS", 0.02)
+    monkeypatch.setattr(events, "MAX_STREAM_SECONDS", 0.2)
+    with TestClient(make_app(make_settings(tmp_path / "store", job_start_delay_seconds=1.0))) as client:
+        mid = client.post("/compile", json={"relay": small_relay(3)}).json()["id"]
+
+        first = parse_stream(client.get(f"/modules/{mid}/events").text)
+        wait_until_done(client, mid)
+        second = parse_stream(client.get(f"/modules/{mid}/events").text)
+
+    assert [name for name, _ in first] == ["retry", "progress"]  # the job is waiting to start
+    assert [name for name, _ in second] == ["retry", "state"]

@@ -85,3 +85,10 @@ def test_a_stream_ends_after_its_longest_life_without_a_state_and_the_next_one_c
 
     assert [name for name, _ in first] == ["retry", "progress"]  # the job is waiting to start
     assert [name for name, _ in second] == ["retry", "state"]
+
+
+def test_with_api_keys_the_events_need_a_key(tmp_path: Path) -> None:
+    with TestClient(make_app(make_settings(tmp_path / "store", api_keys="alpha"))) as client:
+        response = client.get(f"/modules/{'0' * 64}/events")
+
+    assert response.status_code == 401 and response.json()["type"] == PROBLEMS + "unauthorized"

@@ -8,6 +8,8 @@ streamed before it finishes). The model is seed 001's two-layer perceptron.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from service.client import AsyncClient, Client, Module, ServiceError, relay_text
-from tests.service.support import MODELS, Server, serving, small_relay
+from tests.service.support import MODELS, ROOT, Server, serving, small_relay
 
 MLP = MODELS / "seed001_mlp.relay"
 KEYS = "alpha,beta"
@@ -216,3 +218,14 @@ def test_relay_is_text_unless_it_names_a_file(tmp_path: Path) -> None:
     assert relay_text(small_relay(0)) == small_relay(0)
     assert relay_text(MLP) == relay_text(str(MLP)) == MLP.read_text()
     assert relay_text(str(tmp_path / "missing.relay")) == str(tmp_path / "missing.relay")  # the service says why
+
+
+def test_the_client_needs_neither_the_compiler_nor_the_service_installed() -> None:
+    program = ("import sys, service.client\n"
+               "print(sorted(m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
+               "('compiler', 'fastapi', 'starlette', 'pydantic', 'cffi')))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -118,16 +118,19 @@ def test_modules_iterates_every_page_and_filters_by_state(client: Client, mlp: t
     assert module.id in succeeded and module.id not in queued
 
 
-def test_diff_of_two_builds_of_the_mlp_shows_the_renamed_symbols(client: Client, mlp: tuple[Module, object]) -> None:
+def test_diff_of_the_mlp_and_another_model_shows_each_kind_changed(
+    client: Client, mlp: tuple[Module, object], polled: tuple[Module, list[dict[str, object]], bool]
+) -> None:
     module, _ = mlp
-    other = client.compile(str(MLP), target="c", module_name="mlp2")
-    other.wait(timeout=120)
+    other, _, _ = polled
 
     diffs = client.diff(module, other.id)
+    same = client.diff(module, module)
 
     assert set(diffs) == {"lowered", "c", "report"} and all(d["changed"] for d in diffs.values())
-    assert "+++ b/src/mlp2_lib0.c" in diffs["c"]["diff"]
-    assert any(line.startswith("+") and "mlp2" in line for line in diffs["lowered"]["diff"].splitlines())
+    assert "--- a/src/mlp_lib0.c" in diffs["c"]["diff"] and "+++ b/src/default_lib0.c" in diffs["c"]["diff"]
+    assert any(line.startswith("+") and "relu" in line for line in diffs["lowered"]["diff"].splitlines())
+    assert not any(d["changed"] for d in same.values())
 
 
 def test_delete_removes_a_module_and_only_its_owner_may(server: Server, client: Client) -> None:
@@ -165,33 +168,44 @@ def test_a_wrong_key_and_an_unknown_module_raise_their_problems(server: Server, 
     assert (unknown.value.status, unknown.value.slug) == (404, "not-found")
 
 
-def test_wait_gives_up_after_its_timeout(client: Client) -> None:
+@pytest.fixture(scope="module")
+def polled(client: Client) -> tuple[Module, list[dict[str, object]], bool]:
+    """A small model waited for briefly (it times out: the job waits 0.5 s before it starts),
+    then followed to its end by polling: the module, the progress seen, whether it timed out."""
     module = client.compile(small_relay(2))
-
-    with pytest.raises(TimeoutError):
-        module.wait(timeout=0.1)  # the job waits 0.5 s before it starts
-
-    assert module.wait(timeout=60)["state"] == "succeeded"
-
-
-def test_polling_follows_a_job_to_its_end_as_the_events_do(client: Client) -> None:
-    module = client.compile(small_relay(3))
+    try:
+        module.wait(timeout=0.1)
+        timed_out = False
+    except TimeoutError:
+        timed_out = True
     seen: list[dict[str, object]] = []
-
-    status = module._poll(None, lambda p: seen.append(dict(p)))
-
-    assert status is not None and status["state"] == "succeeded"
-    assert seen and seen[0]["stage"] == "starting"
+    module._poll(None, lambda p: seen.append(dict(p)))
+    return module, seen, timed_out
 
 
-def test_the_async_client_round_trips_compile_wait_run_list_diff_and_delete(server: Server) -> None:
+def test_wait_gives_up_after_its_timeout_and_polling_follows_the_job_to_its_end(
+    polled: tuple[Module, list[dict[str, object]], bool]
+) -> None:
+    module, seen, timed_out = polled
+
+    assert timed_out
+    assert module.last_status["state"] == "succeeded" and module.wait(timeout=10)["state"] == "succeeded"
+    assert {p["stage"] for p in seen} <= {"starting", "compiling", "building C", "storing artifacts"}
+
+
+def test_the_async_client_round_trips_compile_wait_run_list_diff_and_delete(
+    server: Server, mlp: tuple[Module, object]
+) -> None:
+    mlp_id = mlp[0].id
+
     async def scenario() -> None:
         async with AsyncClient(server.base, api_key="alpha") as client:
             seen: list[dict[str, object]] = []
-            module = await client.compile(MLP, module_name="mlp_async")
+            module = await client.compile(small_relay(5))
             final = await module.wait(timeout=120, on_progress=lambda p: seen.append(dict(p)))
+            built_mlp = await client.module(mlp_id)
             inputs = mlp_inputs(1)
-            outputs = await module.run(inputs)
+            outputs = await built_mlp.run(inputs)
             listed = [m.id async for m in client.modules(state="succeeded", page_size=2)]
             report = await module.metadata()
             diffs = await client.diff(module, module)
@@ -204,7 +218,7 @@ def test_the_async_client_round_trips_compile_wait_run_list_diff_and_delete(serv
         assert final["state"] == "succeeded" and seen and seen[0]["stage"] == "starting"
         np.testing.assert_allclose(outputs["out0"], mlp_numpy(**inputs), rtol=1e-4, atol=1e-4)
         assert module.id in listed
-        assert report["module_name"] == "mlp_async"
+        assert report["interface"]["inputs"][0]["name"] == "x"
         assert not any(d["changed"] for d in diffs.values())
         assert err.value.slug == "parse-error" and err.value.line == 1
         assert gone.value.status == 404

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -141,30 +140,36 @@ def test_delete_removes_the_module_and_a_second_delete_is_not_found(client: Test
     assert again_built.status_code == 202 and again_built.json()["id"] == mid
 
 
-def test_a_module_with_a_job_in_flight_is_not_deleted(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path / "store", job_start_delay_seconds=30.0)
+def test_a_module_with_a_job_in_flight_is_not_deleted(client: TestClient) -> None:
+    store = client.app.state.relaycc.store  # type: ignore[attr-defined]
+    # Stored but never handed to a worker: it stays queued.
+    queued, _ = store.create({"relay": small_relay(41), "module_name": "default", "target": "c"}, {},
+                             JobLimits(compile_seconds=1, memory_bytes=1 << 30, max_attempts=1), "ip:test")
+
+    response = client.delete(f"/modules/{queued}")
+
+    assert response.status_code == 409
+    assert response.json()["type"] == PROBLEMS + "module-busy"
+    assert client.get(f"/modules/{queued}").json()["state"] == "queued"
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path_factory.mktemp("keyed") / "store", api_keys="alpha, beta")
     with TestClient(make_app(settings)) as client:
-        mid = client.post("/compile", json={"relay": small_relay(41)}).json()["id"]
-
-        response = client.delete(f"/modules/{mid}")
-
-        assert response.status_code == 409
-        assert response.json()["type"] == PROBLEMS + "module-busy"
-        assert client.get(f"/modules/{mid}").json()["state"] in ("queued", "running")
+        yield client
 
 
-def test_with_api_keys_a_client_lists_and_deletes_only_its_own_modules(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path / "store", api_keys="alpha, beta")
+def test_with_api_keys_a_client_lists_and_deletes_only_its_own_modules(keyed: TestClient) -> None:
     alpha, beta = ({"Authorization": f"Bearer {key}"} for key in ("alpha", "beta"))
-    with TestClient(make_app(settings)) as client:
-        response = client.post("/compile", json={"relay": small_relay(42)}, headers=alpha)
-        mid = wait_until_done_as(client, response.json()["id"], alpha)
+    response = keyed.post("/compile", json={"relay": small_relay(42)}, headers=alpha)
+    mid = wait_until_done_as(keyed, response.json()["id"], alpha)
 
-        listed = {key: [m["id"] for m in client.get("/modules", headers=h).json()["modules"]]
-                  for key, h in (("alpha", alpha), ("beta", beta))}
-        refused = client.delete(f"/modules/{mid}", headers=beta)
-        anonymous = client.delete(f"/modules/{mid}")
-        allowed = client.delete(f"/modules/{mid}", headers=alpha)
+    listed = {key: [m["id"] for m in keyed.get("/modules", headers=h).json()["modules"]]
+              for key, h in (("alpha", alpha), ("beta", beta))}
+    refused = keyed.delete(f"/modules/{mid}", headers=beta)
+    anonymous = keyed.delete(f"/modules/{mid}")
+    allowed = keyed.delete(f"/modules/{mid}", headers=alpha)
 
     assert listed == {"alpha": [mid], "beta": []}
     assert refused.status_code == 403 and refused.json()["type"] == PROBLEMS + "forbidden"
@@ -183,8 +188,7 @@ def wait_until_done_as(client: TestClient, mid: str, headers: dict[str, str]) ->
 @pytest.mark.parametrize(("method", "path"), [
     ("GET", "/modules"), ("DELETE", "/modules/" + "0" * 64), ("GET", f"/modules/{'0' * 64}/diff/{'1' * 64}"),
 ])
-def test_with_api_keys_every_new_route_needs_a_key(tmp_path: Path, method: str, path: str) -> None:
-    with TestClient(make_app(make_settings(tmp_path / "store", api_keys="alpha"))) as client:
-        response = client.request(method, path)
+def test_with_api_keys_every_new_route_needs_a_key(keyed: TestClient, method: str, path: str) -> None:
+    response = keyed.request(method, path)
 
     assert response.status_code == 401 and response.json()["type"] == PROBLEMS + "unauthorized"

@@ -1,8 +1,9 @@
 """service.client against a real `relaycc serve` (uvicorn) process: every endpoint, sync and async.
 
-One server for the whole module, with API keys (so that owners and refusals are exercised) and
-a short start delay on every job (so that a job is reliably seen waiting and its progress is
-streamed before it finishes). The model is seed 001's two-layer perceptron.
+One server (tests/service/conftest.py `remote_server`, shared with the remote command's tests),
+with API keys (so that owners and refusals are exercised) and a short start delay on every job
+(so that a job is reliably seen waiting and its progress is streamed before it finishes). The
+model is seed 001's two-layer perceptron.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import numpy as np
 import pytest
 
 from service.client import AsyncClient, Client, Module, ServiceError, relay_text
-from tests.service.support import MODELS, ROOT, Server, serving, small_relay
+from tests.service.support import MODELS, ROOT, Server, small_relay
 
 MLP = MODELS / "seed001_mlp.relay"
-KEYS = "alpha,beta"
 
 
 def mlp_inputs(seed: int = 0) -> dict[str, np.ndarray]:
@@ -40,10 +40,8 @@ def mlp_numpy(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serving(tmp_path_factory.mktemp("client") / "store", workers=2, api_keys=KEYS,
-                 job_start_delay_seconds="0.5") as server:
-        yield server
+def server(remote_server: Server) -> Server:
+    return remote_server
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""`relaycc remote ...` against a real `relaycc serve` process (one for the module), on seed
-001's MLP; and the progress display a terminal gets."""
+"""`relaycc remote ...` against a real `relaycc serve` process (tests/service/conftest.py
+`remote_server`, shared with the client's tests), on seed 001's MLP; and the progress display a
+terminal gets."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from service.remote_cli import ProgressDisplay
-from tests.service.support import MODELS, ROOT, Server, free_port, serving, small_relay
+from tests.service.support import MODELS, ROOT, Server, free_port, small_relay
 
 MLP = MODELS / "seed001_mlp.relay"
 
@@ -25,9 +25,8 @@ def relaycc(*args: object, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serving(tmp_path_factory.mktemp("remote") / "store", workers=2, api_keys="alpha") as server:
-        yield server
+def server(remote_server: Server) -> Server:
+    return remote_server
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,6 @@ def mlp_id(server: Server, tmp_path_factory: pytest.TempPathFactory) -> str:
                    "-o", out)
     assert done.returncode == 0, done.stderr
     mid = done.stdout.strip()
-    # stderr is not a terminal here: plain progress lines, no carriage returns.
-    assert "\r" not in done.stderr and "compiling" in done.stderr
     assert (out / "libmlp.so").is_file() and (out / "metadata.json").is_file()
     return mid
 
@@ -112,10 +109,13 @@ def test_service_errors_are_one_line_and_exit_status_1(server: Server, args: lis
 def test_delete_and_diff_through_the_command_line(server: Server, mlp_id: str, tmp_path: Path) -> None:
     common = ["--url", server.base, "--api-key", "alpha"]
     model = tmp_path / "small.relay"
-    model.write_text(small_relay(5))
+    model.write_text(small_relay(15))
     built = relaycc("remote", "compile", model, *common)
     assert built.returncode == 0, built.stderr
     other = built.stdout.strip()
+    # stderr is not a terminal here: plain progress lines, no carriage returns.
+    stages = [line.split(" ")[0] for line in built.stderr.splitlines()]
+    assert "\r" not in built.stderr and stages and set(stages) <= {"starting", "compiling", "building", "storing"}
 
     diff = relaycc("remote", "diff", mlp_id, other, *common)
     deleted = relaycc("remote", "delete", other, *common)

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["remote"]:  # the service's client has its own parser, imported only when used
+        from service.remote_cli import main as remote_main
+
+        return remote_main(argv[1:])
     args = _build_parser().parse_args(argv)
     try:
         return args.handler(args)
@@ -130,6 +135,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="number of compile worker processes (default: one per CPU)",
     )
     serve.set_defaults(handler=_serve)
+    # Listed here for --help; parsed and run by service/remote_cli.py (see main).
+    commands.add_parser("remote", help="compile, run and list modules on a relaycc service (relaycc remote -h)",
+                        add_help=False)
     return parser
 
 

@@ -34,7 +34,7 @@ from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
 from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
 from compiler.backend.te_compiler import LowerTE
-from compiler.byoc.codegen_config import CodegenSpec
+from compiler.byoc.codegen_config import CodegenSpec, builtin
 from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
 from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
 from compiler.byoc.external_codegens import (
@@ -224,6 +224,32 @@ def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     )(mod)
 
 
+def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
+    """The names of the pipeline's passes in the order `lower` runs them, for `options` (and
+    parameters bound or not): what a progress bar counts. Passes run inside another pass (a
+    codegen's own pipeline over each of its functions) are not in it, since how often they run
+    depends on the model. Kept in step with `optimize` and `lower` by a test that compares it
+    with the report's `passes` of real builds."""
+
+    def at(level: int, *names: str) -> list[str]:
+        return list(names) if options.opt_level >= level else []
+
+    names = ["StripDevices", "UnwrapCallLowered", "UndoManifestAlloc", "InferType", "CheckCompilable"]
+    names += ["BindParams"] if params else []
+    names += ["InlineGlobals", "SimplifyInference", *at(2, "DynamicToStatic", "FoldConstant"),
+              *at(1, "DeadCodeElimination"), "InferType"]
+    # The codegens as ExternalCodegens.resolve orders them: the target's, then the other given
+    # ones (those a model is already partitioned for are known only once it is parsed).
+    given = {spec.name: spec for spec in options.codegens}
+    external = Target.parse(options.target, known_codegens(options.codegens)).external
+    for name in dict.fromkeys([*external, *given]):
+        spec = given.get(name) or builtin(name)
+        if spec is not None and spec.patterns:
+            names += ["MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph", "InferType"]
+        names += ["OutlineCompilerFunctionsWithExistingGlobalSymbols", "RunCodegenPasses"]
+    return [*names, *at(1, "Float16ComputeInFloat32"), *at(3, "AlterOpLayout"), "FuseOps", "LabelOps", "LowerTE"]
+
+
 def lower(
     mod: IRModule,
     options: BuildOptions = BuildOptions(),
@@ -333,10 +359,12 @@ def export(
     *,
     build_library: bool = True,
     cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
+    c_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Write the OUTDIR artifacts (DESIGN.md) and, unless told otherwise, build the library.
     `cache` is where compiled objects are kept and reused: by default the one the environment
-    names (compile_cache.py), None for none."""
+    names (compile_cache.py), None for none. `c_progress(done, total)` hears how many of the
+    library's C files are compiled (runtime/build.py)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     name = model.options.module_name
@@ -373,6 +401,7 @@ def export(
                     glue_sources=[lib0],
                     blobs=blobs,
                     cache=CompileCache.from_environment() if cache == FROM_ENVIRONMENT else cache,
+                    progress=c_progress,
                 )
         aot = model.aot
         operator_workspaces = {
@@ -453,11 +482,13 @@ def build(
     instruments: Sequence[PassInstrument] = (),
     cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
     onnx_names: Mapping[str, str] | None = None,
+    c_progress: Callable[[int, int], None] | None = None,
 ) -> CompiledModel:
-    """Parse, compile and export: what `relaycc compile` (and `lower`) do."""
+    """Parse, compile and export: what `relaycc compile` (and `lower`) do. `instruments` see
+    each pass finish, `c_progress` each C file of the library compiled."""
     from compiler.parser import parse
 
     mod = parse(relay_text, source_name)
     model = lower(mod, options, params, executor=executor, instruments=instruments, onnx_names=onnx_names)
-    export(model, outdir, relay_text, build_library=build_library and executor, cache=cache)
+    export(model, outdir, relay_text, build_library=build_library and executor, cache=cache, c_progress=c_progress)
     return model

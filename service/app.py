@@ -14,7 +14,7 @@ from service.api import error_handlers
 from service.api.body_limit import BodyLimitMiddleware
 from service.api.body_parsing import parse_bodies_off_loop
 from service.api.routes import compile as compile_routes
-from service.api.routes import health, metrics, modules, targets
+from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
 
 _DESCRIPTION = """\
@@ -51,7 +51,8 @@ def create_app() -> FastAPI:
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
     error_handlers.install(app)
-    for router in (compile_routes.router, modules.router, targets.router, health.router, metrics.router):
+    for router in (compile_routes.router, module_list.router, modules.router, events.router, targets.router,
+                   health.router, metrics.router):
         parse_bodies_off_loop(router)
         app.include_router(router)
     return app

@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -145,12 +146,16 @@ def build_shared_library(
     cache: CompileCache | None = None,
     jobs: int | None = None,
     on_compile: Callable[[Path, bool], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Compiles and links `glue_sources`, `c_sources` and `blobs` into the shared library
     `out_path`; returns `out_path`. `jobs` compiler processes run at once (default: one per
-    core); `on_compile(source, cached)` hears of each object as it is ready."""
+    core); `on_compile(source, cached)` hears of each object as it is ready, and
+    `progress(done, total)` of the count of objects ready (0 first, once per object after; calls
+    never overlap and `done` only grows)."""
     if not c_sources and not glue_sources:
         raise BuildError("no C sources to build")
+    counter = _Counter(len(c_sources) + len(glue_sources) + len(blobs), progress)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.{uuid.uuid4().hex}.tmp")
@@ -161,17 +166,42 @@ def build_shared_library(
             _run(compiler_command(
                 c_sources, tmp, cflags=cflags, include_dirs=include_dirs, libraries=libraries,
                 library_dirs=library_dirs, openmp=needs_openmp(texts)))
+            counter.advance()
         else:
             with tempfile.TemporaryDirectory(prefix="relaycc-objects-") as work:
                 units = [_Unit(Path(s), _object_flags(cflags, glue=True)) for s in glue_sources]
                 units += [_Unit(Path(s), _object_flags(cflags, glue=False)) for s in c_sources]
-                objects, openmp = _compile_all(units, Path(work), include_dirs, cache, jobs, on_compile)
-                objects += [_blob_object(b, Path(work), cflags, include_dirs) for b in blobs]
+                objects, openmp = _compile_all(units, Path(work), include_dirs, cache, jobs, on_compile, counter)
+                for blob in blobs:
+                    objects.append(_blob_object(blob, Path(work), cflags, include_dirs))
+                    counter.advance()
                 _run(_link_command(objects, tmp, cflags, libraries, library_dirs, openmp))
         os.replace(tmp, out_path)
     finally:
         tmp.unlink(missing_ok=True)
     return out_path
+
+
+class _Counter:
+    """Objects ready out of `total`, told to `progress`. The compiler processes finish on
+    several threads: counting and telling happen under one lock, so a listener that writes
+    each count somewhere never writes an older count after a newer one."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None):
+        self.total = total
+        self.done = 0
+        self.progress = progress
+        self.lock = threading.Lock()
+        self._tell()
+
+    def advance(self) -> None:
+        with self.lock:
+            self.done += 1
+            self._tell()
+
+    def _tell(self) -> None:
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
 
 @dataclass(frozen=True)
@@ -199,6 +229,7 @@ def _compile_all(
     cache: CompileCache | None,
     jobs: int | None,
     on_compile: Callable[[Path, bool], None] | None,
+    counter: _Counter,
 ) -> tuple[list[Path], bool]:
     """Objects for `units` (in their order) and whether any needs OpenMP. The first failing
     file, in the given order, is the error raised."""
@@ -223,6 +254,7 @@ def _compile_all(
                 stored.append(obj)
         if on_compile is not None:
             on_compile(unit.source, cached is not None)
+        counter.advance()
         return obj, openmp
 
     workers = max(1, min(len(units), jobs or _cores()))

@@ -226,9 +226,18 @@ class Timings(BaseModel):
 
 
 class Progress(BaseModel):
-    stage: str = Field(description="`starting`, `compiling` or `storing artifacts`.")
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"stage": "building C", "done": 2, "total": 3}]}
+    )
+
+    stage: str = Field(description="`starting`, `compiling` (the passes), `building C` (the C compiler) or "
+                       "`storing artifacts`.")
+    done: int | None = Field(default=None, description="Steps of this stage finished: passes of the plan while "
+                             "`compiling`, C files while `building C`.")
+    total: int | None = Field(default=None, description="Steps of this stage in all; `done` reaches it.")
     last_pass: str | None = Field(default=None, description="While compiling: the pass that finished last.")
-    passes_done: int | None = Field(default=None, description="While compiling: how many passes have finished.")
+    passes_done: int | None = Field(default=None, description="While compiling: how many passes have finished "
+                                    "(passes run inside others included, so it may pass `total`).")
 
 
 class ModuleStatus(BaseModel):
@@ -270,6 +279,43 @@ class ModuleStatus(BaseModel):
     timings: Timings
     error: Problem | None = Field(default=None, description="Why the job failed, when it did.")
     links: ModuleLinks
+
+
+class ModuleList(BaseModel):
+    """A page of `GET /modules`."""
+
+    modules: list[ModuleStatus] = Field(description="Newest first.")
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null on the last.")
+    next: str | None = Field(default=None, description="The next page's URL (same filter and limit); null on the last.")
+
+
+class ArtifactDiff(BaseModel):
+    changed: bool = Field(description="Whether the two modules differ in this artifact.")
+    diff: str = Field(description="A unified diff (empty when unchanged); `a/` is the first module, `b/` the second.")
+    truncated: bool = Field(default=False, description="The diff was cut at the service's size limit.")
+
+
+class ModuleDiff(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{
+                "a": MODULE_ID_EXAMPLE, "b": MODULE_ID_EXAMPLE.replace("3f0c", "77aa"),
+                "diffs": {
+                    "lowered": {"changed": False, "diff": "", "truncated": False},
+                    "c": {"changed": True, "truncated": False, "diff": "--- a/src/default_lib1.c\n"
+                          "+++ b/src/default_lib1.c\n@@ -3 +3 @@\n-  float x = 1.0f;\n+  float x = 2.0f;\n"},
+                    "report": {"changed": False, "diff": "", "truncated": False},
+                },
+            }]
+        }
+    )
+
+    a: str
+    b: str
+    diffs: dict[Literal["lowered", "c", "report"], ArtifactDiff] = Field(
+        description="`lowered`: lowered.relay; `c`: every file under src/ (generated C and codegen "
+        "libraries), file by file; `report`: metadata.json with keys sorted and pass timings left out."
+    )
 
 
 class ArtifactInfo(BaseModel):

@@ -28,6 +28,8 @@ _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot all
 _NO_SPACE_MARK = "no space left on device"
 
 Progress = Callable[[Mapping[str, object]], None]
+# The stage while the C compiler builds the library; `done` and `total` count its files.
+BUILDING_C = "building C"
 
 
 def compile_request(
@@ -39,7 +41,7 @@ def compile_request(
 ) -> dict[str, object]:
     """Build the stored request (its normal form) into `outdir`; returns the timings."""
     # Imported here: a run, which starts a fresh interpreter in its sandbox, never needs them.
-    from compiler.driver import build
+    from compiler.driver import build, planned_passes
     from service.jobs.normalize import SOURCE_NAME, build_options
 
     if delay_seconds > 0:
@@ -48,13 +50,15 @@ def compile_request(
     if not isinstance(relay, str):
         raise TypeError("stored request has no Relay text")
     options = build_options(request)
-    progress({"stage": "compiling"})
+    plan = planned_passes(options, params=bool(params))
+    progress({"stage": "compiling", "done": 0, "total": len(plan)})
     start = time.monotonic()
     # No compile cache: objects a job wrote would be linked into other tenants' libraries, and
     # a job (sandboxed or a forked child) is exactly what must not write shared state.
     onnx_names = request.get("onnx_names")
     model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
-                  instruments=(_PassProgress(progress),), cache=None,
+                  instruments=(_PassProgress(progress, plan),), cache=None,
+                  c_progress=lambda done, total: progress({"stage": BUILDING_C, "done": done, "total": total}),
                   onnx_names=dict(onnx_names) if isinstance(onnx_names, dict) else None)
     passes = model.report.get("passes", [])
     return {
@@ -64,15 +68,25 @@ def compile_request(
 
 
 class _PassProgress:
-    """A pass instrument reporting which pass finished last."""
+    """A pass instrument reporting which pass finished last, how many have (`passes_done`), and
+    how far the build is through the planned passes (`done` of `total`, for a progress bar).
 
-    def __init__(self, progress: Progress):
+    A pass counts towards `done` when it is the next one of the plan: passes run inside another
+    (a codegen's pipeline over each of its functions) are not in the plan and leave `done` as
+    it is, so it only grows and ends at `total`."""
+
+    def __init__(self, progress: Progress, plan: list[str]):
         self.progress = progress
+        self.plan = plan
+        self.passes_done = 0
         self.done = 0
 
     def after_pass(self, name: str, seconds: float) -> None:
-        self.done += 1
-        self.progress({"stage": "compiling", "last_pass": name, "passes_done": self.done})
+        self.passes_done += 1
+        if self.done < len(self.plan) and self.plan[self.done] == name:
+            self.done += 1
+        self.progress({"stage": "compiling", "last_pass": name, "passes_done": self.passes_done,
+                       "done": self.done, "total": len(self.plan)})
 
 
 def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None) -> bytes:

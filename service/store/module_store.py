@@ -15,6 +15,7 @@ advisory lock on the module (`fcntl.flock`), since the API and workers both upda
 
     <root>/service.lock     held by every API process for its life (`StoreLock`)
     <root>/quarantine/      entries and artifacts set aside because they were corrupt
+    <root>/deleted/         modules being deleted (renamed out of modules/, then removed)
 
 Integrity: `succeed` records the size and sha256 of every artifact in the status (the artifact
 manifest). An artifact is checked against it each time it is served or loaded for a run (a
@@ -62,6 +63,8 @@ _TMP_PREFIX = ".tmp-"
 _WORK_PREFIX = "work-"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 QUARANTINE = "quarantine"
+# Modules on their way out: renamed here whole, then removed.
+DELETED = "deleted"
 LOCK_FILE = "service.lock"
 # Labels of quarantined directories: `<id>-entry-...` (a whole module), `<id>-artifacts-...`.
 ENTRY_LABEL = "entry"
@@ -157,6 +160,14 @@ class ArtifactCorrupt(StoreError):
 
 class CorruptEntry(Exception):
     """A module's status is not a valid record (for the log; clients never see it)."""
+
+
+class ModuleBusy(Exception):
+    """The module has a job queued or running, so it cannot be deleted now."""
+
+    def __init__(self, state: str):
+        super().__init__(state)
+        self.state = state
 
 
 class StoreLocked(Exception):
@@ -645,6 +656,45 @@ class ModuleStore:
             if status is not None:
                 yield status
 
+    # --- deletion --------------------------------------------------------------------------
+
+    def delete(self, mid: str, allowed: Callable[[Status], None] = lambda status: None) -> Status:
+        """Remove module `mid` and everything stored for it; returns its last status. `allowed`
+        sees the status under the module's lock and raises to refuse (the caller's owner check).
+
+        A job queued or running is ModuleBusy: its worker is writing into the module, and a
+        queued job's worker would find nothing. Otherwise the module directory is renamed out
+        of `modules/` while the lock is held (the module is unknown from that instant, and an
+        identical compile request creates it anew), then removed. A run already started keeps
+        the library it has loaded; one about to load it finds no module."""
+        with self._locked(mid) as path:
+            status = self._read_locked(mid, path)
+            if status["state"] in IN_FLIGHT:
+                raise ModuleBusy(str(status["state"]))
+            allowed(status)
+            gone = self.root / DELETED / f"{mid}-{uuid.uuid4().hex}"
+            with writing("deleting the module"):
+                gone.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(path, gone)
+        shutil.rmtree(gone, ignore_errors=True)
+        return status
+
+    def newest_first(
+        self, *, state: str | None = None, client: str | None = None,
+        before: tuple[float, str] | None = None, limit: int = 20,
+    ) -> tuple[list[Status], bool]:
+        """Up to `limit` statuses, newest first (by creation time, then id), of the modules in
+        `state` submitted by `client` (None: any), created before the (created_at, id) key
+        `before`; and whether more follow. Reads every status: the cost grows with the store."""
+        chosen = [
+            status for status in self.statuses()
+            if (state is None or status["state"] == state) and (client is None or status.get("client") == client)
+        ]
+        chosen.sort(key=_age_key, reverse=True)
+        if before is not None:
+            chosen = [status for status in chosen if _age_key(status) < before]
+        return chosen[:limit], len(chosen) > limit
+
     # --- quarantine ------------------------------------------------------------------------
 
     def check_entries(self) -> list[str]:
@@ -739,6 +789,8 @@ class ModuleStore:
     def _read_locked(self, mid: str, path: Path) -> Status:
         try:
             return _read_status(path, mid)
+        except FileNotFoundError:  # deleted while this waited for the lock
+            raise KeyError(f"no module {mid}") from None
         except CorruptEntry as err:
             self._quarantine_entry(mid, str(err))
             raise KeyError(f"no module {mid}") from None
@@ -914,6 +966,8 @@ class ModuleStore:
         for entry in os.scandir(self.modules):
             if entry.name.startswith(_TMP_PREFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)
+        # Deletions cut short by a stop: the modules were already gone, only their files remain.
+        shutil.rmtree(self.root / DELETED, ignore_errors=True)
         requeue = []
         for mid in self.ids():
             path = self.module_dir(mid)
@@ -947,6 +1001,11 @@ class ModuleStore:
             return True
 
         return self.update(mid, change)["state"] == "queued"
+
+
+def _age_key(status: Status) -> tuple[float, str]:
+    created = status["created_at"]
+    return (float(created) if isinstance(created, (int, float)) else 0.0, str(status["id"]))
 
 
 def _runs_elsewhere(running: Mapping[str, object], worker: Mapping[str, object]) -> bool:

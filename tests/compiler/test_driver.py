@@ -1,7 +1,12 @@
 import pytest
 
 from compiler.diagnostics import InputError
-from compiler.driver import BuildOptions, Target, build, lower
+from pathlib import Path
+
+import numpy as np
+
+from compiler.byoc.codegen_config import CodegenSpec
+from compiler.driver import BuildOptions, Target, build, lower, planned_passes
 from compiler.ir.device import VirtualDevice
 from compiler.parser import astext, parse
 from compiler.parser.metadata import encode_metadata
@@ -171,3 +176,33 @@ def test_a_build_into_an_earlier_outdir_leaves_only_its_own_files(tmp_path):
     build(ADD, tmp_path, cache=None)
     assert sorted(p.name for p in (tmp_path / "src").glob("*.c")) == [
         "default_lib0.c", "default_lib1.c", "default_notes.c"]
+
+
+MLP = (Path(__file__).resolve().parents[1] / "models" / "seed001_mlp.relay").read_text()
+TOY = Path(__file__).resolve().parents[1] / "codegens" / "toy_cg_thflow" / "toy_cg_thflow.json"
+
+
+@pytest.mark.parametrize(("options", "params"), [
+    (BuildOptions(), False),
+    (BuildOptions(opt_level=0), False),
+    (BuildOptions(opt_level=1), True),
+])
+def test_planned_passes_are_the_passes_a_host_build_runs(options, params):
+    bound = {"w1": np.ones((32, 64), "float32")} if params else {}
+
+    model = lower(parse(MLP), options, bound)
+
+    assert planned_passes(options, params=params) == [p["name"] for p in model.report["passes"]]
+
+
+@pytest.mark.parametrize("target", ["toy_cg_thflow, c", "cblas, c"])
+def test_planned_passes_of_a_byoc_build_are_its_passes_in_order_less_those_run_inside_others(target):
+    options = BuildOptions(target=target, codegens=(CodegenSpec.from_json_file(TOY),))
+    ran = [p["name"] for p in lower(parse(MLP), options).report["passes"]]
+    plan = planned_passes(options)
+
+    assert "PartitionGraph" in plan and plan[-1] == ran[-1] == "LowerTE"
+    rest = iter(ran)
+    assert all(name in rest for name in plan)  # in order, as a subsequence
+    # What the plan leaves out runs inside LowerTE (the codegen's hook outlines its functions).
+    assert len(ran) - len(plan) == 1

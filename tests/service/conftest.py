@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.settings import Settings
-from tests.service.support import make_app, make_settings
+from tests.service.support import Server, make_app, make_settings, serving
 
 
 @pytest.fixture
@@ -25,3 +25,13 @@ def app(settings: Settings) -> FastAPI:
 def client(app: FastAPI) -> Iterator[TestClient]:
     with TestClient(app) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def remote_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real `relaycc serve` for the client's and the remote command's tests (an xdist
+    worker running both shares it, and a model one of them built): API keys alpha and beta,
+    and every job waits 0.5 s before it starts, so a job is reliably seen waiting."""
+    with serving(tmp_path_factory.mktemp("remote") / "store", workers=2, api_keys="alpha,beta",
+                 job_start_delay_seconds="0.5") as server:
+        yield server

@@ -14,6 +14,8 @@ _EXAMPLES: dict[int, Problem] = {
         "source_line": "def @main(%x: Tensor[(1, 4), float32] -> Tensor[(1, 4), float32] {",
     },
     401: make_problem("unauthorized", "this service needs an API key: send `Authorization: Bearer <key>`"),
+    403: make_problem("forbidden", f"module {MODULE_ID_EXAMPLE} was submitted by another client; only it may "
+                      "delete the module"),
     404: make_problem("not-found", f"no module {MODULE_ID_EXAMPLE}"),
     409: make_problem("module-not-ready", f"module {MODULE_ID_EXAMPLE} is running; it can run once it has succeeded"),
     413: make_problem("body-too-large", "the request body is larger than 67108864 bytes (RELAYCC_MAX_BODY_BYTES)"),
@@ -27,6 +29,12 @@ _EXAMPLES: dict[int, Problem] = {
     504: make_problem("run-time-limit", "the run took longer than 60 s, the service's limit (RELAYCC_RUN_SECONDS)"),
 }
 
+
+# The problems of a bad page cursor and of deleting a module whose job is in flight.
+BAD_CURSOR_EXAMPLE = make_problem("bad-cursor", "cursor: not a cursor this service gave; pass a page's "
+                                  "`next_cursor` as it is")
+MODULE_BUSY_EXAMPLE = make_problem("module-busy", f"module {MODULE_ID_EXAMPLE} is running; it can be deleted "
+                                   "once its job has finished")
 
 # The problem a stored artifact that fails its integrity check is answered with.
 ARTIFACT_CORRUPT_EXAMPLE = make_problem(

@@ -220,6 +220,25 @@ def test_the_first_failing_file_is_the_error_whatever_finishes_first(tmp_path: P
     assert not (tmp_path / "libf.so").exists()
 
 
+def test_progress_counts_every_object_once_in_order_while_files_compile_at_once(tmp_path: Path) -> None:
+    kernels, glue, include = write_module(tmp_path / "m")
+    seen: list[tuple[int, int]] = []
+
+    build_shared_library(kernels, tmp_path / "libm.so", glue_sources=[glue], include_dirs=[include],
+                         jobs=3, progress=lambda done, total: seen.append((done, total)))
+
+    assert seen == [(done, 4) for done in range(5)]
+
+
+def test_progress_of_a_single_file_build_is_one_step(tmp_path: Path) -> None:
+    source = write(tmp_path / "one.c", KERNELS["k1.c"])
+    seen: list[tuple[int, int]] = []
+
+    build_shared_library([source], tmp_path / "libone.so", progress=lambda done, total: seen.append((done, total)))
+
+    assert seen == [(0, 1), (1, 1)]
+
+
 def test_two_processes_building_the_same_objects_at_once_both_succeed(tmp_path: Path) -> None:
     kernels, glue, include = write_module(tmp_path / "m")
     program = (

@@ -8,7 +8,7 @@ import numpy as np
 from compiler.diagnostics import ParseError
 from compiler.runtime.build import BuildError
 from service.arrays import decode_npz, encode_npz
-from service.jobs.work import TIMES_KEY, compile_request, describe_error, run_module
+from service.jobs.work import BUILDING_C, TIMES_KEY, compile_request, describe_error, run_module
 from service.jobs.normalize import checked_options, normal_form
 from tests.service.support import SMALL_RELAY
 
@@ -22,11 +22,29 @@ def test_compile_request_reports_each_finished_pass_then_builds_the_outdir(tmp_p
 
     timings = compile_request(normal(), {}, tmp_path / "out", lambda p: seen.append(dict(p)))
 
-    assert seen[0] == {"stage": "compiling"}
+    total = seen[0]["total"]
+    assert seen[0] == {"stage": "compiling", "done": 0, "total": total}
     passes = [p for p in seen if "last_pass" in p]
     assert [p["passes_done"] for p in passes] == list(range(1, len(passes) + 1))
     assert timings["passes"] == len(passes)
+    assert passes[-1]["last_pass"] == "LowerTE" and passes[-1]["done"] == total
     assert (tmp_path / "out" / "libdefault.so").is_file()
+
+
+def test_compile_request_counts_the_planned_passes_then_the_c_files(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    compile_request(normal(), {}, tmp_path / "out", lambda p: seen.append(dict(p)))
+
+    stages = [p["stage"] for p in seen]
+    first_c = stages.index(BUILDING_C)
+    assert set(stages[:first_c]) == {"compiling"} and set(stages[first_c:]) == {BUILDING_C}
+    for part in (seen[:first_c], seen[first_c:]):
+        done = [p["done"] for p in part]
+        assert done == sorted(done) and done[0] == 0 and done[-1] == part[0]["total"]
+        assert {p["total"] for p in part} == {part[0]["total"]}
+    # The executor and a kernel file at least: a bar for gcc has more than one step.
+    assert seen[first_c]["total"] == len(list((tmp_path / "out" / "src").glob("*.c"))) >= 2
 
 
 def test_run_module_returns_outputs_and_one_latency_per_repeat(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import json
 import pickle
 from pathlib import Path
 
@@ -225,3 +226,35 @@ def test_a_job_that_starts_while_the_store_is_full_waits_for_space_and_then_buil
 
     assert waiting is not None and waiting["state"] == "queued"
     assert status is not None and status["state"] == "succeeded", status["error"]
+
+
+@pytest.mark.parametrize("sandbox", ["off", "required"])
+def test_the_store_hears_the_passes_then_the_c_files_counted_whichever_way_the_job_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    if sandbox == "required" and not bwrap.probe().ok:
+        pytest.skip(f"no sandbox here: {bwrap.probe()}")
+    # Every progress write is also appended to a file: the forked child writes its own, the
+    # sandboxed job's messages are written by the worker.
+    heard = tmp_path / "heard.jsonl"
+    original = ModuleStore.set_progress
+
+    def recording(self: ModuleStore, mid: str, stage: str, **details: object) -> None:
+        with open(heard, "a") as log:
+            log.write(json.dumps({"stage": stage, **details}) + "\n")
+        original(self, mid, stage, **details)
+
+    monkeypatch.setattr(ModuleStore, "set_progress", recording)
+    store = ModuleStore(tmp_path / "store")
+    mid = stored(store, limits=JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=2, sandbox=sandbox))
+
+    run_compile_job(str(store.root), mid)
+
+    assert store.status(mid)["state"] == "succeeded"
+    seen = [json.loads(line) for line in heard.read_text().splitlines()]
+    counted = [(p["stage"], p["done"], p["total"]) for p in seen if "total" in p]
+    passes = [c for c in counted if c[0] == "compiling"]
+    files = [c for c in counted if c[0] == "building C"]
+    assert passes[0][1] == 0 and passes[-1][1] == passes[-1][2] and passes[-1][2] >= 10
+    assert [c[1] for c in files] == list(range(files[0][2] + 1))
+    assert counted == passes + files and seen[-1] == {"stage": "storing artifacts"}

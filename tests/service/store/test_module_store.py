@@ -630,3 +630,65 @@ def test_a_recorded_problem_names_no_path_of_the_store_or_of_the_service_code(tm
     assert "\\nsrc/default_lib0.c:9:66: error" in text
     assert f"<store>/modules/{mid}/params.npz at service/store/module_store.py:12" in text
     assert failed["error"]["errors"] == [{"msg": "see <store>"}]
+
+
+# --- listing and deletion ----------------------------------------------------------------------
+
+
+def built(store: ModuleStore, text: str, client: str = "ip:x") -> str:
+    mid, _ = store.create(normal(text), {}, LIMITS, client)
+    store.begin_attempt(mid, worker_identity())
+    work = store.new_work_dir(mid)
+    (work / "metadata.json").write_text("{}\n")
+    store.succeed(mid, work, {})
+    return mid
+
+
+def test_newest_first_pages_by_creation_time_then_id_and_filters(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    ids = [built(store, f"m{k}", client="key:a" if k % 2 else "key:b") for k in range(4)]
+    queued, _ = store.create(normal("waiting"), {}, LIMITS, "key:a")
+
+    first, more = store.newest_first(limit=3)
+    last = first[-1]
+    rest, more_after = store.newest_first(limit=3, before=(float(last["created_at"]), str(last["id"])))
+
+    assert [s["id"] for s in first + rest] == [queued, *ids[::-1]]
+    assert (more, more_after) == (True, False)
+    assert [s["id"] for s in store.newest_first(state="queued")[0]] == [queued]
+    assert [s["id"] for s in store.newest_first(client="key:a", state="succeeded")[0]] == [ids[3], ids[1]]
+
+
+def test_delete_removes_the_whole_module_and_an_identical_request_creates_it_anew(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    mid = built(store, "gone")
+
+    last = store.delete(mid)
+
+    assert last["state"] == "succeeded"
+    assert store.status(mid) is None and not (tmp_path / "modules" / mid).exists()
+    assert list((tmp_path / "deleted").iterdir()) == []
+    with pytest.raises(KeyError):
+        store.delete(mid)
+    assert store.create(normal("gone"), {}, LIMITS, "ip:x") == (mid, True)
+
+
+def test_delete_refuses_a_job_in_flight_and_what_the_caller_refuses(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path)
+    queued, _ = store.create(normal("busy"), {}, LIMITS, "ip:x")
+    done = built(store, "owned", client="key:a")
+
+    def only_b(status: dict[str, object]) -> None:
+        if status["client"] != "key:b":
+            raise PermissionError("not yours")
+
+    with pytest.raises(store_module.ModuleBusy) as busy:
+        store.delete(queued)
+    store.begin_attempt(queued, worker_identity())
+    with pytest.raises(store_module.ModuleBusy):
+        store.delete(queued)
+    with pytest.raises(PermissionError):
+        store.delete(done, only_b)
+
+    assert busy.value.state == "queued"
+    assert store.status(queued) is not None and store.status(done) is not None

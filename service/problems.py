@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from compiler.config_registry import ConfigError
 from compiler.diagnostics import CompileError
 
 PROBLEM_BASE = "https://relaycc.dev/problems/"
@@ -84,6 +85,9 @@ def compile_error_problem(err: CompileError) -> Problem:
         problem["line"] = err.line
         problem["column"] = err.column
         problem["source_line"] = err.source_line or ""
+    if isinstance(err, ConfigError):
+        # The configuration key at fault (`pass_config.<name>` for a pass config entry).
+        problem["key"] = err.key
     return problem
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from compiler.backend.aot_c import Kernel, extern_prototype
 from compiler.backend.c_signature import has_workspace, prim_func_signature
 from compiler.backend.constants import ConstantPool
-from compiler.backend.interface_c import TensorInfo, c_name
+from compiler.backend.interface_c import TensorInfo, c_name, output_names
 from compiler.backend.memory_planner import MemoryPlan
 from compiler.diagnostics import Span, UnsupportedError
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
@@ -420,8 +420,7 @@ def kernel_dim_args(func: PrimFunc) -> tuple[tuple[int, int], ...]:
 def output_infos(walk: MainWalk) -> list[TensorInfo]:
     """The outputs of @main: `output` for a single tensor, `output<i>` for a tuple's leaves."""
     types = walk.output_types
-    single = len(types) == 1 and isinstance(walk.main.body.checked_type, TensorType)
-    names = ["output"] if single else [f"output{i}" for i in range(len(types))]
+    names = output_names(len(types), not isinstance(walk.main.body.checked_type, TensorType))
     return [tensor_info(n, t) for n, t in zip(names, types)]
 
 

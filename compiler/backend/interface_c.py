@@ -28,6 +28,16 @@ C_KEYWORDS = frozenset(
 )
 
 
+def output_names(count: int, tuple_result: bool) -> list[str]:
+    """The one naming rule for results, TVM's AOT interface's: a single tensor result is
+    `output`; the leaves of a tuple result (nested tuples flattened, a 1-tuple included) are
+    `output0, output1, ...`. The header, metadata.json, `relaycc run`/`interpret` and the
+    service's run endpoint all use it."""
+    if count == 1 and not tuple_result:
+        return ["output"]
+    return [f"output{i}" for i in range(count)]
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """An input or output of the compiled module.

@@ -131,13 +131,23 @@ class CompileConfig(BaseModel):
     )
 
     opt_level: int | None = Field(default=None, description="0 to 4; default 3.")
-    pass_config: dict[str, JsonValue] | None = Field(default=None, description="PassContext config entries.")
+    pass_config: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="PassContext config entries: only the keys `GET /targets` lists under `config.pass_config`, "
+        "with values of their types; any other key is a 400 problem naming it (member `key`).",
+    )
     cflags: list[str] | None = Field(
         default=None,
         description="C flags replacing the defaults; only flags from the allow-list (GET /targets) "
         "and -DNAME[=VALUE].",
     )
     workspace_byte_alignment: int | None = Field(default=None, description="A power of two; default 16.")
+    disabled_pass: list[str] | None = Field(
+        default=None, description="Passes skipped by name (tvmc's --disabled-pass); `GET /targets` lists which."
+    )
+    desired_layout: Literal["NCHW", "NHWC"] | None = Field(
+        default=None, description="The data layout of the host's nn.conv2d (tvmc's --desired-layout)."
+    )
 
 
 class CodegenRequest(BaseModel):
@@ -301,7 +311,7 @@ class MetadataReport(BaseModel):
 
 
 class InspectedTensor(BaseModel):
-    name: str = Field(description="A parameter name (without `%`), or `out0`, `out1`, ...")
+    name: str = Field(description="A parameter name (without `%`), or `output` (a single result) / `output0`, `output1`, ... (a tuple's leaves)")
     shape: list[int | Literal["?"]] | None = Field(default=None, description="Dims; `?` for a dynamic one.")
     dtype: str | None = None
     type: str | None = Field(default=None, description="The Relay type, for a value that is not a tensor.")
@@ -322,7 +332,7 @@ class ModuleInspection(BaseModel):
             "examples": [{
                 "inputs": [{"name": "x", "shape": [1, 4], "dtype": "float32"},
                            {"name": "w", "shape": [2, 4], "dtype": "float32"}],
-                "outputs": [{"name": "out0", "shape": [1, 2], "dtype": "float32"}],
+                "outputs": [{"name": "output", "shape": [1, 2], "dtype": "float32"}],
                 "operators": {"nn.dense": 1, "nn.relu": 1},
                 "functions": [{"name": "main", "params": 2, "attrs": {}}],
                 "compiles_to_c": True,
@@ -391,7 +401,7 @@ class RunResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{
-                "outputs": {"out0": {"dtype": "float32", "shape": [1, 2], "data": [[5.0, 2.0]]}},
+                "outputs": {"output": {"dtype": "float32", "shape": [1, 2], "data": [[5.0, 2.0]]}},
                 "outputs_npz": None,
                 "latency": {"median_us": 1.8, "min_us": 1.8, "runs": 1},
             }]
@@ -399,9 +409,10 @@ class RunResponse(BaseModel):
     )
 
     outputs: dict[str, OutputTensor] | None = Field(
-        default=None, description="out0, out1, ... in the order of @main's result (JSON format)."
+        default=None, description="Named as in the metadata's `interface.outputs`: `output` for a single result, "
+        "`output0`, `output1`, ... for a tuple's leaves in order (JSON format)."
     )
-    outputs_npz: str | None = Field(default=None, description="Base64 .npz with out0, out1, ... (npz format).")
+    outputs_npz: str | None = Field(default=None, description="Base64 .npz with the outputs, named as in `outputs` (npz format).")
     latency: Latency
 
 
@@ -463,6 +474,12 @@ class TargetsInfo(BaseModel):
     user_c_allowed: bool = Field(description="Whether codegen documents may bring C sources (the "
                                  "service allows it and runs jobs in its sandbox; `GET /readyz` says why not).")
     allowed_cflags: list[str]
+    config: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="The configuration registry, as `relaycc config --json` prints it: the `config` keys, "
+        "the opt_level range, every pass_config key with its type, default, whether it is used, "
+        "accepted and ignored (TVM's, no effect here) or refused, and what it does.",
+    )
     operators: list[OperatorInfo] = Field(
         default_factory=list, description="Every supported operator, as `relaycc ops --json` lists it."
     )

@@ -65,7 +65,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def test_interpret_writes_model_result_as_out0(tmp_path: Path) -> None:
+def test_interpret_names_a_single_result_output_as_the_compiled_module_does(tmp_path: Path) -> None:
     x = np.arange(4, dtype=np.float32).reshape(2, 2)
     model = write(tmp_path / "double.relay", DOUBLE)
     inputs = save_npz(tmp_path / "inputs.npz", x=x)
@@ -75,9 +75,9 @@ def test_interpret_writes_model_result_as_out0(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        assert saved.files == ["out0"]
-        np.testing.assert_allclose(saved["out0"], x + x)
-        assert saved["out0"].dtype == np.float32
+        assert saved.files == ["output"]
+        np.testing.assert_allclose(saved["output"], x + x)
+        assert saved["output"].dtype == np.float32
 
 
 def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
@@ -91,9 +91,9 @@ def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        assert sorted(saved.files) == ["out0", "out1"]
-        np.testing.assert_allclose(saved["out0"], x + y)
-        np.testing.assert_allclose(saved["out1"], x * y)
+        assert saved.files == ["output0", "output1"]
+        np.testing.assert_allclose(saved["output0"], x + y)
+        np.testing.assert_allclose(saved["output1"], x * y)
 
 
 def test_interpret_binds_params_as_constants(tmp_path: Path) -> None:
@@ -110,8 +110,8 @@ def test_interpret_binds_params_as_constants(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        np.testing.assert_allclose(saved["out0"], x + y)
-        np.testing.assert_allclose(saved["out1"], x * y)
+        np.testing.assert_allclose(saved["output0"], x + y)
+        np.testing.assert_allclose(saved["output1"], x * y)
 
 
 def test_interpret_reports_parse_error_with_file_line_and_column(tmp_path: Path) -> None:
@@ -206,15 +206,15 @@ def test_load_arrays_rejects_a_bare_npy_file(tmp_path: Path) -> None:
 def test_save_outputs_writes_exactly_the_given_path(tmp_path: Path) -> None:
     path = tmp_path / "results"
 
-    cli.save_outputs(path, [np.ones(2), np.zeros(1)])
+    cli.save_outputs(path, {"output0": np.ones(2), "output1": np.zeros(1)})
 
     with np.load(path) as saved:
-        assert saved.files == ["out0", "out1"]
+        assert saved.files == ["output0", "output1"]
 
 
 def test_save_outputs_into_missing_directory_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(cli.InputError, match="cannot write outputs"):
-        cli.save_outputs(tmp_path / "nowhere" / "o.npz", [np.ones(2)])
+        cli.save_outputs(tmp_path / "nowhere" / "o.npz", {"output": np.ones(2)})
 
 
 def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,7 +300,7 @@ def test_inspect_describes_inputs_outputs_operators_and_compilability(tmp_path: 
     result = run_relaycc("inspect", write(tmp_path / "m.relay", SUM_AND_PRODUCT))
     assert result.returncode == 0, result.stderr
     assert "  %x: Tensor[(3), float32]" in result.stdout
-    assert "  out1: Tensor[(3), float32]" in result.stdout
+    assert "  output1: Tensor[(3), float32]" in result.stdout
     assert "  add x1" in result.stdout and "  multiply x1" in result.stdout
     assert "compiles to AOT C: yes" in result.stdout
 
@@ -347,7 +347,7 @@ def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path:
     result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        np.testing.assert_array_equal(saved["out0"], x + x)
+        np.testing.assert_array_equal(saved["output"], x + x)
 
 
 def test_lowered_output_read_back_is_one_located_error_in_every_command(tmp_path: Path) -> None:
@@ -384,8 +384,8 @@ def test_call_lowered_of_a_relay_function_compiles_and_matches_the_interpreter(t
     ):
         assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
-        np.testing.assert_array_equal(ran["out0"], (x + y) * x)
-        np.testing.assert_array_equal(interpreted["out0"], (x + y) * x)
+        np.testing.assert_array_equal(ran["output"], (x + y) * x)
+        np.testing.assert_array_equal(interpreted["output"], (x + y) * x)
 
 
 def test_a_module_after_manifest_alloc_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
@@ -416,8 +416,8 @@ extern type Storage
     ):
         assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
-        np.testing.assert_array_equal(ran["out0"], np.maximum(x - y, 0) * x)
-        np.testing.assert_array_equal(interpreted["out0"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(ran["output"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(interpreted["output"], np.maximum(x - y, 0) * x)
 
 
 DYNAMIC_CNN = """\
@@ -477,7 +477,7 @@ def test_run_without_inputs_fills_them_and_saves_what_the_model_computed(tmp_pat
     made_up = run_relaycc("run", tmp_path / "out", "--repeat", "3", "--threads", "1")
 
     assert ones.returncode == 0, ones.stderr
-    np.testing.assert_array_equal(np.load(tmp_path / "ones.npz")["out0"], np.full((2, 2), 2.0, np.float32))
+    np.testing.assert_array_equal(np.load(tmp_path / "ones.npz")["output"], np.full((2, 2), 2.0, np.float32))
     assert made_up.returncode == 0, made_up.stderr
     assert set(json.loads(made_up.stdout)) == {"median_us", "min_us"}
 
@@ -531,3 +531,143 @@ def test_compile_keeps_objects_where_relaycc_cache_dir_says_and_nowhere_when_off
         assert result.returncode == 0, result.stderr
     assert not (tmp_path / "home").exists()
     assert len(list((tmp_path / "cache" / "objects").rglob("*.o"))) == 2  # the executor and the kernels
+
+
+CONV_NCHW = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 6, 6), float32], %w: Tensor[(4, 2, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]))
+}
+"""
+
+BATCHED = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3), float32]) {
+  multiply(%x, 2f)
+}
+"""
+
+
+def test_pass_config_with_an_unknown_key_exits_non_zero_naming_it(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--pass-config", "relay.bogus=1"))
+    assert "unknown pass_config key 'relay.bogus'" in line
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out",
+                                             "--pass-config", "relay.FuseOps.max_depth=deep"))
+    assert "'relay.FuseOps.max_depth' takes an integer, got 'deep'" in line
+
+
+def test_a_config_file_with_an_unknown_pass_config_key_is_refused(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    config = write(tmp_path / "c.json", json.dumps({"pass_config": {"relay.bogus.key": 1}}))
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--config", config))
+    assert "unknown pass_config key 'relay.bogus.key'" in line
+
+
+def test_compile_flags_reach_the_build(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", SUM_AND_PRODUCT)
+    result = run_relaycc("lower", model, "-o", tmp_path / "out", "--opt-level", "0",
+                         "--pass-config", "tir.parallel=false", "--disabled-pass", "FoldConstant,DeadCodeElimination")
+    assert result.returncode == 0, result.stderr
+    passes = [p["name"] for p in json.loads((tmp_path / "out" / "metadata.json").read_text())["passes"]]
+    # opt level 0: nothing fuses, so each operator is a kernel of its own.
+    calls = json.loads((tmp_path / "out" / "metadata.json").read_text())["calls"]
+    assert len(calls) == 2 and "FoldConstant" not in passes and "DeadCodeElimination" not in passes
+    line = assert_one_line_error(run_relaycc("lower", model, "-o", tmp_path / "o2", "--opt-level", "9"))
+    assert "opt level must be between 0 and 4, got 9" in line
+
+
+def test_desired_layout_nhwc_gives_the_outputs_of_the_nchw_build(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 6, 6)).astype("float32"), rng.standard_normal((4, 2, 3, 3)).astype("float32")
+    model = write(tmp_path / "conv.relay", CONV_NCHW)
+    inputs = save_npz(tmp_path / "in.npz", x=x, w=w)
+    for layout in ("NCHW", "NHWC"):
+        out = tmp_path / layout
+        assert run_relaycc("compile", model, "-o", out, "--desired-layout", layout).returncode == 0
+        result = run_relaycc("run", out, "--inputs", inputs, "-o", tmp_path / f"{layout}.npz")
+        assert result.returncode == 0, result.stderr
+    assert "layout_transform" in (tmp_path / "NHWC" / "lowered.relay").read_text()
+    with np.load(tmp_path / "NCHW.npz") as nchw, np.load(tmp_path / "NHWC.npz") as nhwc:
+        np.testing.assert_allclose(nhwc["output"], nchw["output"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_model_with_an_unknown_batch_compiled_with_input_shapes_runs(tmp_path: Path) -> None:
+    model = write(tmp_path / "b.relay", BATCHED)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out", "--input-shapes", "x:[2,3]")
+    assert result.returncode == 0, result.stderr
+    interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
+    assert interface["inputs"][0]["shape"] == [2, 3] and interface["dynamic"] is False
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    result = run_relaycc("run", tmp_path / "out", "--inputs", save_npz(tmp_path / "in.npz", x=x), "-o", tmp_path / "o.npz")
+    assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "o.npz") as saved:
+        np.testing.assert_array_equal(saved["output"], 2 * x)
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--input-shapes", "y:[2,3]"))
+    assert "--input-shapes names 'y', which is not an input of @main" in line
+
+
+def test_dump_code_writes_the_requested_forms_beside_the_artifacts(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out", "--dump-code", "relay,c")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "default.relay").is_file() and (tmp_path / "out" / "default.c").is_file()
+    assert not (tmp_path / "out" / "default.tir").exists()
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--dump-code", "tri"))
+    assert "--dump-code 'tri' is not one of relay, tir, c (did you mean 'tir'?)" in line
+
+
+def test_run_reads_inputs_from_stdin_and_writes_outputs_to_stdout(tmp_path: Path) -> None:
+    import io
+
+    model = write(tmp_path / "m.relay", DOUBLE)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    for source in ("-", "/dev/stdin"):
+        done = subprocess.run([sys.executable, "-m", "compiler", "run", str(tmp_path / "out"), "--inputs", source,
+                               "-o", "-"], input=buffer.getvalue(), capture_output=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        with np.load(io.BytesIO(done.stdout)) as saved:
+            np.testing.assert_array_equal(saved["output"], x + x)
+
+
+def test_outputs_to_stdout_cannot_share_it_with_the_timing_line(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    line = assert_one_line_error(run_relaycc("run", tmp_path / "out", "-o", "-", "--repeat", "2"))
+    assert "cannot be given with --repeat" in line
+
+
+def test_run_saves_the_names_the_metadata_gives_the_outputs(tmp_path: Path) -> None:
+    model = write(tmp_path / "pair.relay", SUM_AND_PRODUCT)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    result = run_relaycc("run", tmp_path / "out", "--fill-mode", "ones", "-o", tmp_path / "o.npz")
+    assert result.returncode == 0, result.stderr
+    interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
+    with np.load(tmp_path / "o.npz") as saved:
+        assert saved.files == [t["name"] for t in interface["outputs"]] == ["output0", "output1"]
+
+
+def test_config_lists_the_registry() -> None:
+    result = run_relaycc("config")
+    assert result.returncode == 0, result.stderr
+    assert "relay.FuseOps.max_depth" in result.stdout and "opt_level: 0 to 4" in result.stdout
+    listed = json.loads(run_relaycc("config", "--json").stdout)
+    assert any(e["name"] == "relay.backend.use_auto_scheduler" for e in listed["pass_config"])
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import argparse
+
+    parser = cli._build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {action.dest}"
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert missing == []

@@ -30,6 +30,7 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "method-not-allowed": (405, "Method not allowed"),
     "unauthorized": (401, "Missing or invalid API key"),
     "too-many-jobs": (429, "Too many jobs in flight for this client"),
+    "unsupported-media-type": (415, "Request body is not JSON"),
     "module-not-ready": (409, "Module is not built"),
     "user-c-not-allowed": (400, "User C sources are not allowed"),
     "sandbox-unavailable": (503, "No sandbox to build or run in"),

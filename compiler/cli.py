@@ -232,14 +232,10 @@ def _with_flags(config: dict[str, object], args: argparse.Namespace) -> dict[str
 def _dump_kinds(text: str | None) -> list[str]:
     if text is None:
         return []
-    from compiler.config_registry import ConfigError, suggestion
-    from compiler.driver import DUMP_KINDS
+    from compiler.driver import check_dump_kinds
 
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    for kind in kinds:
-        if kind not in DUMP_KINDS:
-            raise ConfigError(f"--dump-code {kind!r} is not one of {', '.join(DUMP_KINDS)}"
-                              f"{suggestion(kind, DUMP_KINDS)}", "dump_code")
+    check_dump_kinds(kinds)  # before the build, not after it
     return kinds
 
 

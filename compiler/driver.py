@@ -459,13 +459,17 @@ def export(
 DUMP_KINDS = ("relay", "tir", "c")
 
 
-def dump_code(model: CompiledModel, outdir: Path, kinds: Sequence[str]) -> list[Path]:
-    """tvmc's --dump-code: `<name>.relay` (the fused module LowerTE starts from), `<name>.tir`
-    (every PrimFunc) and `<name>.c` (every C source in one file), written into OUTDIR."""
+def check_dump_kinds(kinds: Sequence[str]) -> None:
     for kind in kinds:
         if kind not in DUMP_KINDS:
             raise ConfigError(f"--dump-code {kind!r} is not one of {', '.join(DUMP_KINDS)}"
                               f"{suggestion(kind, DUMP_KINDS)}", "dump_code")
+
+
+def dump_code(model: CompiledModel, outdir: Path, kinds: Sequence[str]) -> list[Path]:
+    """tvmc's --dump-code: `<name>.relay` (the fused module LowerTE starts from), `<name>.tir`
+    (every PrimFunc) and `<name>.c` (every C source in one file), written into OUTDIR."""
+    check_dump_kinds(kinds)
     name = model.options.module_name
     written = []
     for kind in dict.fromkeys(kinds):

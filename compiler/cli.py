@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,6 @@ from compiler.diagnostics import CompileError, InputError
 if TYPE_CHECKING:
     import numpy as np
 
-OUTPUT_NAMES = "named as in metadata.json: output, or output0, output1, ... for a tuple"
 STDIO = "-"
 
 
@@ -62,7 +61,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     interpret.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUTPUTS.npz",
-        help=f"where to save the results ({OUTPUT_NAMES}); - writes the .npz to stdout",
+        help="where to save the results as out0, out1, ...; - writes the .npz to stdout",
     )
     interpret.add_argument(
         "--params", type=Path, metavar="PARAMS.npz",
@@ -132,7 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="the model's inputs by name (- reads the .npz from stdin); without it, inputs "
                           "are made up (--fill-mode)")
     run.add_argument("-o", "--output", type=Path, metavar="OUTPUTS.npz",
-                     help=f"where to save the outputs ({OUTPUT_NAMES}; - writes the .npz to stdout); "
+                     help="where to save the outputs (out0, out1, ...; - writes the .npz to stdout); "
                           "without it, nothing is saved")
     run.add_argument("--repeat", type=int, metavar="N",
                      help="run N times and print {\"median_us\": ..., \"min_us\": ...} as one JSON line")
@@ -161,15 +160,11 @@ def _interpret(args: argparse.Namespace) -> int:
     params = load_arrays(args.params) if args.params is not None else None
 
     # Imported here so that `relaycc serve` and `--help` do not load the whole compiler.
-    from compiler.backend.interface_c import output_names
-    from compiler.ir.types import TupleType
     from compiler.parser import parse_file
     from compiler.runtime.interpreter import run_main
 
-    mod = parse_file(model)
-    outputs = run_main(mod, inputs, params)
-    names = output_names(len(outputs), isinstance(mod.main.body.checked_type, TupleType))
-    save_outputs(args.output, dict(zip(names, outputs)))
+    outputs = run_main(parse_file(model), inputs, params)
+    save_outputs(args.output, outputs)
     return 0
 
 
@@ -284,7 +279,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
     if args.output is not None:
-        save_outputs(args.output, dict(zip((t.name for t in module.outputs), result.outputs)))
+        save_outputs(args.output, result.outputs)
     if args.repeat is not None:
         print(json.dumps({"median_us": round(result.median_us, 3), "min_us": round(result.min_us, 3)}))
     return 0
@@ -429,12 +424,14 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
             raise InputError(f"{path}: cannot read arrays: {err}") from err
 
 
-def save_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
-    """Saves the named results at exactly `path` (np.savez would add `.npz`); `-` writes the
-    archive to stdout."""
+def save_outputs(path: Path, outputs: Sequence[np.ndarray]) -> None:
+    """Saves the results as out0, out1, ... at exactly `path` (np.savez would add `.npz`); `-`
+    writes the archive to stdout."""
     import numpy as np
 
-    arrays = {name: np.asarray(value) for name, value in outputs.items()}
+    from compiler.backend.interface_c import result_names
+
+    arrays = {name: np.asarray(value) for name, value in zip(result_names(len(outputs)), outputs)}
     if str(path) == STDIO:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)

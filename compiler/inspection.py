@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from compiler.backend.interface_c import output_names
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError
 from compiler.driver import BuildOptions, lower
 from compiler.ir.expr import Call, Function, Op
@@ -39,8 +39,7 @@ def inspect_module(mod: IRModule, options: BuildOptions = BuildOptions()) -> dic
     inputs = [_tensor(p.name_hint, p.checked_type) for p in main.params]
     result = main.body.checked_type
     leaves = _flatten(result)
-    names = output_names(len(leaves), isinstance(result, TupleType))
-    outputs = [_tensor(name, ty) for name, ty in zip(names, leaves)]
+    outputs = [_tensor(name, ty) for name, ty in zip(result_names(len(leaves)), leaves)]
     used: Counter[str] = Counter()
     functions = []
     for gv, func in mod.items():

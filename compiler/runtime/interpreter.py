@@ -324,7 +324,7 @@ def bind_main_args(mod: IRModule, named: Mapping[str, np.ndarray]) -> list[np.nd
 
 
 def flatten(value: Value) -> list[np.ndarray]:
-    """Tensors of a (nested) tuple value, left to right: the output0, output1, ... order."""
+    """Tensors of a (nested) tuple value, left to right: the out0, out1, ... order."""
     if isinstance(value, tuple):
         out: list[np.ndarray] = []
         for v in value:

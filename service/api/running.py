@@ -16,6 +16,7 @@ import math
 import numpy as np
 from fastapi.concurrency import run_in_threadpool
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
 from service.arrays import (
     OverLimit,
@@ -79,8 +80,8 @@ def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
     # Checked by the worker already (service/jobs/worker.py); bounded here too, as the API's own guard.
     arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
-    # Named by the worker as the metadata names them, in order (checked by _check_run_result).
-    outputs = arrays
+    # out0, out1, ..., as the worker checked (service/jobs/worker.py); answered in that order.
+    outputs = {name: arrays[name] for name in result_names(len(arrays))}
     latency = Latency(median_us=float(np.median(times)), min_us=float(np.min(times)), runs=int(times.size))
     as_json = (body.output_format or ("npz" if body.inputs_npz is not None else "json")) == "json"
     if as_json:

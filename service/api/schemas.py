@@ -311,7 +311,7 @@ class MetadataReport(BaseModel):
 
 
 class InspectedTensor(BaseModel):
-    name: str = Field(description="A parameter name (without `%`), or `output` (a single result) / `output0`, `output1`, ... (a tuple's leaves)")
+    name: str = Field(description="A parameter name (without `%`), or `out0`, `out1`, ...")
     shape: list[int | Literal["?"]] | None = Field(default=None, description="Dims; `?` for a dynamic one.")
     dtype: str | None = None
     type: str | None = Field(default=None, description="The Relay type, for a value that is not a tensor.")
@@ -332,7 +332,7 @@ class ModuleInspection(BaseModel):
             "examples": [{
                 "inputs": [{"name": "x", "shape": [1, 4], "dtype": "float32"},
                            {"name": "w", "shape": [2, 4], "dtype": "float32"}],
-                "outputs": [{"name": "output", "shape": [1, 2], "dtype": "float32"}],
+                "outputs": [{"name": "out0", "shape": [1, 2], "dtype": "float32"}],
                 "operators": {"nn.dense": 1, "nn.relu": 1},
                 "functions": [{"name": "main", "params": 2, "attrs": {}}],
                 "compiles_to_c": True,
@@ -401,7 +401,7 @@ class RunResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [{
-                "outputs": {"output": {"dtype": "float32", "shape": [1, 2], "data": [[5.0, 2.0]]}},
+                "outputs": {"out0": {"dtype": "float32", "shape": [1, 2], "data": [[5.0, 2.0]]}},
                 "outputs_npz": None,
                 "latency": {"median_us": 1.8, "min_us": 1.8, "runs": 1},
             }]
@@ -409,10 +409,9 @@ class RunResponse(BaseModel):
     )
 
     outputs: dict[str, OutputTensor] | None = Field(
-        default=None, description="Named as in the metadata's `interface.outputs`: `output` for a single result, "
-        "`output0`, `output1`, ... for a tuple's leaves in order (JSON format)."
+        default=None, description="out0, out1, ... in the order of @main's result (JSON format)."
     )
-    outputs_npz: str | None = Field(default=None, description="Base64 .npz with the outputs, named as in `outputs` (npz format).")
+    outputs_npz: str | None = Field(default=None, description="Base64 .npz with out0, out1, ... (npz format).")
     latency: Latency
 
 

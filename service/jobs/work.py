@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError
 from compiler.runtime.build import BuildError
 from compiler.runtime.module import CompiledModule
@@ -22,8 +23,7 @@ from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, compile_error_problem, make_problem
 from service.store.module_store import StoreError, unavailable_reason
 
-# The key of the run result archive that holds the per-run latencies (the outputs are named as
-# in the metadata: `output`, or `output0, output1, ...`).
+# The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
 TIMES_KEY = "times_us"
 _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
 _NO_SPACE_MARK = "no space left on device"
@@ -78,9 +78,8 @@ def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None
     """Load the library of `outdir`, run it `repeat` times (on `threads` threads when given);
     outputs and latencies as .npz."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
-    module = CompiledModule(outdir)
-    result = module.run(inputs, repeat=repeat, threads=threads)
-    arrays = {t.name: output for t, output in zip(module.outputs, result.outputs)}
+    result = CompiledModule(outdir).run(inputs, repeat=repeat, threads=threads)
+    arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
     return encode_npz(arrays)
 

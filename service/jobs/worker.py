@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from compiler.backend.interface_c import output_names
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
@@ -275,7 +275,7 @@ def run_model_job(
 ) -> bytes:
     """Run a built module on the arrays of `inputs_npz` (named after @main's parameters).
 
-    Returns an .npz archive holding the outputs (`output`, or `output0, output1, ...`) and `times_us`, the latency
+    Returns an .npz archive holding the outputs `out0, out1, ...` and `times_us`, the latency
     of each of the `repeat` runs in microseconds. Raises RunFailed with the problem otherwise.
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
@@ -342,9 +342,9 @@ def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimi
 
 
 def _check_run_result(arrays: Mapping[str, np.ndarray]) -> None:
-    # In order, as the API answers them in the archive's order.
+    # out0, out1, ... in order: the API answers them in the archive's order.
     names = [name for name in arrays if name != TIMES_KEY]
-    if (TIMES_KEY not in arrays or names != output_names(len(names), tuple_result=names != ["output"])
+    if (TIMES_KEY not in arrays or names != result_names(len(names))
             or arrays[TIMES_KEY].ndim != 1 or arrays[TIMES_KEY].dtype != np.float64):
         raise ValueError("the run result is not a model's outputs and latencies")
 

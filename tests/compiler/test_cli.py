@@ -65,7 +65,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def test_interpret_names_a_single_result_output_as_the_compiled_module_does(tmp_path: Path) -> None:
+def test_interpret_writes_model_result_as_out0(tmp_path: Path) -> None:
     x = np.arange(4, dtype=np.float32).reshape(2, 2)
     model = write(tmp_path / "double.relay", DOUBLE)
     inputs = save_npz(tmp_path / "inputs.npz", x=x)
@@ -75,9 +75,9 @@ def test_interpret_names_a_single_result_output_as_the_compiled_module_does(tmp_
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        assert saved.files == ["output"]
-        np.testing.assert_allclose(saved["output"], x + x)
-        assert saved["output"].dtype == np.float32
+        assert saved.files == ["out0"]
+        np.testing.assert_allclose(saved["out0"], x + x)
+        assert saved["out0"].dtype == np.float32
 
 
 def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
@@ -91,9 +91,9 @@ def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        assert saved.files == ["output0", "output1"]
-        np.testing.assert_allclose(saved["output0"], x + y)
-        np.testing.assert_allclose(saved["output1"], x * y)
+        assert saved.files == ["out0", "out1"]
+        np.testing.assert_allclose(saved["out0"], x + y)
+        np.testing.assert_allclose(saved["out1"], x * y)
 
 
 def test_interpret_binds_params_as_constants(tmp_path: Path) -> None:
@@ -110,8 +110,8 @@ def test_interpret_binds_params_as_constants(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        np.testing.assert_allclose(saved["output0"], x + y)
-        np.testing.assert_allclose(saved["output1"], x * y)
+        np.testing.assert_allclose(saved["out0"], x + y)
+        np.testing.assert_allclose(saved["out1"], x * y)
 
 
 def test_interpret_reports_parse_error_with_file_line_and_column(tmp_path: Path) -> None:
@@ -206,15 +206,15 @@ def test_load_arrays_rejects_a_bare_npy_file(tmp_path: Path) -> None:
 def test_save_outputs_writes_exactly_the_given_path(tmp_path: Path) -> None:
     path = tmp_path / "results"
 
-    cli.save_outputs(path, {"output0": np.ones(2), "output1": np.zeros(1)})
+    cli.save_outputs(path, [np.ones(2), np.zeros(1)])
 
     with np.load(path) as saved:
-        assert saved.files == ["output0", "output1"]
+        assert saved.files == ["out0", "out1"]
 
 
 def test_save_outputs_into_missing_directory_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(cli.InputError, match="cannot write outputs"):
-        cli.save_outputs(tmp_path / "nowhere" / "o.npz", {"output": np.ones(2)})
+        cli.save_outputs(tmp_path / "nowhere" / "o.npz", [np.ones(2)])
 
 
 def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,7 +300,7 @@ def test_inspect_describes_inputs_outputs_operators_and_compilability(tmp_path: 
     result = run_relaycc("inspect", write(tmp_path / "m.relay", SUM_AND_PRODUCT))
     assert result.returncode == 0, result.stderr
     assert "  %x: Tensor[(3), float32]" in result.stdout
-    assert "  output1: Tensor[(3), float32]" in result.stdout
+    assert "  out1: Tensor[(3), float32]" in result.stdout
     assert "  add x1" in result.stdout and "  multiply x1" in result.stdout
     assert "compiles to AOT C: yes" in result.stdout
 
@@ -347,7 +347,7 @@ def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path:
     result = run_relaycc("interpret", model, "--inputs", inputs, "-o", outputs)
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        np.testing.assert_array_equal(saved["output"], x + x)
+        np.testing.assert_array_equal(saved["out0"], x + x)
 
 
 def test_lowered_output_read_back_is_one_located_error_in_every_command(tmp_path: Path) -> None:
@@ -384,8 +384,8 @@ def test_call_lowered_of_a_relay_function_compiles_and_matches_the_interpreter(t
     ):
         assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
-        np.testing.assert_array_equal(ran["output"], (x + y) * x)
-        np.testing.assert_array_equal(interpreted["output"], (x + y) * x)
+        np.testing.assert_array_equal(ran["out0"], (x + y) * x)
+        np.testing.assert_array_equal(interpreted["out0"], (x + y) * x)
 
 
 def test_a_module_after_manifest_alloc_compiles_and_matches_the_interpreter(tmp_path: Path) -> None:
@@ -416,8 +416,8 @@ extern type Storage
     ):
         assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "ran.npz") as ran, np.load(tmp_path / "interpreted.npz") as interpreted:
-        np.testing.assert_array_equal(ran["output"], np.maximum(x - y, 0) * x)
-        np.testing.assert_array_equal(interpreted["output"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(ran["out0"], np.maximum(x - y, 0) * x)
+        np.testing.assert_array_equal(interpreted["out0"], np.maximum(x - y, 0) * x)
 
 
 DYNAMIC_CNN = """\
@@ -477,7 +477,7 @@ def test_run_without_inputs_fills_them_and_saves_what_the_model_computed(tmp_pat
     made_up = run_relaycc("run", tmp_path / "out", "--repeat", "3", "--threads", "1")
 
     assert ones.returncode == 0, ones.stderr
-    np.testing.assert_array_equal(np.load(tmp_path / "ones.npz")["output"], np.full((2, 2), 2.0, np.float32))
+    np.testing.assert_array_equal(np.load(tmp_path / "ones.npz")["out0"], np.full((2, 2), 2.0, np.float32))
     assert made_up.returncode == 0, made_up.stderr
     assert set(json.loads(made_up.stdout)) == {"median_us", "min_us"}
 
@@ -589,7 +589,7 @@ def test_desired_layout_nhwc_gives_the_outputs_of_the_nchw_build(tmp_path: Path)
         assert result.returncode == 0, result.stderr
     assert "layout_transform" in (tmp_path / "NHWC" / "lowered.relay").read_text()
     with np.load(tmp_path / "NCHW.npz") as nchw, np.load(tmp_path / "NHWC.npz") as nhwc:
-        np.testing.assert_allclose(nhwc["output"], nchw["output"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(nhwc["out0"], nchw["out0"], rtol=1e-5, atol=1e-5)
 
 
 def test_a_model_with_an_unknown_batch_compiled_with_input_shapes_runs(tmp_path: Path) -> None:
@@ -602,7 +602,7 @@ def test_a_model_with_an_unknown_batch_compiled_with_input_shapes_runs(tmp_path:
     result = run_relaycc("run", tmp_path / "out", "--inputs", save_npz(tmp_path / "in.npz", x=x), "-o", tmp_path / "o.npz")
     assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "o.npz") as saved:
-        np.testing.assert_array_equal(saved["output"], 2 * x)
+        np.testing.assert_array_equal(saved["out0"], 2 * x)
     line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--input-shapes", "y:[2,3]"))
     assert "--input-shapes names 'y', which is not an input of @main" in line
 
@@ -631,7 +631,7 @@ def test_run_reads_inputs_from_stdin_and_writes_outputs_to_stdout(tmp_path: Path
                                "-o", "-"], input=buffer.getvalue(), capture_output=True, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
         with np.load(io.BytesIO(done.stdout)) as saved:
-            np.testing.assert_array_equal(saved["output"], x + x)
+            np.testing.assert_array_equal(saved["out0"], x + x)
 
 
 def test_outputs_to_stdout_cannot_share_it_with_the_timing_line(tmp_path: Path) -> None:
@@ -640,14 +640,15 @@ def test_outputs_to_stdout_cannot_share_it_with_the_timing_line(tmp_path: Path) 
     assert "cannot be given with --repeat" in line
 
 
-def test_run_saves_the_names_the_metadata_gives_the_outputs(tmp_path: Path) -> None:
+def test_run_saves_out0_out1_as_the_metadata_names_them(tmp_path: Path) -> None:
     model = write(tmp_path / "pair.relay", SUM_AND_PRODUCT)
     assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
     result = run_relaycc("run", tmp_path / "out", "--fill-mode", "ones", "-o", tmp_path / "o.npz")
     assert result.returncode == 0, result.stderr
     interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
     with np.load(tmp_path / "o.npz") as saved:
-        assert saved.files == [t["name"] for t in interface["outputs"]] == ["output0", "output1"]
+        assert saved.files == [t["name"] for t in interface["outputs"]] == ["out0", "out1"]
+    assert [t["c_name"] for t in interface["outputs"]] == ["output0", "output1"]  # the header's struct fields
 
 
 def test_config_lists_the_registry() -> None:

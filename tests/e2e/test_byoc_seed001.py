@@ -49,7 +49,7 @@ def run(outdir: Path, inputs: dict[str, np.ndarray], work: Path) -> np.ndarray:
     np.savez(work / "inputs.npz", **inputs)
     result = relaycc("run", outdir, "--inputs", work / "inputs.npz", "-o", work / "outputs.npz")
     assert result.returncode == 0, result.stderr
-    return np.load(work / "outputs.npz")["output"]
+    return np.load(work / "outputs.npz")["out0"]
 
 
 @pytest.fixture(scope="module")

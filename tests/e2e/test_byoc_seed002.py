@@ -81,7 +81,7 @@ def test_offloaded_and_host_convolutions_together_match_numpy(compiled, tmp_path
     np.savez(tmp_path / "inputs.npz", **inputs())
     result = relaycc("run", compiled / "out", "--inputs", tmp_path / "inputs.npz", "-o", tmp_path / "outputs.npz")
     assert result.returncode == 0, result.stderr
-    got = np.load(tmp_path / "outputs.npz")["output"]
+    got = np.load(tmp_path / "outputs.npz")["out0"]
     np.testing.assert_allclose(got, model_numpy(**inputs(), **weights()), rtol=1e-4, atol=1e-4)
 
 
@@ -134,7 +134,7 @@ def test_a_library_that_wants_nhwc_ohwi_gets_converted_tensors_and_matches_numpy
     assert result.returncode == 0, result.stderr
     result = relaycc("run", outdir, "--inputs", tmp_path / "inputs.npz", "-o", tmp_path / "outputs.npz")
     assert result.returncode == 0, result.stderr
-    got = np.load(tmp_path / "outputs.npz")["output"]
+    got = np.load(tmp_path / "outputs.npz")["out0"]
     np.testing.assert_allclose(got, model_numpy(**inputs(seed=3), **weights(seed=3)), rtol=1e-4, atol=1e-4)
     text = (outdir / "src" / "acme_npu_extern_calls.c").read_text()
     assert "int64_t i1_shape[4] = {4, 3, 3, 2};" in text  # the OHWI weight

@@ -41,7 +41,7 @@ def test_relaycc_interpret_cli_matches_numpy(name, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     out = np.load(tmp_path / "out.npz")
-    np.testing.assert_allclose(out["output"], reference(**inputs)[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["out0"], reference(**inputs)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_interpret_with_params_binds_weights_by_name(tmp_path):

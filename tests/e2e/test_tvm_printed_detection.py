@@ -83,10 +83,10 @@ def test_compiled_ssd_tflite_matches_numpy(tmp_path: Path) -> None:
     got = compile_and_run(tmp_path, "c")
     boxes, cls, scores, count = _ssd_tflite_numpy(inputs["box_encodings"], inputs["class_predictions"],
                                                   printed.weights["_param_1"])
-    assert got["output3"].tolist() == [count] and 0 < count
-    np.testing.assert_allclose(got["output0"][0], boxes, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(got["output1"][0], cls)
-    np.testing.assert_allclose(got["output2"][0], scores, rtol=1e-5)
+    assert got["out3"].tolist() == [count] and 0 < count
+    np.testing.assert_allclose(got["out0"][0], boxes, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got["out1"][0], cls)
+    np.testing.assert_allclose(got["out2"][0], scores, rtol=1e-5)
 
 
 @pytest.mark.parametrize("form", WEIGHT_FORMS)
@@ -114,7 +114,7 @@ def test_compiled_nms_v5_selects_what_greedy_nms_selects(tmp_path: Path) -> None
     for j in sorted(np.flatnonzero(scores > 0.2), key=lambda j: -scores[j]):
         if len(kept) < 6 and all(iou(boxes[k], boxes[j]) < 0.4 for k in kept):
             kept.append(j)
-    count = int(got["output2"][0])
+    count = int(got["out2"][0])
     assert count == len(kept) > 0
-    assert got["output0"][:count].tolist() == kept and (got["output0"][count:] == -1).all()
-    np.testing.assert_array_equal(got["output1"][:count], scores[kept])
+    assert got["out0"][:count].tolist() == kept and (got["out0"][count:] == -1).all()
+    np.testing.assert_array_equal(got["out1"][:count], scores[kept])

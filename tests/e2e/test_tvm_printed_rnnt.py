@@ -60,6 +60,6 @@ def test_compiled_rnnt_matches_the_interpreter_and_numpy(form: str, target: str,
     assert_outputs_match(got, want)
     expected = rnnt_numpy(inputs, printed.weights)
     for k, array in enumerate(expected):
-        np.testing.assert_allclose(got[f"output{k}"], array, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[f"out{k}"], array, rtol=1e-4, atol=1e-5)
     # log-probabilities over the vocabulary at every (frame, label) pair
-    np.testing.assert_allclose(np.exp(got["output0"]).sum(axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.exp(got["out0"]).sum(axis=-1), 1.0, rtol=1e-5)

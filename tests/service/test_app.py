@@ -104,7 +104,7 @@ def test_a_real_server_compiles_serves_and_runs_a_model(server: str) -> None:
     assert library.status_code == 200 and library.content.startswith(b"\x7fELF")
     assert cached.status_code == 304
     assert run.status_code == 200
-    np.testing.assert_array_equal(from_npz_b64(run.json()["outputs_npz"])["output"], np.maximum(x, 0))
+    np.testing.assert_array_equal(from_npz_b64(run.json()["outputs_npz"])["out0"], np.maximum(x, 0))
     assert too_large.status_code == 413
     assert parse_error.status_code == 400 and parse_error.headers["content-type"] == "application/problem+json"
     assert (parse_error.json()["line"], parse_error.json()["column"]) == (2, 14)

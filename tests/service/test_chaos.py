@@ -80,7 +80,7 @@ def test_a_worker_killed_mid_run_fails_that_run_and_the_next_run_succeeds(tmp_pa
     assert killed.status_code >= 400 and killed.headers["content-type"] == "application/problem+json"
     assert killed.json()["type"].rsplit("/", 1)[1] in ("run-crashed", "worker-died")
     assert after.status_code == 200, after.text
-    np.testing.assert_array_equal(from_npz_b64(after.json()["outputs_npz"])["output"], 2 * x)
+    np.testing.assert_array_equal(from_npz_b64(after.json()["outputs_npz"])["out0"], 2 * x)
 
 
 def _only_worker(server_pid: int) -> int:

@@ -201,8 +201,8 @@ def _inspect_relay(relay: str) -> dict[str, object]:
     summary="Run a built module",
     description="Runs the module's library in a worker process with the given inputs (JSON "
     "nested lists keyed by parameter name, or base64 .npz) and answers with the outputs "
-    "(named as in the metadata's `interface.outputs`: `output`, or `output0`, `output1`, ... for a "
-    "tuple) the same way, plus the measured latency. A run that crashes is "
+    "(`out0`, `out1`, ... in the order of @main's result, as named in the metadata's "
+    "`interface.outputs`) the same way, plus the measured latency. A run that crashes is "
     "`500`, one over the time limit `504`. The artifacts are checked against their recorded "
     "sha256 before the library is loaded: a mismatch is `500` `artifact-corrupt`, and the next "
     "identical `POST /compile` builds the module anew.",

@@ -195,9 +195,9 @@ def test_single_kernel_writes_straight_into_the_output(tmp_path):
     np.testing.assert_allclose(out, a + b, rtol=1e-6)
     assert res.workspace_bytes == 0 and res.memory.buffers == []
     assert [c.args for c in res.calls] == [("%x", "%y")]
-    assert [c.outputs for c in res.calls] == [("output",)]
+    assert [c.outputs for c in res.calls] == [("out0",)]
     assert [(t.name, t.shape, t.dtype, t.bytes) for t in res.inputs] == [("x", (2, 4), F32, 32), ("y", (2, 4), F32, 32)]
-    assert [(t.name, t.bytes) for t in res.outputs] == [("output", 32)]
+    assert [(t.name, t.c_name, t.bytes) for t in res.outputs] == [("out0", "output", 32)]
     assert res.io_bytes == 96
     assert kernel_calls(res.main_source) == ["tvmgen_default_fused_add"]
 
@@ -302,7 +302,7 @@ def test_passthrough_and_constant_outputs_are_copied(tmp_path):
     body = Tuple((low.call(add, x, y), x, Constant(c)))
     built = build(low, low.main([x, y], body), tmp_path)
     res = built.result
-    assert [t.name for t in res.outputs] == ["output0", "output1", "output2"]
+    assert [(t.name, t.c_name) for t in res.outputs] == [("out0", "output0"), ("out1", "output1"), ("out2", "output2")]
     assert "memcpy(out_output1, in_x, 12);" in res.main_source
     assert "memcpy(out_output2, constant_0, 12);" in res.main_source
     a, b = np.ones(3, F32), np.arange(3, dtype=F32)
@@ -323,7 +323,7 @@ def test_tuple_valued_kernel_gets_one_buffer_per_field(tmp_path):
     body = Let(t, low.call(sd, x, y), outputs)
     built = build(low, low.main([x, y], body), tmp_path)
     res = built.result
-    assert res.calls[0].outputs == ("sid_0", "output0")
+    assert res.calls[0].outputs == ("sid_0", "out0")
     assert res.calls[1].args == ("sid_0",)
     assert "memcpy(out_output2, out_output0, 16);" in res.main_source
     a, b = np.arange(4, dtype=F32), np.full(4, 0.5, F32)
@@ -339,7 +339,7 @@ def test_output_that_later_calls_read_is_read_from_the_output_buffer(tmp_path):
     x = Var("x", tt(4))
     first = low.call(inc, x)
     built = build(low, low.main([x], Tuple((first, low.call(inc, first)))), tmp_path)
-    assert [c.args for c in built.result.calls] == [("%x",), ("output0",)]
+    assert [c.args for c in built.result.calls] == [("%x",), ("out0",)]
     assert built.result.workspace_bytes == 0
     o0, o1 = built.run(np.zeros(4, F32))
     np.testing.assert_allclose(o0, np.ones(4))
@@ -530,7 +530,7 @@ def test_deep_let_chains_do_not_recurse():
     res = AOTExecutorCodegen().codegen(low.main([x], body))
     assert len(res.calls) == depth
     assert res.workspace_bytes == 32
-    assert res.calls[-1].outputs == ("output",)
+    assert res.calls[-1].outputs == ("out0",)
 
 
 def test_unknown_dim_reaching_a_static_kernel_is_checked_at_run_time():

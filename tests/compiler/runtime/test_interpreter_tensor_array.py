@@ -138,8 +138,8 @@ def test_cli_interpret_runs_the_fixture(tmp_path):
     command = ["interpret", str(FIXTURE), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")]
     assert cli.main(command) == 0
     out = np.load(tmp_path / "out.npz")
-    np.testing.assert_allclose(out["output0"], args["x"] * args["w"], rtol=1e-6)
-    assert out["output3"].shape == (3, 2, 3) and int(out["output5"]) == 2
+    np.testing.assert_allclose(out["out0"], args["x"] * args["w"], rtol=1e-6)
+    assert out["out3"].shape == (3, 2, 3) and int(out["out5"]) == 2
 
 
 def run_prelude(main: str, **named: np.ndarray):

@@ -56,7 +56,7 @@ def test_run_with_npz_inputs_matches_numpy(client: TestClient, mlp: str) -> None
     body = response.json()
     assert body["outputs"] is None
     outputs = from_npz_b64(body["outputs_npz"])
-    np.testing.assert_allclose(outputs["output"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
     assert body["latency"]["runs"] == 3
     assert 0 < body["latency"]["min_us"] <= body["latency"]["median_us"]
 
@@ -68,7 +68,7 @@ def test_run_with_json_inputs_and_params_bound_at_compile_time(client: TestClien
     response = client.post(f"/modules/{mlp_with_weights}/run", json={"inputs": {"x": x.tolist()}})
 
     assert response.status_code == 200, response.text
-    out = response.json()["outputs"]["output"]
+    out = response.json()["outputs"]["out0"]
     assert (out["dtype"], out["shape"]) == ("float32", [64, 10])
     expected = models.mlp_seed001_numpy(x, weights["w1"], weights["b1"], weights["w2"], weights["b2"])[0]
     np.testing.assert_allclose(np.array(out["data"], dtype="float32"), expected, rtol=1e-4, atol=1e-4)
@@ -80,7 +80,7 @@ def test_output_format_can_differ_from_the_input_format(client: TestClient, smal
     response = client.post(f"/modules/{small}/run", json={"inputs": inputs, "output_format": "npz"})
 
     outputs = from_npz_b64(response.json()["outputs_npz"])
-    np.testing.assert_array_equal(outputs["output"], [[2, 0, 4], [0, 6, 0]])
+    np.testing.assert_array_equal(outputs["out0"], [[2, 0, 4], [0, 6, 0]])
 
 
 PAIR_RELAY = """#[version = "0.0.5"]
@@ -90,18 +90,19 @@ def @main(%x: Tensor[(2), float32], %y: Tensor[(2), float32]) {
 """
 
 
-def test_run_returns_the_outputs_under_the_names_of_the_metadata(client: TestClient, small: str) -> None:
+def test_run_returns_out0_out1_as_the_metadata_names_them(client: TestClient, small: str) -> None:
     pair = compiled(client, relay=PAIR_RELAY)
-    for module_id, expected in ((small, ["output"]), (pair, ["output0", "output1"])):
+    for module_id, expected, fields in ((small, ["out0"], ["output"]), (pair, ["out0", "out1"], ["output0", "output1"])):
         interface = client.get(f"/modules/{module_id}/metadata").json()["interface"]
         assert [t["name"] for t in interface["outputs"]] == expected
+        assert [t["c_name"] for t in interface["outputs"]] == fields  # the header's struct, TVM's names
         inputs = {"x": np.ones(interface["inputs"][0]["shape"], "float32").tolist(),
                   "y": np.full(interface["inputs"][1]["shape"], 2, "float32").tolist()}
         as_json = client.post(f"/modules/{module_id}/run", json={"inputs": inputs}).json()["outputs"]
         assert list(as_json) == expected
         as_npz = client.post(f"/modules/{module_id}/run", json={"inputs": inputs, "output_format": "npz"}).json()
         assert list(from_npz_b64(as_npz["outputs_npz"])) == expected
-    np.testing.assert_array_equal(as_json["output1"]["data"], [2.0, 2.0])
+    np.testing.assert_array_equal(as_json["out1"]["data"], [2.0, 2.0])
 
 
 def test_non_finite_outputs_come_back_as_strings(client: TestClient, small: str) -> None:
@@ -110,7 +111,7 @@ def test_non_finite_outputs_come_back_as_strings(client: TestClient, small: str)
     response = client.post(f"/modules/{small}/run", json={"inputs": inputs})
 
     assert response.status_code == 200, response.text
-    assert response.json()["outputs"]["output"]["data"][0][0] == "NaN"
+    assert response.json()["outputs"]["out0"]["data"][0][0] == "NaN"
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,7 @@ def test_run_on_one_thread_gives_the_same_outputs(client: TestClient, mlp: str) 
 
     assert response.status_code == 200, response.text
     outputs = from_npz_b64(response.json()["outputs_npz"])
-    np.testing.assert_allclose(outputs["output"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_threads_over_the_limit_are_refused(client: TestClient, small: str) -> None:
@@ -215,7 +216,7 @@ def test_a_model_compiled_with_an_external_codegen_and_inline_c_runs(client: Tes
 
     assert response.status_code == 200, response.text
     outputs = from_npz_b64(response.json()["outputs_npz"])
-    np.testing.assert_allclose(outputs["output"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
     assert report["target"]["external"] == ["toy_cg_thflow"]
 
 
@@ -228,7 +229,7 @@ def test_a_model_with_an_unknown_batch_runs_any_batch_and_names_a_shape_it_canno
         inputs = dict(weights, x=weights["x"][:batch])
         response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**inputs)})
         assert response.status_code == 200, response.text
-        out = from_npz_b64(response.json()["outputs_npz"])["output"]
+        out = from_npz_b64(response.json()["outputs_npz"])["out0"]
         np.testing.assert_allclose(out, models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
     wrong = dict(weights, x=weights["x"][:2, :3])
     response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**wrong)})

@@ -255,7 +255,7 @@ def _compiles_a_model_and_runs_it(topology: Topology) -> None:
         f"/modules/{module_id}/run", json={"inputs": {"x": x.tolist(), "w": w.tolist(), "b": b.tolist()}}
     )
     assert run.status_code == 200, run.text
-    out = np.asarray(run.json()["outputs"]["output"]["data"], dtype="float32")
+    out = np.asarray(run.json()["outputs"]["out0"]["data"], dtype="float32")
     np.testing.assert_allclose(out, np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
 
 

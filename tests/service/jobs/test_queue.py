@@ -98,7 +98,7 @@ def test_a_run_job_answers_through_its_future(store: ModuleStore, queue: Embedde
     archive = queue.submit_run(mid, encode_npz({"x": x, "y": y}), repeat=2, seconds=30, memory_bytes=4 << 30).result(60)
 
     with np.load(io.BytesIO(archive)) as result:
-        np.testing.assert_allclose(result["output"], np.full((2, 3), 2.0))
+        np.testing.assert_allclose(result["out0"], np.full((2, 3), 2.0))
 
 
 def test_a_failed_run_raises_run_failed_with_the_problem(store: ModuleStore, queue: EmbeddedQueue) -> None:

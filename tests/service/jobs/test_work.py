@@ -36,7 +36,7 @@ def test_run_module_returns_outputs_and_one_latency_per_repeat(tmp_path: Path) -
 
     arrays = decode_npz(run_module(tmp_path, encode_npz({"x": x, "y": y}), repeat=4), "result", 1 << 20)
 
-    np.testing.assert_array_equal(arrays["output"], np.maximum(x + y, 0))
+    np.testing.assert_array_equal(arrays["out0"], np.maximum(x + y, 0))
     assert arrays[TIMES_KEY].shape == (4,)
 
 

@@ -86,7 +86,7 @@ def test_run_job_returns_outputs_and_latencies(built: tuple[ModuleStore, str]) -
     archive = run_model_job(str(store.root), mid, encode_npz({"x": x, "y": y}), repeat=3)
 
     with np.load(io.BytesIO(archive)) as result:
-        np.testing.assert_allclose(result["output"], np.maximum(x + y, 0))
+        np.testing.assert_allclose(result["out0"], np.maximum(x + y, 0))
         assert result[TIMES_KEY].shape == (3,)
 
 
@@ -123,7 +123,7 @@ def test_a_job_without_user_c_compiles_and_runs_in_a_forked_child_when_the_sandb
 
     assert store.status(mid)["state"] == "succeeded"
     with np.load(io.BytesIO(archive)) as outputs:
-        np.testing.assert_array_equal(outputs["output"], np.zeros((2, 3), "float32"))
+        np.testing.assert_array_equal(outputs["out0"], np.zeros((2, 3), "float32"))
 
 
 def with_user_c(store: ModuleStore, limits: JobLimits) -> str:
@@ -194,16 +194,15 @@ def test_a_file_larger_than_allowed_is_not_read(tmp_path: Path) -> None:
 def test_a_run_result_that_is_not_a_models_outputs_is_refused() -> None:
     from service.jobs.worker import _check_run_result
 
-    _check_run_result({"output0": np.zeros(2), "output1": np.zeros(3), TIMES_KEY: np.zeros(4)})
-    _check_run_result({"output": np.zeros(2), TIMES_KEY: np.zeros(4)})
+    _check_run_result({"out0": np.zeros(2), "out1": np.zeros(3), TIMES_KEY: np.zeros(4)})
     for forged in (
-        {"output": np.zeros(2)},  # no latencies
-        {"output1": np.zeros(2), TIMES_KEY: np.zeros(4)},  # a gap in the outputs
-        {"output1": np.zeros(2), "output0": np.zeros(2), TIMES_KEY: np.zeros(4)},  # out of order
-        {"output": np.zeros(2), "output0": np.zeros(2), TIMES_KEY: np.zeros(4)},  # two naming rules
-        {"out0": np.zeros(2), TIMES_KEY: np.zeros(4)},  # the old names
-        {"output": np.zeros(2), "extra": np.zeros(1), TIMES_KEY: np.zeros(4)},
-        {"output": np.zeros(2), TIMES_KEY: np.zeros((2, 2))},
+        {"out0": np.zeros(2)},  # no latencies
+        {"out1": np.zeros(2), TIMES_KEY: np.zeros(4)},  # a gap in the outputs
+        {"out1": np.zeros(2), "out0": np.zeros(2), TIMES_KEY: np.zeros(4)},  # out of order
+        {"output": np.zeros(2), TIMES_KEY: np.zeros(4)},  # the header's field name, not the result's
+        {"output0": np.zeros(2), "output1": np.zeros(2), TIMES_KEY: np.zeros(4)},
+        {"out0": np.zeros(2), "extra": np.zeros(1), TIMES_KEY: np.zeros(4)},
+        {"out0": np.zeros(2), TIMES_KEY: np.zeros((2, 2))},
     ):
         with pytest.raises(ValueError):
             _check_run_result(forged)

@@ -154,7 +154,7 @@ def attack(client: TestClient, listener: socket.socket, tmp_path_factory: pytest
     assert status["state"] == "succeeded", status["error"]
     response = client.post(f"/modules/{status['id']}/run", json={"inputs_npz": npz_b64(x=np.ones(20, "float32"))})
     assert response.status_code == 200, response.text
-    out = from_npz_b64(response.json()["outputs_npz"])["output"]
+    out = from_npz_b64(response.json()["outputs_npz"])["out0"]
     return {"out": out, "library": other_library, "library_before": library_before, "token": token,
             "other_id": other_status["id"]}
 

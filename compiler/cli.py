@@ -11,6 +11,8 @@ without numpy's full import, the compiler's passes or the service.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
 import json
 import os
 import sys
@@ -24,6 +26,8 @@ from compiler.diagnostics import CompileError, InputError
 
 if TYPE_CHECKING:
     import numpy as np
+
+STDIO = "-"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,14 +59,14 @@ def _build_parser() -> argparse.ArgumentParser:
     interpret = commands.add_parser(
         "interpret", help="run a model with the reference interpreter"
     )
-    interpret.add_argument("model", type=Path, metavar="MODEL.relay")
+    interpret.add_argument("model", type=Path, metavar="MODEL.relay", help="the Relay text model to run")
     interpret.add_argument(
         "--inputs", type=Path, required=True, metavar="INPUTS.npz",
-        help="arrays named after @main's parameters (without %%)",
+        help="arrays named after @main's parameters (without %%); - reads the .npz from stdin",
     )
     interpret.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUTPUTS.npz",
-        help="where to save the results as out0, out1, ...",
+        help="where to save the results as out0, out1, ...; - writes the .npz to stdout",
     )
     interpret.add_argument(
         "--params", type=Path, metavar="PARAMS.npz",
@@ -77,26 +81,51 @@ def _build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("model", type=Path, metavar="MODEL.relay",
                          help="Relay text, or an ONNX model (.onnx), imported first")
-        sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
+        sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
+                         help="the directory the artifacts are written to (created if missing)")
         sub.add_argument("--target", default="c", help='external codegens first, the host last (default "c")')
         sub.add_argument("--module-name", default="default", help="name used in C symbols (default: default)")
         sub.add_argument("--params", type=Path, metavar="PARAMS.npz",
                          help="arrays bound to @main's parameters as constants at compile time")
         sub.add_argument("--config", type=Path, metavar="CONFIG.json",
-                         help="opt_level, pass_config, cflags, workspace_byte_alignment")
+                         help="a JSON object of opt_level, pass_config, cflags, workspace_byte_alignment, "
+                              "disabled_pass, desired_layout (`relaycc config` lists them); the flags "
+                              "below override it")
         sub.add_argument("--codegen", type=Path, action="append", default=[], metavar="CODEGEN.json",
                          help="an external codegen described in JSON (repeatable); one not named in "
                               "--target is used after those that are")
+        sub.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="a pass_config entry, the value read as the key's type (repeatable; "
+                              "`relaycc config` lists the keys)")
+        sub.add_argument("--opt-level", type=int, metavar="N",
+                         help="0 to 4 (default 3): passes above it are skipped")
+        sub.add_argument("--disabled-pass", action="append", default=[], metavar="NAME[,NAME]",
+                         help="skip these passes (repeatable): AlterOpLayout, ConvertLayout, "
+                              "DeadCodeElimination, DynamicToStatic, FoldConstant, FuseOps")
+        sub.add_argument("--desired-layout", choices=("NCHW", "NHWC"),
+                         help="compute the host's nn.conv2d in this data layout (ConvertLayout); "
+                              "codegens choose theirs in their passes")
+        sub.add_argument("--input-shapes", metavar="'x:[1,3,224,224] y:[8]'",
+                         help="concrete shapes for @main's inputs, fixing their ? dims at build time")
+        sub.add_argument("--dump-code", metavar="relay,tir,c",
+                         help="also write OUTDIR/<module-name>.relay (fused Relay), .tir (loop IR) "
+                              "and/or .c (every C source in one file)")
         sub.set_defaults(handler=_compile, executor=(name == "compile"))
 
     importer = commands.add_parser("import", help="convert an ONNX model to Relay text")
-    importer.add_argument("model", type=Path, metavar="MODEL.onnx")
-    importer.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL.relay")
+    importer.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to convert")
+    importer.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL.relay",
+                          help="where the Relay text is written")
     importer.add_argument("--keep-params", action="store_true",
                           help="leave the initializers as @main parameters instead of constants")
     importer.add_argument("--params-out", type=Path, metavar="PARAMS.npz",
                           help="save the initializers kept as parameters here (implies --keep-params)")
     importer.set_defaults(handler=_import)
+    config_cmd = commands.add_parser(
+        "config", help="list the configuration keys: pass_config entries, opt levels, allowed C flags"
+    )
+    config_cmd.add_argument("--json", action="store_true", help="print the registry as JSON")
+    config_cmd.set_defaults(handler=_config)
 
     ops_cmd = commands.add_parser("ops", help="list the supported operators with their attributes and defaults")
     ops_cmd.add_argument("names", nargs="*", metavar="OP", help="only these operators (default: all)")
@@ -106,17 +135,19 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser(
         "inspect", help="describe a model: inputs, outputs, operators, functions, whether it compiles"
     )
-    inspect.add_argument("model", type=Path, metavar="MODEL.relay")
+    inspect.add_argument("model", type=Path, metavar="MODEL.relay", help="the Relay text model to describe")
     inspect.add_argument("--target", default="c", help='target to check compilation for (default "c")')
     inspect.add_argument("--json", action="store_true", help="print the description as JSON")
     inspect.set_defaults(handler=_inspect)
 
     run = commands.add_parser("run", help="run a compiled model directory with numpy inputs")
-    run.add_argument("outdir", type=Path, metavar="OUTDIR")
+    run.add_argument("outdir", type=Path, metavar="OUTDIR", help="a directory built by `relaycc compile`")
     run.add_argument("--inputs", type=Path, metavar="INPUTS.npz",
-                     help="the model's inputs by name; without it, inputs are made up (--fill-mode)")
+                     help="the model's inputs by name (- reads the .npz from stdin); without it, inputs "
+                          "are made up (--fill-mode)")
     run.add_argument("-o", "--output", type=Path, metavar="OUTPUTS.npz",
-                     help="where to save the outputs (out0, out1, ...); without it, nothing is saved")
+                     help="where to save the outputs (out0, out1, ...; - writes the .npz to stdout); "
+                          "without it, nothing is saved")
     run.add_argument("--repeat", type=int, metavar="N",
                      help="run N times and print {\"median_us\": ..., \"min_us\": ...} as one JSON line")
     run.add_argument("--fill-mode", choices=("random", "zeros", "ones"), default=None,
@@ -164,7 +195,14 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.driver import BuildOptions, build
 
     codegens = [CodegenSpec.from_json_file(path) for path in args.codegen]
-    options = BuildOptions.from_config(config, target=args.target, module_name=args.module_name, codegens=codegens)
+    options = BuildOptions.from_config(
+        _with_flags(config, args), target=args.target, module_name=args.module_name, codegens=codegens
+    )
+    if args.input_shapes is not None:
+        from compiler.passes.specialize_inputs import parse_input_shapes
+
+        options = dataclasses.replace(options, input_shapes=parse_input_shapes(args.input_shapes))
+    dump = _dump_kinds(args.dump_code)
     from compiler.parser import decode_source
 
     try:
@@ -181,13 +219,70 @@ def _compile(args: argparse.Namespace) -> int:
         imported = from_onnx(load_model(data, str(model)))
         names = {p.name_hint: p.name_hint for p in imported.module.main.params}
         names.update(imported.onnx_names)
-        compiled = lower(imported.module, options, params, executor=args.executor, onnx_names=names)
-        export(compiled, args.output, astext(imported.module), build_library=args.executor,
+        built = lower(imported.module, options, params, executor=args.executor, onnx_names=names)
+        export(built, args.output, astext(imported.module), build_library=args.executor,
                cache=CompileCache.from_environment())
+    else:
+        text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
+        built = build(text, args.output, options, params, source_name=str(model), executor=args.executor,
+                      cache=CompileCache.from_environment())
+    if dump:
+        from compiler.driver import dump_code
+
+        dump_code(built, args.output, dump)
+    return 0
+
+
+def _with_flags(config: dict[str, object], args: argparse.Namespace) -> dict[str, object]:
+    """The --config object with the command line's flags over it (pass configs merge by key)."""
+    from compiler.config_registry import parse_pass_config_item
+
+    merged = dict(config)
+    if args.opt_level is not None:
+        merged["opt_level"] = args.opt_level
+    if args.pass_config:
+        given = merged.get("pass_config", {})
+        pass_config = dict(given) if isinstance(given, dict) else {}
+        pass_config.update(parse_pass_config_item(item) for item in args.pass_config)
+        merged["pass_config"] = pass_config
+    if args.disabled_pass:
+        given = merged.get("disabled_pass", [])
+        names = [n.strip() for item in args.disabled_pass for n in item.split(",") if n.strip()]
+        merged["disabled_pass"] = [*(given if isinstance(given, list) else []), *names]
+    if args.desired_layout is not None:
+        merged["desired_layout"] = args.desired_layout
+    return merged
+
+
+def _dump_kinds(text: str | None) -> list[str]:
+    if text is None:
+        return []
+    from compiler.driver import check_dump_kinds
+
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    check_dump_kinds(kinds)  # before the build, not after it
+    return kinds
+
+
+def _config(args: argparse.Namespace) -> int:
+    from compiler.config_registry import catalog
+
+    registry = catalog()
+    if args.json:
+        print(json.dumps(registry, indent=1))
         return 0
-    text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
-    build(text, args.output, options, params, source_name=str(model), executor=args.executor,
-          cache=CompileCache.from_environment())
+    opt = registry["opt_level"]
+    assert isinstance(opt, dict)
+    print(f"opt_level: {opt['minimum']} to {opt['maximum']} (default {opt['default']})")
+    print("\nconfig keys (--config CONFIG.json, or a compile request's config):")
+    for entry in registry["config"]:  # type: ignore[attr-defined]
+        print(f"  {entry['name']:<26} {entry['type']:<7} {json.dumps(entry['default']):<8} {entry['help']}")
+    print("\npass_config keys (--pass-config KEY=VALUE):")
+    for entry in registry["pass_config"]:  # type: ignore[attr-defined]
+        print(f"  {entry['name']:<46} {entry['type']:<5} {json.dumps(entry['default']):<18} "
+              f"{entry['support']:<8} {entry['help']}")
+    print("\nC flags a compile request over HTTP may choose (the command line takes any):")
+    print("  " + " ".join(registry["allowed_cflags"]))  # type: ignore[arg-type]
     return 0
 
 
@@ -228,6 +323,9 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("--fill-mode makes up inputs; it cannot be given with --inputs")
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
+    if str(args.output) == STDIO and (args.repeat is not None or args.profile):
+        raise InputError("-o - writes the outputs to stdout; it cannot be given with --repeat or --profile, "
+                         "which print there too")
     inputs = load_arrays(args.inputs) if args.inputs is not None else None
 
     from compiler.runtime.fill import fill_inputs
@@ -360,12 +458,22 @@ def _existing_file(path: Path) -> Path:
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file by name; an unreadable file is an InputError."""
+    """The arrays of an .npz file by name (`-`: read from stdin); an unreadable file is an
+    InputError. Any readable file will do, not only a regular one (`/dev/stdin`, a pipe)."""
     import numpy as np
 
-    _existing_file(path)
+    if str(path) == STDIO:
+        data = sys.stdin.buffer.read()
+        path = Path("<stdin>")
+    else:
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise InputError(f"{path}: cannot read arrays: {err.strerror or err}") from err
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded = np.load(io.BytesIO(data), allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise InputError(f"{path}: cannot read arrays: {err}") from err
     # np.load hands back a bare array for a .npy file; inputs must be named.
@@ -379,10 +487,20 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
 
 
 def save_outputs(path: Path, outputs: Sequence[np.ndarray]) -> None:
-    """Saves the results as out0, out1, ... at exactly `path` (np.savez would add `.npz`)."""
+    """Saves the results as out0, out1, ... at exactly `path` (np.savez would add `.npz`); `-`
+    writes the archive to stdout."""
     import numpy as np
 
-    arrays = {f"out{index}": np.asarray(value) for index, value in enumerate(outputs)}
+    from compiler.backend.interface_c import result_names
+
+    arrays = {name: np.asarray(value) for name, value in zip(result_names(len(outputs)), outputs)}
+    if str(path) == STDIO:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(buffer.getvalue())
+        sys.stdout.buffer.flush()
+        return
     try:
         with open(path, "wb") as stream:
             np.savez(stream, **arrays)

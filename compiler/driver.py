@@ -17,7 +17,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -44,12 +44,22 @@ from compiler.byoc.external_codegens import (
     report_modules,
 )
 from compiler.byoc.external_module import ExternalModule
+from compiler.config_registry import (
+    OPT_LEVEL_DEFAULT,
+    WORKSPACE_ALIGNMENT_DEFAULT,
+    ConfigError,
+    check_config_keys,
+    check_opt_level,
+    check_pass_config,
+    suggestion,
+)
 from compiler.diagnostics import InputError
 from compiler.ir.module import IRModule
 from compiler.parser.printer import astext
 from compiler.passes.alter_op_layout import AlterOpLayout
 from compiler.passes.bind_params import BindParams
 from compiler.passes.check_compilable import CheckCompilable
+from compiler.passes.convert_layout import DATA_LAYOUTS, ConvertLayout
 from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.dynamic_to_static import DynamicToStatic
 from compiler.passes.float16_compute import Float16ComputeInFloat32
@@ -60,11 +70,13 @@ from compiler.passes.inline_globals import InlineGlobals
 from compiler.passes.label_ops import LabelOps
 from compiler.passes.pass_infra import PassContext, PassInstrument, PassTimer, Sequential
 from compiler.passes.simplify_inference import SimplifyInference
+from compiler.passes.specialize_inputs import SpecializeInputs
 from compiler.passes.strip_devices import StripDevices, device_placements
 from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
 from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import Blob, build_shared_library
 from compiler.runtime.compile_cache import CompileCache
+from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
 
 HOST_TARGETS = ("c",)
@@ -104,12 +116,19 @@ class Target:
 class BuildOptions:
     target: str = "c"
     module_name: str = "default"
-    opt_level: int = 3
+    opt_level: int = OPT_LEVEL_DEFAULT
+    # pass_config entries (compiler/config_registry.py lists every key).
     config: Mapping[str, object] = field(default_factory=dict)
-    workspace_byte_alignment: int = 16
+    workspace_byte_alignment: int = WORKSPACE_ALIGNMENT_DEFAULT
     cflags: tuple[str, ...] | None = None
     # External codegens described by JSON documents (built-in ones are found by name).
     codegens: tuple[CodegenSpec, ...] = ()
+    # Passes skipped by name (tvmc's --disabled-pass); only the optional ones (DISABLEABLE_PASSES).
+    disabled_passes: tuple[str, ...] = ()
+    # tvmc's --desired-layout: the data layout of the host's nn.conv2d ("NCHW" or "NHWC").
+    desired_layout: str | None = None
+    # tvmc's --input-shapes: concrete shapes for @main's parameters, fixing their `?` dims.
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     @staticmethod
     def from_config(
@@ -119,23 +138,26 @@ class BuildOptions:
         codegens: Sequence[CodegenSpec] = (),
     ) -> BuildOptions:
         """Options from a `--config` JSON object: `opt_level`, `pass_config` (PassContext config),
-        `cflags` (a list replacing the default C flags), `workspace_byte_alignment`."""
-        known = {"opt_level", "pass_config", "cflags", "workspace_byte_alignment"}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise InputError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
-        opt_level = config.get("opt_level", 3)
+        `cflags` (a list replacing the default C flags), `workspace_byte_alignment`,
+        `disabled_pass` (a list of pass names), `desired_layout`."""
+        check_config_keys(config)
+        opt_level = check_opt_level(config.get("opt_level", OPT_LEVEL_DEFAULT))
         pass_config = config.get("pass_config", {})
         cflags = config.get("cflags")
-        alignment = config.get("workspace_byte_alignment", 16)
-        if not isinstance(opt_level, int) or isinstance(opt_level, bool):
-            raise InputError(f"config opt_level must be an integer, got {opt_level!r}")
+        alignment = config.get("workspace_byte_alignment", WORKSPACE_ALIGNMENT_DEFAULT)
+        disabled = config.get("disabled_pass", [])
+        layout = config.get("desired_layout")
         if not isinstance(pass_config, dict):
-            raise InputError("config pass_config must be an object")
+            raise ConfigError("config pass_config must be an object", "pass_config")
         if cflags is not None and not (isinstance(cflags, list) and all(isinstance(f, str) for f in cflags)):
-            raise InputError("config cflags must be a list of strings")
+            raise ConfigError("config cflags must be a list of strings", "cflags")
         if not isinstance(alignment, int) or isinstance(alignment, bool):
-            raise InputError(f"config workspace_byte_alignment must be an integer, got {alignment!r}")
+            raise ConfigError(f"config workspace_byte_alignment must be an integer, got {alignment!r}",
+                              "workspace_byte_alignment")
+        if not (isinstance(disabled, list) and all(isinstance(p, str) for p in disabled)):
+            raise ConfigError("config disabled_pass must be a list of pass names", "disabled_pass")
+        if layout is not None and not isinstance(layout, str):
+            raise ConfigError(f"config desired_layout must be a string, got {layout!r}", "desired_layout")
         return BuildOptions(
             opt_level=opt_level,
             config=pass_config,
@@ -144,18 +166,49 @@ class BuildOptions:
             target=target,
             module_name=module_name,
             codegens=tuple(codegens),
+            disabled_passes=tuple(disabled),
+            desired_layout=layout,
         )
 
     def validated(self) -> BuildOptions:
+        """These options, checked; pass_config values normalized (TVM's Bool takes 0 and 1)."""
         if not _MODULE_NAME.match(self.module_name):
             raise InputError(f"module name {self.module_name!r} must be a C identifier")
-        if not 0 <= self.opt_level <= 4:
-            raise InputError(f"opt level must be between 0 and 4, got {self.opt_level}")
+        check_opt_level(self.opt_level)
         alignment = self.workspace_byte_alignment
         if alignment < 1 or alignment & (alignment - 1):
-            raise InputError(f"workspace_byte_alignment must be a power of two, got {alignment}")
+            raise ConfigError(f"workspace_byte_alignment must be a power of two, got {alignment}",
+                              "workspace_byte_alignment")
+        for name in self.disabled_passes:
+            check_disableable(name)
+        if self.desired_layout is not None and self.desired_layout not in DATA_LAYOUTS:
+            raise ConfigError(f"desired layout {self.desired_layout!r} is not one of {', '.join(DATA_LAYOUTS)}",
+                              "desired_layout")
         Target.parse(self.target, known_codegens(self.codegens))
-        return self
+        checked = check_pass_config(self.config)
+        if all(type(checked[k]) is type(v) for k, v in self.config.items()):
+            return self
+        return replace(self, config=checked)
+
+
+# Passes that may be skipped by name: the optional ones. The rest (InferType, FuseOps' grouping,
+# LowerTE, ...) are what turns a model into C at all. FuseOps disabled is fusion at opt level 0:
+# every operator a kernel of its own, as in TVM.
+DISABLEABLE_PASSES = ("AlterOpLayout", "ConvertLayout", "DeadCodeElimination", "DynamicToStatic",
+                      "FoldConstant", "FuseOps")
+_REQUIRED_PASSES = ("InferType", "InlineGlobals", "SimplifyInference", "StripDevices", "UnwrapCallLowered",
+                    "UndoManifestAlloc", "CheckCompilable", "BindParams", "LabelOps", "LowerTE",
+                    "MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph")
+
+
+def check_disableable(name: str) -> None:
+    if name in DISABLEABLE_PASSES:
+        return
+    if name in _REQUIRED_PASSES:
+        raise ConfigError(f"pass {name!r} cannot be disabled; these can: {', '.join(DISABLEABLE_PASSES)}",
+                          "disabled_pass")
+    raise ConfigError(f"unknown pass {name!r}{suggestion(name, DISABLEABLE_PASSES + _REQUIRED_PASSES)}; "
+                      f"these can be disabled: {', '.join(DISABLEABLE_PASSES)}", "disabled_pass")
 
 
 @dataclass
@@ -204,7 +257,9 @@ class CompiledModel:
         return f"{name}_constants.c", f"{c_prefix(name)}_constant_pool", pool
 
 
-def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
+def optimize(
+    mod: IRModule, params: Mapping[str, np.ndarray], input_shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> IRModule:
     # One CPU: device placement (on_device, device_copy, virtual devices) means nothing here.
     mod = StripDevices()(mod)
     # A call_lowered of a Relay function in the text is a call of it; LowerTE lowers it anew.
@@ -216,6 +271,9 @@ def optimize(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     mod = CheckCompilable()(mod)
     if params:
         mod = BindParams(dict(params))(mod)
+    # After binding: a bound parameter is no longer an input whose shape could be given.
+    if input_shapes:
+        mod = SpecializeInputs(dict(input_shapes))(mod)
     # Helpers are inlined first so the later passes (and fusion) see one straight-line @main.
     # DynamicToStatic where TVM has it: a dyn.* call with constant shapes becomes its static op
     # before FoldConstant and fusion see it.
@@ -232,10 +290,11 @@ def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
     with the report's `passes` of real builds."""
 
     def at(level: int, *names: str) -> list[str]:
-        return list(names) if options.opt_level >= level else []
+        return [n for n in names if options.opt_level >= level and n not in options.disabled_passes]
 
     names = ["StripDevices", "UnwrapCallLowered", "UndoManifestAlloc", "InferType", "CheckCompilable"]
     names += ["BindParams"] if params else []
+    names += ["SpecializeInputs"] if options.input_shapes else []
     names += ["InlineGlobals", "SimplifyInference", *at(2, "DynamicToStatic", "FoldConstant"),
               *at(1, "DeadCodeElimination"), "InferType"]
     # The codegens as ExternalCodegens.resolve orders them: the target's, then the other given
@@ -247,6 +306,7 @@ def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
         if spec is not None and spec.patterns:
             names += ["MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph", "InferType"]
         names += ["OutlineCompilerFunctionsWithExistingGlobalSymbols", "RunCodegenPasses"]
+    names += ["ConvertLayout", "FoldConstant"] if options.desired_layout is not None else []
     return [*names, *at(1, "Float16ComputeInFloat32"), *at(3, "AlterOpLayout"), "FuseOps", "LabelOps", "LowerTE"]
 
 
@@ -272,23 +332,31 @@ def lower(
     )
     timer = PassTimer()
     ctx = PassContext(
-        opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments)
+        opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments),
+        disabled_passes=frozenset(options.disabled_passes),
     )
     functions = UpdateFunctionMetadata(options.workspace_byte_alignment)
     prefix = f"tvmgen_{options.module_name}"
     # The codegens' target kinds (their LowerTE hooks) exist only while this build runs.
     placements = device_placements(mod)
     with ctx.scope(), TARGETS.scoped(*codegens.target_kinds()):
-        mod = optimize(mod, params or {})
+        mod = optimize(mod, params or {}, options.input_shapes)
         # BYOC: each external codegen, in target order, takes what its patterns match; its own
         # passes then run on its functions only.
         mod = codegens.partition(mod, options.module_name)
+        if options.desired_layout is not None:
+            # Asked for by name, so not subject to the opt level (tvmc runs it at 3 whatever
+            # --opt-level says); after partitioning, it converts the host's convolutions only:
+            # a codegen asks for its own layouts in its passes. FoldConstant then turns the
+            # weights' transforms into constants.
+            mod = ConvertLayout({"nn.conv2d": (options.desired_layout,)})(mod)
+            mod = Sequential([FoldConstant()])(mod)
         # After partitioning (a codegen takes its ops as they are), before fusion: float16 host
         # ops compute in float32 (gcc vectorizes no _Float16 arithmetic), then constant weights
         # packed for the host's product kernel.
         mod = Sequential([Float16ComputeInFloat32(), AlterOpLayout()])(mod)
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
-        mod = FuseOps()(mod)
+        mod = FuseOps(fuse_opt_level=0 if "FuseOps" in options.disabled_passes else -1)(mod)
         mod = LabelOps()(mod)
         lowered = LowerTE(prefix, {"host": target.host, **options.config}, functions)(mod)
         external_modules = codegens.external_modules(lowered, options.workspace_byte_alignment)
@@ -430,6 +498,37 @@ def export(
         )
     _write(outdir / "metadata.json", json.dumps(model.report, indent=2) + "\n")
     return outdir
+
+
+DUMP_KINDS = ("relay", "tir", "c")
+
+
+def check_dump_kinds(kinds: Sequence[str]) -> None:
+    for kind in kinds:
+        if kind not in DUMP_KINDS:
+            raise ConfigError(f"--dump-code {kind!r} is not one of {', '.join(DUMP_KINDS)}"
+                              f"{suggestion(kind, DUMP_KINDS)}", "dump_code")
+
+
+def dump_code(model: CompiledModel, outdir: Path, kinds: Sequence[str]) -> list[Path]:
+    """tvmc's --dump-code: `<name>.relay` (the fused module LowerTE starts from), `<name>.tir`
+    (every PrimFunc) and `<name>.c` (every C source in one file), written into OUTDIR."""
+    check_dump_kinds(kinds)
+    name = model.options.module_name
+    written = []
+    for kind in dict.fromkeys(kinds):
+        if kind == "relay":
+            text = astext(model.source)
+        elif kind == "tir":
+            text = "\n\n".join(tir_text(f) for f in model.prim_funcs) + "\n"
+        else:
+            if model.aot is None:
+                raise InputError("--dump-code c needs the C: `relaycc lower` stops before it")
+            text = "".join(f"// ---- {file_name}\n{source}\n" for file_name, source in model.c_sources().items())
+        path = Path(outdir) / f"{name}.{kind}"
+        _write(path, text)
+        written.append(path)
+    return written
 
 
 def _write_codegen_libraries(model: CompiledModel, outdir: Path) -> list[LibraryBuild]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError
 from compiler.driver import BuildOptions, lower
 from compiler.ir.expr import Call, Function, Op
@@ -37,7 +38,8 @@ def inspect_module(mod: IRModule, options: BuildOptions = BuildOptions()) -> dic
     assert isinstance(main, Function)
     inputs = [_tensor(p.name_hint, p.checked_type) for p in main.params]
     result = main.body.checked_type
-    outputs = [_tensor(f"out{k}", ty) for k, ty in enumerate(_flatten(result))]
+    leaves = _flatten(result)
+    outputs = [_tensor(name, ty) for name, ty in zip(result_names(len(leaves)), leaves)]
     used: Counter[str] = Counter()
     functions = []
     for gv, func in mod.items():

@@ -13,6 +13,7 @@ from compiler import __version__
 from service.api import error_handlers
 from service.api.body_limit import BodyLimitMiddleware
 from service.api.body_parsing import parse_bodies_off_loop
+from service.api.head_requests import HeadAsGetMiddleware
 from service.api.routes import compile as compile_routes
 from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
@@ -50,6 +51,8 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
+    # Outermost: a HEAD request goes through everything a GET does (API keys included).
+    app.add_middleware(HeadAsGetMiddleware)
     error_handlers.install(app)
     for router in (compile_routes.router, module_list.router, modules.router, events.router, targets.router,
                    health.router, metrics.router):

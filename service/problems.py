@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from compiler.config_registry import ConfigError
 from compiler.diagnostics import CompileError
 
 PROBLEM_BASE = "https://relaycc.dev/problems/"
@@ -29,6 +30,7 @@ _KNOWN: dict[str, tuple[int, str]] = {
     "method-not-allowed": (405, "Method not allowed"),
     "unauthorized": (401, "Missing or invalid API key"),
     "too-many-jobs": (429, "Too many jobs in flight for this client"),
+    "unsupported-media-type": (415, "Request body is not JSON"),
     "module-not-ready": (409, "Module is not built"),
     "module-busy": (409, "Module has a job queued or running"),
     "forbidden": (403, "Not allowed for this client"),
@@ -87,6 +89,9 @@ def compile_error_problem(err: CompileError) -> Problem:
         problem["line"] = err.line
         problem["column"] = err.column
         problem["source_line"] = err.source_line or ""
+    if isinstance(err, ConfigError):
+        # The configuration key at fault (`pass_config.<name>` for a pass config entry).
+        problem["key"] = err.key
     return problem
 
 

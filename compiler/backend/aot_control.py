@@ -29,7 +29,7 @@ from compiler.backend.aot_c import Kernel, extern_prototype
 from compiler.backend.aot_dynamic import DATA_STATE, INPUT_MISMATCH, KERNEL_SHAPE_MISMATCH, OUT_OF_MEMORY
 from compiler.backend.aot_dynamic import OUTPUT_MISMATCH, SHAPE_STATE, emit_dynamic_header, preamble
 from compiler.backend.aot_main_walk import AOTResult, CallInfo, kernel_dim_args, kernel_types, leaf_types
-from compiler.backend.aot_main_walk import tensor_info
+from compiler.backend.aot_main_walk import result_infos, tensor_info
 from compiler.backend.c_signature import has_workspace, prim_func_signature
 from compiler.backend.constants import ConstantPool, ConstantPoolBuilder
 from compiler.backend.dlpack import dtype_code
@@ -115,9 +115,7 @@ class ControlFlowAssembler:
                 raise UnsupportedError(f"the AOT executor needs tensor inputs; %{p.name_hint} has type {ty}", p.span)
             inputs.append(tensor_info(p.name_hint, ty))
         result_types = leaf_types(main.body.checked_type)
-        single = len(result_types) == 1 and isinstance(main.body.checked_type, TensorType)
-        names = ["output"] if single else [f"output{i}" for i in range(len(result_types))]
-        outputs = [tensor_info(n, t) for n, t in zip(names, result_types)]
+        outputs = result_infos(main.body.checked_type)
         check_names(self.module_name, inputs, outputs, [p.span for p in main.params])
         self.max_ndim = max([1] + [t.ndim for t in result_types] + [_max_ndim(n) for n in post_order(main)])
 

@@ -351,8 +351,8 @@ class DynamicAssembler:
             assert root.data is not None
             k = self.pool.index_of(root.data)
             return "constant" if k is None else f"constant_{k}"
-        if root in self.direct:
-            return self.outputs[self.direct[root]].name
+        if root in self.direct:  # the header's field, as TVM's report names an output buffer
+            return self.outputs[self.direct[root]].c_name
         return self.buffers[self.buffer_of[root]].name
 
     def call_infos(self) -> list[CallInfo]:

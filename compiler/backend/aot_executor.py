@@ -187,8 +187,8 @@ class _Assembler:
             assert t.data is not None
             k = self.pool.index_of(t.data)
             return "constant" if k is None else f"constant_{k}"  # None: read by no code at all
-        if t in self.direct:
-            return outputs[self.direct[t]].name
+        if t in self.direct:  # the header's field, as TVM's report names an output buffer
+            return outputs[self.direct[t]].c_name
         return self.sid_names[t]
 
     def kernel_calls(

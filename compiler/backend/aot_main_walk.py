@@ -13,7 +13,7 @@ import numpy as np
 from compiler.backend.aot_c import Kernel, extern_prototype
 from compiler.backend.c_signature import has_workspace, prim_func_signature
 from compiler.backend.constants import ConstantPool
-from compiler.backend.interface_c import TensorInfo, c_name
+from compiler.backend.interface_c import TensorInfo, c_name, output_names, result_names
 from compiler.backend.memory_planner import MemoryPlan
 from compiler.diagnostics import Span, UnsupportedError
 from compiler.ir.attrs import EMPTY_ATTRS, Attrs
@@ -395,12 +395,14 @@ def check_tensors(ty: Type, what: str, span: Span | None) -> None:
         raise UnsupportedError(f"the AOT executor handles tensors and tuples; {what} has type {ty}", span)
 
 
-def tensor_info(name: str, ty: TensorType) -> TensorInfo:
-    """The interface entry of an input or output; a `?` dim is -1 and its bytes 0."""
+def tensor_info(name: str, ty: TensorType, field: str | None = None) -> TensorInfo:
+    """The interface entry of an input or output; a `?` dim is -1 and its bytes 0. `field` is
+    its struct field, when not the sanitized name (the results')."""
+    field = c_name(name) if field is None else field
     if ty.is_dynamic:
         dims = tuple(-1 if d is ANY else int(d) for d in ty.shape)  # type: ignore[arg-type]  # ints or ANY
-        return TensorInfo(name, c_name(name), dims, ty.dtype, 0)
-    return TensorInfo(name, c_name(name), static_dims_of(ty), ty.dtype, ty.nbytes)
+        return TensorInfo(name, field, dims, ty.dtype, 0)
+    return TensorInfo(name, field, static_dims_of(ty), ty.dtype, ty.nbytes)
 
 
 def kernel_dim_args(func: PrimFunc) -> tuple[tuple[int, int], ...]:
@@ -418,11 +420,16 @@ def kernel_dim_args(func: PrimFunc) -> tuple[tuple[int, int], ...]:
 
 
 def output_infos(walk: MainWalk) -> list[TensorInfo]:
-    """The outputs of @main: `output` for a single tensor, `output<i>` for a tuple's leaves."""
-    types = walk.output_types
-    single = len(types) == 1 and isinstance(walk.main.body.checked_type, TensorType)
-    names = ["output"] if single else [f"output{i}" for i in range(len(types))]
-    return [tensor_info(n, t) for n, t in zip(names, types)]
+    """The outputs of @main."""
+    return result_infos(walk.main.body.checked_type)
+
+
+def result_infos(result: Type) -> list[TensorInfo]:
+    """The interface entries of @main's result leaves: named `out<i>`, with TVM's struct fields
+    (`output` for a single tensor, `output<i>` for a tuple's leaves)."""
+    types = leaf_types(result)
+    fields = output_names(len(types), not isinstance(result, TensorType))
+    return [tensor_info(n, t, f) for n, t, f in zip(result_names(len(types)), types, fields)]
 
 
 def has_dynamic_values(main: Function) -> bool:

@@ -28,12 +28,30 @@ C_KEYWORDS = frozenset(
 )
 
 
+def result_names(count: int) -> list[str]:
+    """The names a user sees for the results of @main (DESIGN.md's contract): `out0, out1, ...`
+    in the order of @main's result, tuples flattened, a single result too. metadata.json's
+    `interface.outputs[].name`, `relaycc run`/`interpret`, `inspect` and the service's run
+    endpoint all use them."""
+    return [f"out{i}" for i in range(count)]
+
+
+def output_names(count: int, tuple_result: bool) -> list[str]:
+    """The struct fields of the results in the header, TVM's AOT interface's: a single tensor
+    result is `output`; the leaves of a tuple result (nested tuples flattened, a 1-tuple
+    included) are `output0, output1, ...`. metadata.json lists them as `c_name`."""
+    if count == 1 and not tuple_result:
+        return ["output"]
+    return [f"output{i}" for i in range(count)]
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """An input or output of the compiled module.
 
-    `name` is the Relay name (a parameter of @main without `%`, or `output` / `output<i>`);
-    `c_name` the field of the inputs/outputs struct; `bytes` the size of its dense buffer.
+    `name` is what users see: a parameter of @main without `%`, or `out<i>` for a result;
+    `c_name` the field of the inputs/outputs struct (a sanitized parameter name, or TVM's
+    `output` / `output<i>` for a result); `bytes` the size of its dense buffer.
     """
 
     name: str

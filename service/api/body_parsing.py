@@ -7,7 +7,9 @@ nested lists: ~30 s), and `json.loads` holds the GIL throughout, so nothing else
 validated from its bytes by pydantic's own JSON parser (which lets other threads run while it
 works) in a worker thread, and FastAPI is handed the validated model, which it accepts as is.
 The answers are FastAPI's: a body that does not validate is a RequestValidationError with
-`body` locations, a body that is not JSON a `json_invalid` one.
+`body` locations, a body that is not JSON a `json_invalid` one. A body sent without a JSON
+content type is `415` naming `application/json`, as HTTP has it, rather than FastAPI's 422
+"Input should be a valid dictionary".
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
+
+from service.problems import ProblemError
 
 Handler = Callable[[Request], Awaitable[Response]]
 _WRAPPED = "_relaycc_body_off_loop"
@@ -50,7 +54,14 @@ def parse_bodies_off_loop(router: APIRouter) -> None:
 def _off_loop(handler: Handler, adapter: TypeAdapter[Any]) -> Handler:
     async def app(request: Request) -> Response:
         body = await request.body()
-        if body and _is_json(request.headers.get("content-type")):
+        content_type = request.headers.get("content-type")
+        if body and not _is_json(content_type):
+            given = f"content-type {content_type!r}" if content_type else "no content-type"
+            raise ProblemError.of(
+                "unsupported-media-type", f"the body must be application/json; the request has {given}",
+                headers={"Accept": "application/json"},
+            )
+        if body:
             validated = await run_in_threadpool(_validate, adapter, body)
             # FastAPI reads the body through `request.json()`, which returns this cached value,
             # and accepts a model instance without validating it again.

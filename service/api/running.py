@@ -16,6 +16,7 @@ import math
 import numpy as np
 from fastapi.concurrency import run_in_threadpool
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
 from service.arrays import (
     OverLimit,
@@ -79,18 +80,19 @@ def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
     # Checked by the worker already (service/jobs/worker.py); bounded here too, as the API's own guard.
     arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
-    outputs = [arrays[f"out{index}"] for index in range(len(arrays))]
+    # out0, out1, ..., as the worker checked (service/jobs/worker.py); answered in that order.
+    outputs = {name: arrays[name] for name in result_names(len(arrays))}
     latency = Latency(median_us=float(np.median(times)), min_us=float(np.min(times)), runs=int(times.size))
     as_json = (body.output_format or ("npz" if body.inputs_npz is not None else "json")) == "json"
     if as_json:
         return RunResponse(
             outputs={
-                f"out{index}": OutputTensor(dtype=str(out.dtype), shape=list(out.shape), data=to_json(out))
-                for index, out in enumerate(outputs)
+                name: OutputTensor(dtype=str(out.dtype), shape=list(out.shape), data=to_json(out))
+                for name, out in outputs.items()
             },
             latency=latency,
         )
-    packed = encode_npz({f"out{index}": out for index, out in enumerate(outputs)})
+    packed = encode_npz(outputs)
     return RunResponse(outputs_npz=base64.b64encode(packed).decode("ascii"), latency=latency)
 
 

@@ -131,13 +131,23 @@ class CompileConfig(BaseModel):
     )
 
     opt_level: int | None = Field(default=None, description="0 to 4; default 3.")
-    pass_config: dict[str, JsonValue] | None = Field(default=None, description="PassContext config entries.")
+    pass_config: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="PassContext config entries: only the keys `GET /targets` lists under `config.pass_config`, "
+        "with values of their types; any other key is a 400 problem naming it (member `key`).",
+    )
     cflags: list[str] | None = Field(
         default=None,
         description="C flags replacing the defaults; only flags from the allow-list (GET /targets) "
         "and -DNAME[=VALUE].",
     )
     workspace_byte_alignment: int | None = Field(default=None, description="A power of two; default 16.")
+    disabled_pass: list[str] | None = Field(
+        default=None, description="Passes skipped by name (tvmc's --disabled-pass); `GET /targets` lists which."
+    )
+    desired_layout: Literal["NCHW", "NHWC"] | None = Field(
+        default=None, description="The data layout of the host's nn.conv2d (tvmc's --desired-layout)."
+    )
 
 
 class CodegenRequest(BaseModel):
@@ -526,6 +536,12 @@ class TargetsInfo(BaseModel):
     user_c_allowed: bool = Field(description="Whether codegen documents may bring C sources (the "
                                  "service allows it and runs jobs in its sandbox; `GET /readyz` says why not).")
     allowed_cflags: list[str]
+    config: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="The configuration registry, as `relaycc config --json` prints it: the `config` keys, "
+        "the opt_level range, every pass_config key with its type, default, whether it is used, "
+        "accepted and ignored (TVM's, no effect here) or refused, and what it does.",
+    )
     operators: list[OperatorInfo] = Field(
         default_factory=list, description="Every supported operator, as `relaycc ops --json` lists it."
     )

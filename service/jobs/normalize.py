@@ -18,21 +18,13 @@ import numpy as np
 from compiler import __version__
 from compiler.diagnostics import InputError
 from compiler.byoc.codegen_config import CodegenSpec
+from compiler.config_registry import ALLOWED_CFLAGS, DEFINE_FLAG, ConfigError, is_allowed_cflag
 from compiler.driver import BuildOptions
 
 REQUEST_FORMAT = "relaycc.request/1"
 # The name parse and type errors give the Relay text: the request field it came in.
 SOURCE_NAME = "relay"
 
-# C flags a client may choose; anything else could read or write files on the server
-# (`-o`, `@file`, `-fplugin=`, `-include`) or change what is linked.
-ALLOWED_CFLAGS = frozenset({
-    "-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast",
-    "-march=native", "-mtune=native",
-    "-std=c99", "-std=c11", "-std=gnu99", "-std=gnu11", "-std=c17", "-std=gnu17",
-    "-fPIC", "-shared", "-fopenmp", "-fopenmp-simd", "-ffast-math", "-fno-fast-math",
-    "-funroll-loops", "-fno-tree-vectorize", "-g", "-g0", "-w", "-Wall", "-Wextra",
-})
 
 # tvmc executor options that describe what relaycc always generates.
 _EXECUTOR_FIXED = {"link-params": True, "interface-api": "c", "unpacked-api": True}
@@ -104,17 +96,14 @@ def codegen_specs(codegens: Sequence[Mapping[str, object]]) -> tuple[CodegenSpec
 def checked_options(
     target: str, module_name: str, config: Mapping[str, object], codegens: Sequence[CodegenSpec] = ()
 ) -> BuildOptions:
-    """Build options for the request, validated; the C flags must come from ALLOWED_CFLAGS."""
+    """Build options for the request, validated against the configuration registry
+    (compiler/config_registry.py); the C flags must be allowed ones."""
     options = BuildOptions.from_config(config, target=target, module_name=module_name, codegens=codegens).validated()
     for flag in options.cflags or ():
-        if flag not in ALLOWED_CFLAGS and not _is_define(flag):
-            raise InputError(f"C flag {flag!r} is not allowed; allowed: {', '.join(sorted(ALLOWED_CFLAGS))}, -DNAME[=VALUE]")
+        if not is_allowed_cflag(flag):
+            raise ConfigError(f"C flag {flag!r} is not allowed; allowed: {', '.join(sorted(ALLOWED_CFLAGS))}, "
+                              f"{DEFINE_FLAG}", "cflags")
     return options
-
-
-def _is_define(flag: str) -> bool:
-    name = flag[2:].split("=", 1)[0]
-    return flag.startswith("-D") and name.isidentifier() and name.isascii()
 
 
 def params_digest(params: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:
@@ -160,6 +149,11 @@ def config_of(options: BuildOptions) -> dict[str, object]:
     }
     if options.cflags is not None:
         config["cflags"] = list(options.cflags)
+    # Only when given, so that the requests made before these options existed keep their ids.
+    if options.disabled_passes:
+        config["disabled_pass"] = list(options.disabled_passes)
+    if options.desired_layout is not None:
+        config["desired_layout"] = options.desired_layout
     return config
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError
 from compiler.runtime.build import BuildError
 from compiler.runtime.module import CompiledModule
@@ -94,7 +95,7 @@ def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None
     outputs and latencies as .npz."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
     result = CompiledModule(outdir).run(inputs, repeat=repeat, threads=threads)
-    arrays = {f"out{index}": output for index, output in enumerate(result.outputs)}
+    arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
     return encode_npz(arrays)
 

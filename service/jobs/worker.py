@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
@@ -341,9 +342,10 @@ def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimi
 
 
 def _check_run_result(arrays: Mapping[str, np.ndarray]) -> None:
-    outputs = len(arrays) - 1
-    expected = {TIMES_KEY, *(f"out{index}" for index in range(outputs))}
-    if set(arrays) != expected or arrays[TIMES_KEY].ndim != 1 or arrays[TIMES_KEY].dtype != np.float64:
+    # out0, out1, ... in order: the API answers them in the archive's order.
+    names = [name for name in arrays if name != TIMES_KEY]
+    if (TIMES_KEY not in arrays or names != result_names(len(names))
+            or arrays[TIMES_KEY].ndim != 1 or arrays[TIMES_KEY].dtype != np.float64):
         raise ValueError("the run result is not a model's outputs and latencies")
 
 

@@ -91,7 +91,7 @@ def test_interpret_flattens_tuple_result_in_order(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     with np.load(outputs) as saved:
-        assert sorted(saved.files) == ["out0", "out1"]
+        assert saved.files == ["out0", "out1"]
         np.testing.assert_allclose(saved["out0"], x + y)
         np.testing.assert_allclose(saved["out1"], x * y)
 
@@ -630,3 +630,145 @@ def test_importing_the_driver_does_not_import_onnx() -> None:
                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+CONV_NCHW = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 6, 6), float32], %w: Tensor[(4, 2, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]))
+}
+"""
+
+BATCHED = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 3), float32]) {
+  multiply(%x, 2f)
+}
+"""
+
+
+def test_pass_config_with_an_unknown_key_exits_non_zero_naming_it(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--pass-config", "relay.bogus=1"))
+    assert "unknown pass_config key 'relay.bogus'" in line
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out",
+                                             "--pass-config", "relay.FuseOps.max_depth=deep"))
+    assert "'relay.FuseOps.max_depth' takes an integer, got 'deep'" in line
+
+
+def test_a_config_file_with_an_unknown_pass_config_key_is_refused(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    config = write(tmp_path / "c.json", json.dumps({"pass_config": {"relay.bogus.key": 1}}))
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--config", config))
+    assert "unknown pass_config key 'relay.bogus.key'" in line
+
+
+def test_compile_flags_reach_the_build(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", SUM_AND_PRODUCT)
+    result = run_relaycc("lower", model, "-o", tmp_path / "out", "--opt-level", "0",
+                         "--pass-config", "tir.parallel=false", "--disabled-pass", "FoldConstant,DeadCodeElimination")
+    assert result.returncode == 0, result.stderr
+    passes = [p["name"] for p in json.loads((tmp_path / "out" / "metadata.json").read_text())["passes"]]
+    # opt level 0: nothing fuses, so each operator is a kernel of its own.
+    calls = json.loads((tmp_path / "out" / "metadata.json").read_text())["calls"]
+    assert len(calls) == 2 and "FoldConstant" not in passes and "DeadCodeElimination" not in passes
+    line = assert_one_line_error(run_relaycc("lower", model, "-o", tmp_path / "o2", "--opt-level", "9"))
+    assert "opt level must be between 0 and 4, got 9" in line
+
+
+def test_desired_layout_nhwc_gives_the_outputs_of_the_nchw_build(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 6, 6)).astype("float32"), rng.standard_normal((4, 2, 3, 3)).astype("float32")
+    model = write(tmp_path / "conv.relay", CONV_NCHW)
+    inputs = save_npz(tmp_path / "in.npz", x=x, w=w)
+    for layout in ("NCHW", "NHWC"):
+        out = tmp_path / layout
+        assert run_relaycc("compile", model, "-o", out, "--desired-layout", layout).returncode == 0
+        result = run_relaycc("run", out, "--inputs", inputs, "-o", tmp_path / f"{layout}.npz")
+        assert result.returncode == 0, result.stderr
+    assert "layout_transform" in (tmp_path / "NHWC" / "lowered.relay").read_text()
+    with np.load(tmp_path / "NCHW.npz") as nchw, np.load(tmp_path / "NHWC.npz") as nhwc:
+        np.testing.assert_allclose(nhwc["out0"], nchw["out0"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_model_with_an_unknown_batch_compiled_with_input_shapes_runs(tmp_path: Path) -> None:
+    model = write(tmp_path / "b.relay", BATCHED)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out", "--input-shapes", "x:[2,3]")
+    assert result.returncode == 0, result.stderr
+    interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
+    assert interface["inputs"][0]["shape"] == [2, 3] and interface["dynamic"] is False
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    result = run_relaycc("run", tmp_path / "out", "--inputs", save_npz(tmp_path / "in.npz", x=x), "-o", tmp_path / "o.npz")
+    assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "o.npz") as saved:
+        np.testing.assert_array_equal(saved["out0"], 2 * x)
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--input-shapes", "y:[2,3]"))
+    assert "--input-shapes names 'y', which is not an input of @main" in line
+
+
+def test_dump_code_writes_the_requested_forms_beside_the_artifacts(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    result = run_relaycc("compile", model, "-o", tmp_path / "out", "--dump-code", "relay,c")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "default.relay").is_file() and (tmp_path / "out" / "default.c").is_file()
+    assert not (tmp_path / "out" / "default.tir").exists()
+    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--dump-code", "tri"))
+    assert "--dump-code 'tri' is not one of relay, tir, c (did you mean 'tir'?)" in line
+
+
+def test_run_reads_inputs_from_stdin_and_writes_outputs_to_stdout(tmp_path: Path) -> None:
+    import io
+
+    model = write(tmp_path / "m.relay", DOUBLE)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    for source in ("-", "/dev/stdin"):
+        done = subprocess.run([sys.executable, "-m", "compiler", "run", str(tmp_path / "out"), "--inputs", source,
+                               "-o", "-"], input=buffer.getvalue(), capture_output=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        with np.load(io.BytesIO(done.stdout)) as saved:
+            np.testing.assert_array_equal(saved["out0"], x + x)
+
+
+def test_outputs_to_stdout_cannot_share_it_with_the_timing_line(tmp_path: Path) -> None:
+    # Refused before anything is loaded: no build is needed to see it.
+    line = assert_one_line_error(run_relaycc("run", tmp_path / "out", "-o", "-", "--repeat", "2"))
+    assert "cannot be given with --repeat" in line
+
+
+def test_run_saves_out0_out1_as_the_metadata_names_them(tmp_path: Path) -> None:
+    model = write(tmp_path / "pair.relay", SUM_AND_PRODUCT)
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+    result = run_relaycc("run", tmp_path / "out", "--fill-mode", "ones", "-o", tmp_path / "o.npz")
+    assert result.returncode == 0, result.stderr
+    interface = json.loads((tmp_path / "out" / "metadata.json").read_text())["interface"]
+    with np.load(tmp_path / "o.npz") as saved:
+        assert saved.files == [t["name"] for t in interface["outputs"]] == ["out0", "out1"]
+    assert [t["c_name"] for t in interface["outputs"]] == ["output0", "output1"]  # the header's struct fields
+
+
+def test_config_lists_the_registry() -> None:
+    result = run_relaycc("config")
+    assert result.returncode == 0, result.stderr
+    assert "relay.FuseOps.max_depth" in result.stdout and "opt_level: 0 to 4" in result.stdout
+    listed = json.loads(run_relaycc("config", "--json").stdout)
+    assert any(e["name"] == "relay.backend.use_auto_scheduler" for e in listed["pass_config"])
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import argparse
+
+    parser = cli._build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {action.dest}"
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert missing == []
+    for sub in commands.choices.values():
+        assert "usage: relaycc" in sub.format_help()  # bracketed metavars must not break the layout

@@ -186,6 +186,7 @@ TOY = Path(__file__).resolve().parents[1] / "codegens" / "toy_cg_thflow" / "toy_
     (BuildOptions(), False),
     (BuildOptions(opt_level=0), False),
     (BuildOptions(opt_level=1), True),
+    (BuildOptions(desired_layout="NHWC", disabled_passes=("Float16ComputeInFloat32", "AlterOpLayout")), False),
 ])
 def test_planned_passes_are_the_passes_a_host_build_runs(options, params):
     bound = {"w1": np.ones((32, 64), "float32")} if params else {}
@@ -206,3 +207,96 @@ def test_planned_passes_of_a_byoc_build_are_its_passes_in_order_less_those_run_i
     assert all(name in rest for name in plan)  # in order, as a subsequence
     # What the plan leaves out runs inside LowerTE (the codegen's hook outlines its functions).
     assert len(ran) - len(plan) == 1
+
+
+CONV = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 10, 10), float32], %w: Tensor[(8, 3, 3, 3), float32], %b: Tensor[(8), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]);
+  nn.relu(nn.bias_add(%0, %b))
+}"""
+
+
+def _conv_numpy(x, w, b):
+    import numpy as np
+
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((1, 8, 10, 10), np.float64)
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,oc->nohw", padded[:, :, i:i + 10, j:j + 10], w[:, :, i, j])
+    return np.maximum(out + b[None, :, None, None], 0)
+
+
+def test_desired_layout_nhwc_computes_the_convolution_in_nhwc_with_the_same_result(tmp_path):
+    import numpy as np
+
+    from compiler.runtime.module import CompiledModule
+
+    rng = np.random.default_rng(0)
+    params = {"w": rng.standard_normal((8, 3, 3, 3)).astype("float32"),
+              "b": rng.standard_normal(8).astype("float32")}
+    x = rng.standard_normal((1, 3, 10, 10)).astype("float32")
+    results = {}
+    for layout in ("NCHW", "NHWC"):
+        model = build(CONV, tmp_path / layout, BuildOptions(desired_layout=layout), params)
+        results[layout] = CompiledModule(tmp_path / layout).run({"x": x}).outputs[0]
+        transforms = [c for c in model.report["calls"] if "layout_transform" in c["callee"]]
+        assert bool(transforms) == (layout == "NHWC")
+    np.testing.assert_allclose(results["NHWC"], results["NCHW"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results["NHWC"], _conv_numpy(x, params["w"], params["b"]), rtol=1e-4, atol=1e-4)
+
+
+def test_a_desired_layout_that_is_not_a_data_layout_is_refused():
+    with pytest.raises(InputError, match="desired layout 'NCWH' is not one of NCHW, NHWC"):
+        BuildOptions(desired_layout="NCWH").validated()
+
+
+def test_input_shapes_fix_the_unknown_batch_so_the_build_is_static(tmp_path):
+    import numpy as np
+
+    from compiler.runtime.module import CompiledModule
+
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 4), float32], %w: Tensor[(3, 4), float32]) { nn.relu(nn.dense(%x, %w, units=3)) }"""
+    model = build(text, tmp_path, BuildOptions(input_shapes={"x": (2, 4)}))
+    assert model.report["interface"]["dynamic"] is False
+    x = np.arange(8, dtype="float32").reshape(2, 4) - 3
+    w = np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4)
+    (got,) = CompiledModule(tmp_path).run({"x": x, "w": w}).outputs
+    np.testing.assert_allclose(got, np.maximum(x @ w.T, 0), rtol=1e-6)
+
+
+def test_disabled_passes_are_skipped_and_only_optional_ones_may_be_named():
+    from compiler.parser import parse
+
+    text = """#[version = "0.0.5"]
+def @main(%x: Tensor[(4), float32]) { add(%x, add(1f, 2f)) }"""
+    folded = lower(parse(text), BuildOptions(), executor=False)
+    kept = lower(parse(text), BuildOptions(disabled_passes=("FoldConstant",)), executor=False)
+    assert "FoldConstant" in [p["name"] for p in folded.report["passes"]]
+    assert "FoldConstant" not in [p["name"] for p in kept.report["passes"]]
+    unfused = lower(parse(text), BuildOptions(disabled_passes=("FoldConstant", "FuseOps")), executor=False)
+    assert len(unfused.report["calls"]) == 2 and len(kept.report["calls"]) == 1
+    with pytest.raises(InputError, match="pass 'InferType' cannot be disabled"):
+        BuildOptions(disabled_passes=("InferType",)).validated()
+    with pytest.raises(InputError, match=r"unknown pass 'FoldConstnt' \(did you mean 'FoldConstant'\?\)"):
+        BuildOptions(disabled_passes=("FoldConstnt",)).validated()
+
+
+def test_pass_config_is_checked_against_the_registry_whatever_builds_the_options():
+    with pytest.raises(InputError, match="unknown pass_config key 'relay.bogus.key'"):
+        BuildOptions(config={"relay.bogus.key": 1}).validated()
+    with pytest.raises(InputError, match="unknown pass_config key 'relay.bogus.key'"):
+        BuildOptions.from_config({"pass_config": {"relay.bogus.key": 1}}).validated()
+    assert BuildOptions(config={"tir.parallel": 0}).validated().config == {"tir.parallel": False}
+
+
+def test_dump_code_writes_relay_tir_and_c_beside_the_artifacts(tmp_path):
+    from compiler.driver import dump_code
+
+    model = build(ADD, tmp_path, BuildOptions(module_name="m"))
+    written = dump_code(model, tmp_path, ["relay", "tir", "c"])
+    assert [p.name for p in written] == ["m.relay", "m.tir", "m.c"]
+    assert "Primitive=1" in (tmp_path / "m.relay").read_text()
+    assert "primfn tvmgen_m_fused_add" in (tmp_path / "m.tir").read_text()
+    assert "// ---- m_lib0.c" in (tmp_path / "m.c").read_text()

@@ -3,10 +3,14 @@ model, and running it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
+from compiler import __version__
 from compiler.diagnostics import CompileError
 from compiler.driver import BuildOptions
 from compiler.inspection import inspect_module
@@ -48,11 +52,28 @@ def _succeeded(state: ServiceState, module_id: str) -> Status:
     "/{module_id}",
     summary="Module status",
     description="The job's state (`queued`, `running`, `succeeded`, `failed`), its timings, the "
-    "stage it is at while running, and the problem when it failed.",
-    responses=problem_responses(*AUTHENTICATED, 404, 422),
+    "stage it is at while running, and the problem when it failed. Has an ETag that changes with "
+    "the status; `If-None-Match` gives `304`, so a client polling it gets the body only when "
+    "something changed. `HEAD` answers the headers alone (as on every `GET` route).",
+    responses={
+        304: {"description": "Not modified (the ETag matched)."},
+        **problem_responses(*AUTHENTICATED, 404, 422),
+    },
 )
-def get_module(module_id: str, state: StateDep) -> ModuleStatus:
-    return module_status(_status(state, module_id))
+def get_module(module_id: str, state: StateDep, request: Request, response: Response) -> ModuleStatus:
+    status = _status(state, module_id)
+    etag = _status_etag(status)
+    if _etag_matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers={"ETag": etag})  # type: ignore[return-value]  # sent as is
+    response.headers["ETag"] = etag
+    return module_status(status)
+
+
+def _status_etag(status: Status) -> str:
+    # The view is a function of the stored status (and of this service's version), so their
+    # digest names the representation.
+    text = json.dumps([__version__, status], sort_keys=True, default=str)
+    return f'"{hashlib.sha256(text.encode()).hexdigest()[:32]}"'
 
 
 @router.get(
@@ -60,7 +81,8 @@ def get_module(module_id: str, state: StateDep) -> ModuleStatus:
     summary="Metadata report",
     description="The call_lowered metadata report (`metadata.json`) of a built module: every "
     "lowered call in execution order with its metadata, the functions, the memory plan and the "
-    "pass timings. Has a sha256 ETag; `If-None-Match` gives `304`. The file is checked against "
+    "pass timings. Has a sha256 ETag; `If-None-Match` gives `304`; `HEAD` answers the headers "
+    "(ETag, Content-Length) alone. The file is checked against "
     "the sha256 recorded when the module was built: one that no longer matches (or is not JSON) "
     "is `500` `artifact-corrupt`, and the next identical `POST /compile` builds the module anew.",
     responses={
@@ -93,7 +115,8 @@ def list_artifacts(module_id: str, state: StateDep) -> ArtifactList:
     summary="Download an artifact",
     description="One file of the artifact list, by its name there (e.g. `libdefault.so`, "
     "`src/default_lib1.c`); any other name is `404`. The ETag is the sha256 recorded when the "
-    "module was built; `If-None-Match` with it gives `304`. The file is checked against that "
+    "module was built; `If-None-Match` with it gives `304`; `HEAD` answers the headers (ETag, "
+    "Content-Length) alone. The file is checked against that "
     "sha256 first: one that no longer matches is `500` `artifact-corrupt` (the bytes are never "
     "served), and the next identical `POST /compile` builds the module anew.",
     response_class=FileResponse,
@@ -178,7 +201,8 @@ def _inspect_relay(relay: str) -> dict[str, object]:
     summary="Run a built module",
     description="Runs the module's library in a worker process with the given inputs (JSON "
     "nested lists keyed by parameter name, or base64 .npz) and answers with the outputs "
-    "(`out0`, `out1`, ...) the same way, plus the measured latency. A run that crashes is "
+    "(`out0`, `out1`, ... in the order of @main's result, as named in the metadata's "
+    "`interface.outputs`) the same way, plus the measured latency. A run that crashes is "
     "`500`, one over the time limit `504`. The artifacts are checked against their recorded "
     "sha256 before the library is loaded: a mismatch is `500` `artifact-corrupt`, and the next "
     "identical `POST /compile` builds the module anew.",

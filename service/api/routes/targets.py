@@ -7,7 +7,8 @@ from fastapi import APIRouter, Depends
 from compiler.byoc.codegen_config import builtin, builtin_names
 from compiler.driver import HOST_TARGETS
 from compiler.ops.catalog import catalog
-from service.jobs.normalize import ALLOWED_CFLAGS
+from compiler.config_registry import ALLOWED_CFLAGS, DEFINE_FLAG
+from compiler.config_registry import catalog as config_catalog
 from service.api.routes.docs import AUTHENTICATED, problem_responses
 from service.jobs.sandbox.policy import user_c_refusal
 from service.api.schemas import CodegenInfo, OperatorInfo, TargetsInfo
@@ -22,7 +23,8 @@ router = APIRouter(tags=["targets"], dependencies=[Depends(client_identity)])
     summary="Targets and codegens",
     description="The host targets, the built-in external codegens with their patterns, whether "
     "codegen documents (and their C sources) are accepted, the C flags a request may choose, and every "
-    "supported operator with its attributes and defaults.",
+    "supported operator with its attributes and defaults, and the configuration registry (`config`: "
+    "every pass_config key a request may set, its type and default).",
     responses=problem_responses(*AUTHENTICATED),
 )
 def list_targets(state: StateDep) -> TargetsInfo:
@@ -45,6 +47,7 @@ def list_targets(state: StateDep) -> TargetsInfo:
         codegens=codegens,
         codegen_documents=True,
         user_c_allowed=user_c_refusal(state.settings) is None,
-        allowed_cflags=sorted(ALLOWED_CFLAGS) + ["-DNAME[=VALUE]"],
+        allowed_cflags=sorted(ALLOWED_CFLAGS) + [DEFINE_FLAG],
+        config=config_catalog(),
         operators=[OperatorInfo.model_validate(entry) for entry in catalog()],
     )

@@ -197,7 +197,7 @@ def test_single_kernel_writes_straight_into_the_output(tmp_path):
     assert [c.args for c in res.calls] == [("%x", "%y")]
     assert [c.outputs for c in res.calls] == [("output",)]
     assert [(t.name, t.shape, t.dtype, t.bytes) for t in res.inputs] == [("x", (2, 4), F32, 32), ("y", (2, 4), F32, 32)]
-    assert [(t.name, t.bytes) for t in res.outputs] == [("output", 32)]
+    assert [(t.name, t.c_name, t.bytes) for t in res.outputs] == [("out0", "output", 32)]
     assert res.io_bytes == 96
     assert kernel_calls(res.main_source) == ["tvmgen_default_fused_add"]
 
@@ -302,7 +302,7 @@ def test_passthrough_and_constant_outputs_are_copied(tmp_path):
     body = Tuple((low.call(add, x, y), x, Constant(c)))
     built = build(low, low.main([x, y], body), tmp_path)
     res = built.result
-    assert [t.name for t in res.outputs] == ["output0", "output1", "output2"]
+    assert [(t.name, t.c_name) for t in res.outputs] == [("out0", "output0"), ("out1", "output1"), ("out2", "output2")]
     assert "memcpy(out_output1, in_x, 12);" in res.main_source
     assert "memcpy(out_output2, constant_0, 12);" in res.main_source
     a, b = np.ones(3, F32), np.arange(3, dtype=F32)

@@ -9,6 +9,8 @@ from compiler.backend.interface_c import (
     check_names,
     emit_header,
     header_name,
+    output_names,
+    result_names,
     sanitize,
     size_macro,
 )
@@ -36,6 +38,14 @@ def test_module_names_are_only_sanitized():
     assert c_prefix("my-net") == "tvmgen_my_net"
     assert header_name("my-net") == "tvmgen_my_net.h"
     assert size_macro("my-net", tensor("x")) == "TVMGEN_MY_NET_X_SIZE"
+
+
+def test_results_are_out_i_for_users_and_tvms_fields_in_the_header():
+    assert result_names(1) == ["out0"]
+    assert result_names(3) == ["out0", "out1", "out2"]
+    assert output_names(1, tuple_result=False) == ["output"]
+    assert output_names(1, tuple_result=True) == ["output0"]  # a 1-tuple's leaf, as TVM names it
+    assert output_names(2, tuple_result=True) == ["output0", "output1"]
 
 
 def test_header_follows_tvms_layout():

@@ -77,7 +77,7 @@ def test_packed_model_computes_what_the_dense_model_does() -> None:
 
 def test_lowered_model_fuses_the_epilogue_into_the_packed_product(tmp_path: Path) -> None:
     params = {"w": f32(21, 37), "b": f32(21)}
-    model = build(HEADER + DENSE, tmp_path, BuildOptions(config={"pass_config": {}}), params=params)
+    model = build(HEADER + DENSE, tmp_path, BuildOptions(), params=params)
     lowered = astext(model.lowered)
     assert "fused_nn_contrib_dense_pack_nn_bias_add_nn_relu" in lowered and "nn.dense" not in lowered
     x = f32(20, 37)

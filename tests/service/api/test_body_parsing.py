@@ -69,7 +69,22 @@ def test_json_in_utf16_utf32_or_with_a_bom_is_accepted_as_before(client: TestCli
     assert response.status_code in (200, 202), response.text
 
 
-def test_a_body_without_a_json_content_type_is_refused_as_fastapi_does(client: TestClient) -> None:
-    response = client.post("/compile", content=b'{"relay": "x"}', headers={"content-type": "text/plain"})
+@pytest.mark.parametrize("headers", [{"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"}, {}])
+def test_a_body_that_is_not_sent_as_json_is_415_naming_application_json(
+    client: TestClient, headers: dict[str, str]
+) -> None:
+    response = client.post("/compile", content=b'{"relay": "x"}', headers=headers)
 
-    assert response.status_code == 422
+    assert response.status_code == 415
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["accept"] == "application/json"
+    problem = response.json()
+    assert problem["type"] == "https://relaycc.dev/problems/unsupported-media-type"
+    assert "application/json" in problem["detail"]
+
+
+def test_a_json_subtype_is_json(client: TestClient) -> None:
+    response = client.post("/compile", content=json.dumps({"relay": SMALL_RELAY}).encode(),
+                           headers={"content-type": "application/vnd.relaycc+json; charset=utf-8"})
+
+    assert response.status_code in (200, 202), response.text

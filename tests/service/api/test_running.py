@@ -83,6 +83,28 @@ def test_output_format_can_differ_from_the_input_format(client: TestClient, smal
     np.testing.assert_array_equal(outputs["out0"], [[2, 0, 4], [0, 6, 0]])
 
 
+PAIR_RELAY = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2), float32], %y: Tensor[(2), float32]) {
+  (add(%x, %y), multiply(%x, %y))
+}
+"""
+
+
+def test_run_returns_out0_out1_as_the_metadata_names_them(client: TestClient, small: str) -> None:
+    pair = compiled(client, relay=PAIR_RELAY)
+    for module_id, expected, fields in ((small, ["out0"], ["output"]), (pair, ["out0", "out1"], ["output0", "output1"])):
+        interface = client.get(f"/modules/{module_id}/metadata").json()["interface"]
+        assert [t["name"] for t in interface["outputs"]] == expected
+        assert [t["c_name"] for t in interface["outputs"]] == fields  # the header's struct, TVM's names
+        inputs = {"x": np.ones(interface["inputs"][0]["shape"], "float32").tolist(),
+                  "y": np.full(interface["inputs"][1]["shape"], 2, "float32").tolist()}
+        as_json = client.post(f"/modules/{module_id}/run", json={"inputs": inputs}).json()["outputs"]
+        assert list(as_json) == expected
+        as_npz = client.post(f"/modules/{module_id}/run", json={"inputs": inputs, "output_format": "npz"}).json()
+        assert list(from_npz_b64(as_npz["outputs_npz"])) == expected
+    np.testing.assert_array_equal(as_json["out1"]["data"], [2.0, 2.0])
+
+
 def test_non_finite_outputs_come_back_as_strings(client: TestClient, small: str) -> None:
     inputs = {"x": [["Infinity", 0, 0], [0, 0, 0]], "y": [["-Infinity", 0, 0], [0, 0, 0]]}
 

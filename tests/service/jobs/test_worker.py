@@ -199,6 +199,9 @@ def test_a_run_result_that_is_not_a_models_outputs_is_refused() -> None:
     for forged in (
         {"out0": np.zeros(2)},  # no latencies
         {"out1": np.zeros(2), TIMES_KEY: np.zeros(4)},  # a gap in the outputs
+        {"out1": np.zeros(2), "out0": np.zeros(2), TIMES_KEY: np.zeros(4)},  # out of order
+        {"output": np.zeros(2), TIMES_KEY: np.zeros(4)},  # the header's field name, not the result's
+        {"output0": np.zeros(2), "output1": np.zeros(2), TIMES_KEY: np.zeros(4)},
         {"out0": np.zeros(2), "extra": np.zeros(1), TIMES_KEY: np.zeros(4)},
         {"out0": np.zeros(2), TIMES_KEY: np.zeros((2, 2))},
     ):

@@ -132,12 +132,12 @@ def test_relay_text_over_its_limit_answers_413(tmp_path: Path) -> None:
 
 def test_a_tvmc_config_target_names_the_same_module_as_the_equivalent_string(client: TestClient) -> None:
     as_string = client.post("/compile", json={
-        "relay": small_relay(3), "target": "c", "config": {"workspace_byte_alignment": 32, "pass_config": {"k": 1}},
+        "relay": small_relay(3), "target": "c", "config": {"workspace_byte_alignment": 32, "pass_config": {"relay.FuseOps.max_depth": 8}},
     })
     as_object = client.post("/compile", json={
         "relay": small_relay(3),
         "target": {"targets": [{"kind": "c"}], "executor": {"kind": "aot", "workspace-byte-alignment": 32},
-                   "pass-config": {"k": 1}},
+                   "pass-config": {"relay.FuseOps.max_depth": 8}},
     })
 
     assert as_string.json()["id"] == as_object.json()["id"]
@@ -161,6 +161,37 @@ def test_bad_options_answer_400_input_problem(client: TestClient, change: dict[s
     assert response.status_code == 400
     assert response.json()["type"] == PROBLEMS + "input-error"
     assert message in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "message"),
+    [
+        ({"pass_config": {"relay.bogus.key": 1}}, "pass_config.relay.bogus.key", "unknown pass_config key"),
+        ({"pass_config": {"tir.disable_vectorize": "yes"}}, "pass_config.tir.disable_vectorize", "takes a boolean"),
+        ({"pass_config": {"relay.FuseOps.max_dpth": 2}}, "pass_config.relay.FuseOps.max_dpth",
+         "did you mean 'relay.FuseOps.max_depth'?"),
+        ({"disabled_pass": ["FoldConstnt"]}, "disabled_pass", "did you mean 'FoldConstant'?"),
+        ({"cflags": ["-fplugin=x.so"]}, "cflags", "C flag '-fplugin=x.so' is not allowed"),
+    ],
+)
+def test_a_bad_configuration_key_is_a_400_problem_naming_it(
+    client: TestClient, config: dict[str, object], key: str, message: str
+) -> None:
+    response = client.post("/compile", json={"relay": SMALL_RELAY, "config": config})
+
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["key"] == key
+    assert message in response.json()["detail"]
+
+
+def test_tvm_keys_of_a_tvmc_config_are_accepted_with_their_types(client: TestClient) -> None:
+    response = client.post("/compile", json={
+        "relay": SMALL_RELAY,
+        "target": {"targets": [{"kind": "c"}], "pass-config": {"relay.backend.use_auto_scheduler": True,
+                                                               "tir.disable_vectorize": False}},
+    })
+    assert response.status_code in (200, 202), response.text
 
 
 def test_a_job_that_fails_later_is_done_with_its_problem(client: TestClient) -> None:

@@ -22,6 +22,16 @@ def test_targets_list_hosts_codegens_and_allowed_flags(client: TestClient) -> No
             assert set(pattern) == {"name", "pattern", "symbol", "attrs"}
 
 
+def test_targets_list_the_configuration_registry(client: TestClient) -> None:
+    config = client.get("/targets").json()["config"]
+
+    assert config["opt_level"] == {"minimum": 0, "maximum": 4, "default": 3}
+    by_name = {entry["name"]: entry for entry in config["pass_config"]}
+    assert by_name["relay.FuseOps.max_depth"]["type"] == "int" and by_name["relay.FuseOps.max_depth"]["default"] == 256
+    assert by_name["relay.backend.use_auto_scheduler"]["support"] == "ignored"
+    assert config["allowed_cflags"] == client.get("/targets").json()["allowed_cflags"]
+
+
 def test_targets_say_when_user_c_is_not_allowed(tmp_path: Path) -> None:
     with TestClient(make_app(make_settings(tmp_path / "store", allow_user_c=False))) as client:
         assert client.get("/targets").json()["user_c_allowed"] is False

@@ -119,7 +119,8 @@ BUILD_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
     _used("workspace_byte_alignment", "int", WORKSPACE_ALIGNMENT_DEFAULT,
           "alignment of the planned workspace buffers, a power of two", minimum=1),
     ConfigKey("disabled_pass", "list", [], "passes skipped by name (tvmc's --disabled-pass): "
-              "AlterOpLayout, ConvertLayout, DeadCodeElimination, DynamicToStatic, FoldConstant, FuseOps"),
+              "AlterOpLayout, ConvertLayout, DeadCodeElimination, DynamicToStatic, Float16ComputeInFloat32, "
+              "FoldConstant, FuseOps"),
     ConfigKey("desired_layout", "str", None, "NCHW or NHWC: the data layout of the host's nn.conv2d "
               "(tvmc's --desired-layout; ConvertLayout)"),
 )}

@@ -195,7 +195,7 @@ class BuildOptions:
 # LowerTE, ...) are what turns a model into C at all. FuseOps disabled is fusion at opt level 0:
 # every operator a kernel of its own, as in TVM.
 DISABLEABLE_PASSES = ("AlterOpLayout", "ConvertLayout", "DeadCodeElimination", "DynamicToStatic",
-                      "FoldConstant", "FuseOps")
+                      "Float16ComputeInFloat32", "FoldConstant", "FuseOps")
 _REQUIRED_PASSES = ("InferType", "InlineGlobals", "SimplifyInference", "StripDevices", "UnwrapCallLowered",
                     "UndoManifestAlloc", "CheckCompilable", "BindParams", "LabelOps", "LowerTE",
                     "MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph")
@@ -306,7 +306,8 @@ def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
         if spec is not None and spec.patterns:
             names += ["MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph", "InferType"]
         names += ["OutlineCompilerFunctionsWithExistingGlobalSymbols", "RunCodegenPasses"]
-    names += ["ConvertLayout", "FoldConstant"] if options.desired_layout is not None else []
+    if options.desired_layout is not None:
+        names += ["ConvertLayout", *(["FoldConstant"] if "FoldConstant" not in options.disabled_passes else [])]
     return [*names, *at(1, "Float16ComputeInFloat32"), *at(3, "AlterOpLayout"), "FuseOps", "LabelOps", "LowerTE"]
 
 

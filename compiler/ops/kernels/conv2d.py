@@ -66,7 +66,7 @@ def conv2d_loops(
         return seq()
     (sh, sw), (dh, dw) = layout.strides, layout.dilation
     top, left, _, _ = layout.padding
-    if by_channels.applies(out.dtype, layout.groups, o):
+    if by_channels.applies(out.dtype, layout.groups, o, (sh, sw), oh * ow):
         def read(nn: te.PrimExpr, cc: te.PrimExpr, hh: te.PrimExpr, ww: te.PrimExpr) -> te.PrimExpr:
             return data[place((nn, cc, hh, ww), layout.data_pos)]
 

@@ -119,11 +119,20 @@ def allocations(library: Library, name: str, prefix: str) -> list[tuple[object, 
             if isinstance(s, Allocate) and s.buffer.name.startswith(prefix)]
 
 
-def test_padding_is_materialized_once_in_a_grid_of_the_padded_width(library: Library) -> None:
-    ((size,),) = allocations(library, "gemm_3x3_same_padding", "grid")  # type: ignore[misc]
-    plane = 12 * 12
-    assert 8 * plane <= size < 8 * plane + 64  # and slack for the panel past the last plane
-    assert allocations(library, "gemm_groups", "padded") == [(1, 6, 9, 9)]  # the pixel-rows form
+def test_padding_is_materialized_once_in_the_workspace(library: Library) -> None:
+    assert allocations(library, "gemm_3x3_same_padding", "padded") == [(1, 8, 12, 12)]
+    assert allocations(library, "gemm_groups", "padded") == [(1, 6, 9, 9)]
+
+
+def test_small_map_padding_is_copied_once_into_a_grid_of_the_padded_width(library: Library) -> None:
+    ((size,),) = allocations(library, "channels_float64", "grid")  # type: ignore[misc]
+    plane = 8 * 8
+    assert 3 * plane <= size < 3 * plane + 64  # and slack for the panel past the last plane
+
+
+def test_strided_conv_reads_a_phase_grid(library: Library) -> None:
+    ((size,),) = allocations(library, "channels_3x3_stride_2_phases", "grid")  # type: ignore[misc]
+    assert size >= 4 * 3 * 6 * 6  # four phases of a 6x6 plane (5x5 outputs and one more tap)
 
 
 def test_unpadded_1x1_conv_reads_its_input_in_place(library: Library) -> None:

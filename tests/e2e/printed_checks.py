@@ -5,8 +5,6 @@ and `relaycc compile` + `relaycc run` agree with the reference interpreter."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +14,9 @@ from compiler.parser import parse
 from compiler.parser.printer import astext
 from compiler.runtime.interpreter import run_main
 from tests.e2e.tvm_printed import Printed
+from tests.e2e.cli_runner import relaycc
 
 
-def relaycc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, check=False)
 
 
 def call_types(text: str) -> list[str]:

@@ -8,8 +8,6 @@ intermediates at run time; the executor runs the call's shape function first to 
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import pytest
 from compiler.runtime.interpreter import run_main
 from compiler.runtime.module import CompiledModule
 from compiler.parser import parse
+from tests.e2e.cli_runner import relaycc
 
 TESTS = Path(__file__).resolve().parent.parent
 NPU_JSON = TESTS / "codegens" / "acme_npu" / "acme_npu.json"
@@ -56,9 +55,6 @@ def @main(%x: Tensor[(?, 6), float32], %w1: Tensor[(5, 6), float32], %b1: Tensor
 """
 
 
-def relaycc(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compiler", *map(str, args)], capture_output=True, text=True,
-                          check=False)
 
 
 def compile_model(text: str, outdir: Path, target: str, codegen: Path, params: dict | None = None) -> Path:

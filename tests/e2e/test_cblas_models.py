@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from compiler.parser import parse_file
 from compiler.runtime.build import compile_check
 from compiler.runtime.interpreter import run_main
 from tests.e2e import models
+from tests.e2e.cli_runner import relaycc
 
 TARGET = "cblas, c"
 # The cblas kernels each model must call (a subset: the host may keep what the checks refuse).
@@ -28,8 +28,6 @@ EXPECTED_KERNELS = {
 }
 
 
-def relaycc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, check=False)
 
 
 @pytest.fixture(scope="module", params=sorted(EXPECTED_KERNELS))

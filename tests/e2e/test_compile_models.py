@@ -1,8 +1,6 @@
 """`relaycc compile` + `relaycc run` on whole models agree with the interpreter and numpy."""
 
 import json
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
@@ -12,10 +10,9 @@ from compiler.parser import parse_file
 from compiler.runtime.build import compile_check
 from compiler.runtime.interpreter import run_main
 from tests.e2e import models
+from tests.e2e.cli_runner import relaycc
 
 
-def relaycc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, check=False)
 
 
 @pytest.fixture(scope="module", params=models.COMPILED)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from compiler.parser import parse
 from compiler.runtime.interpreter import run_main
 from tests.e2e import tvm_printed
 from tests.e2e.tvm_printed import BLAS_MODELS, MODELS, WEIGHT_FORMS, Printed
+from tests.e2e.cli_runner import relaycc
 
 # Models that do not parse yet, with the reason; their tests that parse are strict xfails.
 NOT_YET: dict[str, str] = {}
@@ -44,8 +43,6 @@ NAMES = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[
          else name for name in MODELS]
 
 
-def relaycc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, check=False)
 
 
 def assert_close_to_scale(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:

@@ -357,7 +357,7 @@ def _scratch() -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="relaycc-job-"))
     (scratch / "tmp").mkdir()
     if os.geteuid() == 0:
-        os.chown(scratch / "tmp", bwrap.DEFAULT_UID, bwrap.DEFAULT_UID)
+        os.chown(scratch / "tmp", bwrap.job_uid(), bwrap.job_uid())
     return scratch
 
 
@@ -365,9 +365,10 @@ def _sandboxed(
     scratch: Path, *, limits: bwrap.Limits, mounts: list[bwrap.Mount], on_message=lambda message: None,
     on_start: Callable[[int], None] | None = None,
 ) -> bwrap.Finished:
+    uid = bwrap.job_uid()
     if os.geteuid() == 0:
         for path in scratch.rglob("*"):
-            os.chown(path, bwrap.DEFAULT_UID, bwrap.DEFAULT_UID, follow_symlinks=False)
+            os.chown(path, uid, uid, follow_symlinks=False)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": bwrap.JOB_DIR,
@@ -382,7 +383,7 @@ def _sandboxed(
     return bwrap.run(
         [sys.executable, "-m", "service.jobs.sandbox.entry"], scratch=scratch,
         mounts=[*bwrap.python_mounts(), *mounts], limits=limits, env=env, on_message=on_message,
-        on_start=on_start,
+        on_start=on_start, uid=uid,
     )
 
 

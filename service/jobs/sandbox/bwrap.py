@@ -4,7 +4,7 @@ What a job gets (and `probe` checks that this machine can give it):
 * its own user, PID, network, IPC, UTS and cgroup namespaces: no network but a loopback of its
   own, no view of other processes, and every process it starts dies with it (the namespace's
   first process is bubblewrap's reaper, which dies with the worker that started it);
-* an unprivileged uid: a worker running as root drops to `uid` (default 65534) before starting
+* an unprivileged uid: a worker running as root drops to `uid` (one per worker, `job_uid`) before starting
   bubblewrap, so that RLIMIT_NPROC counts the job's processes and the job cannot signal the
   worker; no capabilities, `no_new_privs`, nested user namespaces disabled, and the seccomp
   filter of `seccomp.py`;
@@ -47,6 +47,17 @@ from service.jobs.sandbox.seccomp import filter_program, host_arch
 FD_ENV = "RELAYCC_SANDBOX_FD"
 JOB_DIR = "/job"
 DEFAULT_UID = 65534
+# Jobs run as JOB_UID_BASE + the worker's pid: RLIMIT_NPROC counts the processes of a uid across
+# the whole machine, so sandboxes sharing one uid (two workers, a build's gcc processes beside a
+# run) ate each other's allowance and a fork failed with EAGAIN. A worker runs one job at a
+# time and live pids are distinct, so each live sandbox has a uid of its own; no file outside
+# the job's scratch directory belongs to any of them.
+JOB_UID_BASE = 1_000_000_000
+
+
+def job_uid() -> int:
+    """The uid a job started by this process runs as (when the service runs as root)."""
+    return JOB_UID_BASE + os.getpid()
 # A job's messages are small (progress, a problem, timings); a longer line is not ours.
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_MESSAGES_BYTES = 16 << 20

@@ -177,3 +177,48 @@ def _processes_running(cmdline: bytes) -> bool:
             except OSError:
                 continue
     return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs change uid only when the service runs as root")
+def test_concurrent_sandboxes_of_different_workers_each_get_their_whole_process_allowance(tmp_path: Path) -> None:
+    import threading
+
+    limits = Limits(seconds=60, memory_bytes=2 << 30, cpu_seconds=60, file_bytes=64 << 20, processes=12)
+    # Six sleeping children each, nine processes with bubblewrap's and Python's own: the two
+    # sandboxes (eighteen) fit in allowances of twelve only when RLIMIT_NPROC counts each
+    # sandbox's uid apart.
+    code = """
+        import subprocess
+        children = [subprocess.Popen(["sleep", "2"]) for _ in range(6)]
+        for child in children:
+            child.wait()
+        say(outcome="ok", result=len(children))
+    """
+    results: dict[int, bwrap.Finished] = {}
+
+    def job(worker: int) -> None:
+        scratch = tmp_path / f"scratch{worker}"
+        scratch.mkdir()
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/job", "PYTHONPATH": python_path()}
+        results[worker] = bwrap.run([sys.executable, "-c", SAY + textwrap.dedent(code)], scratch=scratch,
+                                    mounts=python_mounts(), limits=limits, env=env,
+                                    uid=bwrap.JOB_UID_BASE + worker)
+
+    threads = [threading.Thread(target=job, args=(worker,)) for worker in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert [(r.outcome, r.final.get("result")) for r in results.values()] == [("ok", 6), ("ok", 6)], results
+
+
+def test_each_worker_process_runs_its_jobs_as_a_uid_of_its_own() -> None:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a second worker
+        os.write(write, str(bwrap.job_uid()).encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    other = int(os.read(read, 64))
+    assert bwrap.job_uid() != other and min(bwrap.job_uid(), other) > 65535

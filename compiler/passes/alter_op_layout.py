@@ -30,14 +30,13 @@ from typing import ClassVar
 import numpy as np
 
 from compiler import ops
-from compiler.ir.expr import Call, Constant, Expr, Function, Op
+from compiler.ir.expr import Call, Constant, Expr, Op
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import ExprMutator
 from compiler.ops.kernels.matmul import DOT_MAX_ROWS
-from compiler.passes.fold_constant import fold_expr
+from compiler.passes.fold_constant import rewrite_and_fold
 from compiler.passes.fusion_graph import closed_function
-from compiler.passes.infer_type import InferType
 from compiler.passes.pass_infra import Pass, PassContext
 from compiler.runtime.vector_width import configured_lanes
 
@@ -147,21 +146,5 @@ class AlterOpLayout(Pass):
     opt_level: ClassVar[int] = 3
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        lanes = configured_lanes(ctx.config)
-        out = mod.copy()
-        changed = []
-        for gv, func in mod.functions():
-            if not isinstance(func, Function) or closed_function(func):
-                continue
-            rewritten = _Rewriter(lanes).visit(func)
-            if rewritten is not func:
-                out.add(gv, rewritten)  # type: ignore[arg-type]  # a GlobalVar
-                changed.append(gv)
-        if not changed:
-            return mod
-        out = InferType().run(out, ctx)
         # The packing is folded into the weight constant here, before fusion sees it.
-        folded = out.copy()
-        for gv in changed:
-            folded.add(gv, fold_expr(out[gv]))  # type: ignore[arg-type]  # a GlobalVar
-        return InferType().run(folded, ctx)
+        return rewrite_and_fold(mod, ctx, _Rewriter(configured_lanes(ctx.config)).visit)

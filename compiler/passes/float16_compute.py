@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from compiler import ops
-from compiler.ir.expr import Call, Expr, Function, Op
+from compiler.ir.expr import Call, Expr, Op
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import ExprMutator
 from compiler.ops.registry import OpPattern
-from compiler.passes.fold_constant import fold_expr
+from compiler.passes.fold_constant import rewrite_and_fold
 from compiler.passes.fusion_graph import closed_function
-from compiler.passes.infer_type import InferType
 from compiler.passes.pass_infra import Pass, PassContext
 
 HALF, FLOAT = "float16", "float32"
@@ -109,20 +108,5 @@ class Float16ComputeInFloat32(Pass):
     opt_level: ClassVar[int] = 1
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        out = mod.copy()
-        changed = []
-        for gv, func in mod.functions():
-            if not isinstance(func, Function) or closed_function(func):
-                continue
-            new = _Rewriter().visit(func)
-            if new is not func:
-                out.add(gv, new)  # type: ignore[arg-type]  # a GlobalVar
-                changed.append(gv)
-        if not changed:
-            return mod
-        out = InferType().run(out, ctx)
         # Float16 weights become float32 constants now, before fusion and AlterOpLayout.
-        folded = out.copy()
-        for gv in changed:
-            folded.add(gv, fold_expr(out[gv]))  # type: ignore[arg-type]  # a GlobalVar
-        return InferType().run(folded, ctx)
+        return rewrite_and_fold(mod, ctx, _Rewriter().visit)

@@ -21,13 +21,14 @@ normally removes it), which is a plain computation and folds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from compiler import ops
-from compiler.ir.expr import Call, Constant, Expr, Let, Op, Tuple, TupleGetItem, Var
+from compiler.ir.expr import Call, Constant, Expr, Function, Let, Op, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.ir.visitor import post_order, rebuild
@@ -138,3 +139,25 @@ class FoldConstant(Pass):
                 out.add(gv, new)
                 changed = True
         return InferType().run(out, ctx) if changed else mod
+
+
+def rewrite_and_fold(mod: IRModule, ctx: PassContext, rewrite: Callable[[Function], Expr]) -> IRModule:
+    """`rewrite` applied to each Relay function of `mod` outside Primitive and Compiler ones;
+    the functions it changed are typed and their constant parts folded (a rewritten weight
+    becomes one constant before fusion sees it). `mod` itself when nothing changed."""
+    out = mod.copy()
+    changed = []
+    for gv, func in mod.functions():
+        if not isinstance(func, Function) or closed_function(func):
+            continue
+        new = rewrite(func)
+        if new is not func:
+            out.add(gv, new)  # type: ignore[arg-type]  # a GlobalVar
+            changed.append(gv)
+    if not changed:
+        return mod
+    out = InferType().run(out, ctx)
+    folded = out.copy()
+    for gv in changed:
+        folded.add(gv, fold_expr(out[gv]))  # type: ignore[arg-type]  # a GlobalVar
+    return InferType().run(folded, ctx)

@@ -34,8 +34,7 @@ def _flatten(ty: Type) -> list[Type]:
 
 def inspect_module(mod: IRModule, options: BuildOptions = BuildOptions()) -> dict[str, object]:
     """The description of a parsed, typed module, as plain JSON-able data."""
-    main = mod[mod.get_global_var("main")]
-    assert isinstance(main, Function)
+    main = mod.main
     inputs = [_tensor(p.name_hint, p.checked_type) for p in main.params]
     result = main.body.checked_type
     leaves = _flatten(result)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import ClassVar
 
+from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Constructor, Function, GlobalVar, TypeData
 
 
@@ -88,6 +89,13 @@ class IRModule:
 
     @property
     def main(self) -> Function:
+        if "main" not in self._by_name:
+            # Valid Relay (TVM parses it too), but nothing to compile, inspect or run: a user's
+            # error, located at the first definition, not a KeyError.
+            defined = [f for _, f in self.functions()]
+            names = ", ".join(f"@{gv.name_hint}" for gv, _ in self.functions()) or "nothing"
+            raise UnsupportedError(f"the module has no @main (it defines {names}); relaycc compiles, "
+                                   "inspects and runs @main", defined[0].span if defined else None)
         func = self["main"]
         if not isinstance(func, Function):
             raise TypeError("@main is not a Relay function")

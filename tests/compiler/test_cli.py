@@ -772,3 +772,12 @@ def test_every_option_of_every_command_has_help() -> None:
     assert missing == []
     for sub in commands.choices.values():
         assert "usage: relaycc" in sub.format_help()  # bracketed metavars must not break the layout
+
+
+def test_a_model_without_main_is_one_located_line_for_compile_and_inspect(tmp_path: Path) -> None:
+    model = tmp_path / "nomain.relay"
+    model.write_text('#[version = "0.0.5"]\ndef @f(%x: Tensor[(2), float32]) { %x }\n')
+
+    for args in (("compile", model, "-o", tmp_path / "out"), ("inspect", model)):
+        line = assert_one_line_error(run_relaycc(*args))
+        assert line.startswith(f"{model}:2:1: error: the module has no @main (it defines @f)"), line

@@ -39,3 +39,16 @@ def test_fresh_global_appends_a_counter_when_the_name_is_taken():
 def test_unknown_global_is_a_key_error_naming_it():
     with pytest.raises(KeyError, match="@nope"):
         IRModule()["nope"]
+
+
+def test_a_module_without_main_is_a_located_error_naming_what_it_defines() -> None:
+    from compiler.diagnostics import UnsupportedError
+    from compiler.parser import parse
+
+    mod = parse('#[version = "0.0.5"]\ndef @f(%x: Tensor[(2), float32]) { %x }\n', "nomain.relay")
+
+    with pytest.raises(UnsupportedError) as info:
+        mod.main  # noqa: B018  # the property is what raises
+    assert info.value.one_line() == (
+        "nomain.relay:2:1: error: the module has no @main (it defines @f); relaycc compiles, inspects and runs @main"
+    )

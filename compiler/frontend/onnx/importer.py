@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 from google.protobuf.message import DecodeError
 
@@ -83,6 +84,26 @@ def model_opset(model: onnx.ModelProto) -> int:
     return opset
 
 
+def upgraded(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model itself from opset MIN_OPSET on; an older one converted to MIN_OPSET by ONNX's own
+    version converter, which knows each operator's changes between versions (an attribute that
+    became an input, a changed default), so our converters need only the newer semantics."""
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions or versions[0] >= MIN_OPSET:
+        return model
+    try:
+        converted = onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as err:  # the converter raises bare RuntimeErrors and ValidationErrors
+        # Its assertions read "<source path>:<line>: <function>: Assertion `...` failed: <why>".
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = text.split(" failed: ", 1)[-1]
+        raise UnsupportedError(
+            f"ONNX opset {versions[0]} is older than {MIN_OPSET}, the oldest relaycc imports, and ONNX's "
+            f"version converter could not bring the model to opset {MIN_OPSET}: {reason}"
+        ) from None
+    return converted
+
+
 def schema_version(op_type: str, domain: str, opset: int) -> int | None:
     """The since-version of the schema `op_type` has at `opset`, None if ONNX has no such op."""
     if domain not in _DEFAULT_DOMAINS:
@@ -122,6 +143,7 @@ def from_onnx(
     inputs that say what ours take as attributes (a Reshape's shape, a ReduceSum's axes)."""
     if not isinstance(model, onnx.ModelProto):
         raise InputError(f"expected an ONNX ModelProto, got {type(model).__name__}")
+    model = upgraded(model)
     opset = model_opset(model)
     graph = model.graph
     missing = unsupported_nodes(graph, opset)

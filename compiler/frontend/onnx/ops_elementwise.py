@@ -143,6 +143,24 @@ def _cast(ctx: NodeContext) -> Converted:
     return ctx.op("cast", ctx.input(0), dtype=dtype)
 
 
+@converter("BitCast", (26,))
+def _bit_cast(ctx: NodeContext) -> Converted:
+    dtype = dtype_of_code(ctx.int_attr("to", 1), f"BitCast node {ctx.name!r}")
+    source = ctx.dtype(0)
+    if "bool" in (source, dtype) and source != dtype:
+        # An ONNX bool is one byte holding 0 or 1, so its bits read as an 8-bit integer are its
+        # value; ours is 1 bit wide, which reinterpret would refuse.
+        if dtype not in ("int8", "uint8") and source not in ("int8", "uint8"):
+            raise ctx.unsupported(f"bit cast between {source} and {dtype}: the widths differ")
+        if dtype == "bool":
+            raise ctx.unsupported("bit cast of an 8-bit integer to bool (only bytes 0 and 1 are bools)")
+        return ctx.op("cast", ctx.input(0), dtype=dtype)
+    source_bits, target_bits = (np.dtype(t).itemsize * 8 for t in (source, dtype))
+    if source_bits != target_bits:
+        raise ctx.unsupported(f"bit cast of {source_bits}-bit elements ({source}) to {target_bits}-bit ones ({dtype})")
+    return ctx.op("reinterpret", ctx.input(0), dtype=dtype)
+
+
 @converter("CastLike", (15, 19, 21, 23, 24, 25))
 def _cast_like(ctx: NodeContext) -> Converted:
     return ctx.op("cast", ctx.input(0), dtype=ctx.dtype(1))

@@ -121,6 +121,22 @@ def test_cast_to_the_named_type() -> None:
     np.testing.assert_array_equal(got, X.astype("int32"))
 
 
+def test_bit_cast_keeps_the_bits() -> None:
+    (got,) = interpret(single_node("BitCast", {"x": X}, opset=26, to=6), {"x": X})  # INT32
+    np.testing.assert_array_equal(got, X.view("int32"))
+
+
+def test_bit_cast_of_bool_reads_its_byte() -> None:
+    flags = np.array([True, False, True])
+    (got,) = interpret(single_node("BitCast", {"x": flags}, opset=26, to=2), {"x": flags})  # UINT8
+    np.testing.assert_array_equal(got, np.array([1, 0, 1], dtype="uint8"))
+
+
+def test_bit_cast_between_different_widths_is_unsupported() -> None:
+    with pytest.raises(UnsupportedError, match="BitCast .*64-bit elements"):
+        from_onnx(single_node("BitCast", {"x": X.astype("float64")}, opset=26, to=6))
+
+
 def test_where_selects_with_broadcasting() -> None:
     cond = X > 0
     feeds = {"c": cond, "a": X, "b": Y}

@@ -47,19 +47,24 @@ def _spatial(ctx: NodeContext) -> int:
     return spatial
 
 
-@converter("Conv", (11, 22))
-def _conv(ctx: NodeContext) -> Converted:
+def convolution(ctx: NodeContext, data: Expr, weight: Expr, weight_shape: tuple[int, ...], **extra: object) -> Expr:
+    """The node's convolution (its kernel, strides, dilations, pads, group) of `data` by `weight`;
+    also for the integer and quantized convs, which take other inputs at other positions."""
     spatial = _spatial(ctx)
-    weight_shape = ctx.static_shape(1)
     kernel = ctx.ints_attr("kernel_shape") or list(weight_shape[2:])
     strides = ctx.ints_attr("strides") or [1] * spatial
     dilations = ctx.ints_attr("dilations") or [1] * spatial
     pads = _window_pads(ctx, kernel, strides, dilations)
-    out = ctx.op(
-        _CONV_OPS[spatial], ctx.input(0), ctx.input(1),
+    return ctx.op(
+        _CONV_OPS[spatial], data, weight,
         strides=tuple(strides), padding=tuple(pads), dilation=tuple(dilations),
-        groups=ctx.int_attr("group", 1), channels=weight_shape[0], kernel_size=tuple(kernel),
+        groups=ctx.int_attr("group", 1), channels=weight_shape[0], kernel_size=tuple(kernel), **extra,
     )
+
+
+@converter("Conv", (11, 22))
+def _conv(ctx: NodeContext) -> Converted:
+    out = convolution(ctx, ctx.input(0), ctx.input(1), ctx.static_shape(1))
     if ctx.has_input(2):
         out = ctx.op("nn.bias_add", out, ctx.input(2), axis=1)
     return out

@@ -9,7 +9,8 @@ with unsupported operators fails once, listing all of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.frontend.onnx import (  # noqa: F401  register their converters
-    ops_attention, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_recurrent, ops_reduce,
+    ops_attention, ops_control, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_recurrent, ops_reduce,
     ops_shape,
 )
 from compiler.frontend.onnx.context import NodeContext
@@ -92,6 +93,11 @@ def upgraded(model: onnx.ModelProto) -> onnx.ModelProto:
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
     if not versions or versions[0] >= MIN_OPSET:
         return model
+    if versions[0] < 9 and any(node.op_type == "Scan" for node in model.graph.node):
+        # Scan-8 had a batch axis; the converter drops it from the body but not from the
+        # graph's inputs, so the converted model no longer takes the original's inputs.
+        raise UnsupportedError(f"ONNX opset {versions[0]} Scan (with its batch axis) cannot be converted to "
+                               f"opset {MIN_OPSET}; export the model at opset 9 or later")
     try:
         converted = onnx.version_converter.convert_version(model, MIN_OPSET)
     except Exception as err:  # the converter raises bare RuntimeErrors and ValidationErrors
@@ -116,11 +122,15 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
 
 
 def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[str]:
-    """One line per node the converter table cannot take: op type, node name, opset."""
+    """One line per node the converter table cannot take: op type, node name, opset; the
+    nodes of subgraphs (If's branches, Scan's body) included."""
     lines = []
     for index, node in enumerate(graph.node):
         since = schema_version(node.op_type, node.domain, opset)
         if since is not None and lookup(node.op_type, since) is not None:
+            for attr in node.attribute:
+                for body in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                    lines.extend(unsupported_nodes(body, opset))
             continue
         domain = f"{node.domain}." if node.domain not in _DEFAULT_DOMAINS else ""
         where = node.name or f"#{index}"
@@ -253,6 +263,31 @@ class _GraphImporter:
         infer_expr(expr)
         return expr
 
+    # -- subgraphs --
+
+    def _inline(self, graph: onnx.GraphProto, inputs: Sequence[Expr]) -> list[Expr]:
+        """A subgraph's outputs with its inputs bound to `inputs`, its nodes converted into the
+        enclosing function (names of the enclosing graphs stay visible, as ONNX scopes them)."""
+        if len(inputs) != len(graph.input):
+            raise InputError(f"subgraph {graph.name!r} takes {len(graph.input)} inputs, given {len(inputs)}")
+        child = _GraphImporter(graph, self.opset, self.keep_params, {})
+        child.exprs = ChainMap({}, self.exprs)  # type: ignore[assignment]  # a writable view
+        child.values = ChainMap({}, self.values)  # type: ignore[assignment]
+        child.initializers = ChainMap({}, self.initializers)  # type: ignore[assignment]
+        child.params, child.param_values = self.params, self.param_values
+        child.onnx_names, child.taken = self.onnx_names, self.taken
+        for tensor in graph.initializer:
+            array = child._array(tensor)
+            child.values[tensor.name] = array
+            child.exprs[tensor.name] = self._typed(Constant(array))
+        for value_info, expr in zip(graph.input, inputs):
+            child.exprs[value_info.name] = expr
+            if isinstance(expr, Constant):
+                child.values[value_info.name] = expr.data
+        for index, node in enumerate(graph.node):
+            child._convert(node, index)
+        return [child._use(o.name, f"output of subgraph {graph.name!r}") for o in graph.output]
+
     # -- nodes --
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
@@ -274,7 +309,7 @@ class _GraphImporter:
             op_type=node.op_type, name=name, opset=self.opset, since=since,
             attrs={a.name: _attribute(a) for a in node.attribute},
             inputs=_Inputs(inputs), values=values, input_names=list(node.input),
-            num_outputs=len(node.output),
+            num_outputs=len(node.output), inline_graph=self._inline,
         )
         try:
             result = entry.convert(ctx)

@@ -26,6 +26,7 @@ from compiler.frontend.onnx import (  # noqa: F401  register their converters
     ops_shape,
 )
 from compiler.frontend.onnx.context import NodeContext
+from compiler.frontend.onnx.functions import expand_functions
 from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.names import relay_identifier
 from compiler.frontend.onnx.registry import CONVERTERS, lookup
@@ -156,6 +157,7 @@ def from_onnx(
         raise InputError(f"expected an ONNX ModelProto, got {type(model).__name__}")
     model = upgraded(model)
     opset = model_opset(model)
+    model = expand_functions(model)
     graph = model.graph
     missing = unsupported_nodes(graph, opset)
     if missing:

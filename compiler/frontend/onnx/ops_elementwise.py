@@ -125,10 +125,13 @@ def _identity(ctx: NodeContext) -> Converted:
 @converter("Dropout", (13, 22))
 def _dropout(ctx: NodeContext) -> Converted:
     # Inference: the data passes through and the mask (if asked for) is all true. A training
-    # mode input that is not a constant false is refused, not ignored.
+    # mode input that is not a constant false is refused, not ignored, unless the ratio is a
+    # constant 0, where training drops nothing either.
     if ctx.has_input(2):
         training = ctx.const_input(2, "training_mode")
-        if bool(np.asarray(training).reshape(-1)[0]):
+        ratio = ctx.value(1) if ctx.has_input(1) else None
+        drops_nothing = ratio is not None and float(np.asarray(ratio).reshape(-1)[0]) == 0.0
+        if bool(np.asarray(training).reshape(-1)[0]) and not drops_nothing:
             raise ctx.unsupported("training mode (random dropout) is not supported")
     x = ctx.input(0)
     if ctx.num_outputs < 2:

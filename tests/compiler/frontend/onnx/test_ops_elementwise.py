@@ -156,6 +156,14 @@ def test_dropout_in_training_mode_is_unsupported() -> None:
         from_onnx(m)
 
 
+def test_dropout_in_training_mode_with_ratio_zero_drops_nothing() -> None:
+    m = single_node("Dropout", {"x": X}, n_out=2, initializers={"ratio": np.array(0.0, dtype="float32"),
+                                                               "training": np.array(True)})
+    got, mask = interpret(m, {"x": X})
+    np.testing.assert_array_equal(got, X)
+    assert mask.all()
+
+
 def test_round_rounds_halves_to_even() -> None:
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6], dtype="float32")
     np.testing.assert_array_equal(interpret(single_node("Round", {"x": x}), {"x": x})[0], np.round(x))

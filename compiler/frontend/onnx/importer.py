@@ -22,8 +22,8 @@ from google.protobuf.message import DecodeError
 
 from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.frontend.onnx import (  # noqa: F401  register their converters
-    ops_attention, ops_control, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_recurrent, ops_reduce,
-    ops_shape,
+    ops_attention, ops_control, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_recurrent,
+    ops_reduce, ops_shape, ops_spectral,
 )
 from compiler.frontend.onnx.context import NodeContext
 from compiler.frontend.onnx.functions import expand_functions

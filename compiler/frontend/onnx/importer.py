@@ -228,6 +228,10 @@ class _GraphImporter:
     def _add_input(self, value_info: onnx.ValueInfoProto) -> Var:
         name = value_info.name
         ty = value_info.type
+        if ty.WhichOneof("value") == "optional_type" and ty.optional_type.elem_type.WhichOneof("value") == "tensor_type":
+            # An optional tensor is taken as a tensor the caller always gives: we have no
+            # absent values (OptionalHasElement of it is true).
+            ty = ty.optional_type.elem_type
         if ty.WhichOneof("value") != "tensor_type":
             raise UnsupportedError(f"graph input {name!r} is a {ty.WhichOneof('value')}; only tensors are supported")
         dtype = dtype_of_code(ty.tensor_type.elem_type, f"graph input {name!r}")

@@ -363,3 +363,15 @@ def _swiglu(ctx: NodeContext) -> Converted:
     a = ctx.input(0)
     gate = ctx.op("multiply", a, ctx.op("sigmoid", ctx.op("multiply", a, _const_like(ctx, ctx.float_attr("alpha", 1.0)))))
     return ctx.op("multiply", gate, ctx.input(1))
+
+
+# Optional values: a present one is its tensor (graph inputs of optional type are taken as
+# tensors), an absent one is only known by a node given no input.
+@converter("OptionalHasElement", (15, 18, 28))
+def _optional_has_element(ctx: NodeContext) -> Converted:
+    return ctx.const(np.array(ctx.has_input(0)))
+
+
+@converter("OptionalGetElement", (15, 18, 28))
+def _optional_get_element(ctx: NodeContext) -> Converted:
+    return ctx.input(0)

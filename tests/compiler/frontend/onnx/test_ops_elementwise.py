@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 from compiler.diagnostics import UnsupportedError
 from compiler.frontend.onnx import from_onnx
-from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, single_node
+from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, model, single_node
 
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((3, 4)).astype("float32")
@@ -216,3 +217,17 @@ def test_bit_shift_by_the_width_or_a_negative_amount_gives_the_sign_fill() -> No
     np.testing.assert_array_equal(right, [-1, 0, -1, 0])
     (left,) = interpret(single_node("BitShift", feeds, opset=28, direction="LEFT"), feeds)
     np.testing.assert_array_equal(left, [0, 0, 0, 0])
+
+
+def test_an_optional_tensor_input_is_a_present_tensor() -> None:
+    optional = helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [3, 4])))
+    nodes = [helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("OptionalHasElement", [], ["absent"]),
+             helper.make_node("OptionalGetElement", ["o"], ["value"])]
+    outputs = [helper.make_tensor_value_info("has", TensorProto.BOOL, []),
+               helper.make_tensor_value_info("absent", TensorProto.BOOL, []),
+               helper.make_tensor_value_info("value", TensorProto.FLOAT, [3, 4])]
+    has, absent, value = interpret(model(nodes, [optional], outputs, opset=18), {"o": X})
+    assert bool(has) and not bool(absent)
+    np.testing.assert_array_equal(value, X)

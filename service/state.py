@@ -1,5 +1,5 @@
 """What the app holds while it runs: settings, the store, the job queue, the client limiter and
-the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops.
+its hold on the metrics directory. Built when the app starts (its lifespan), closed when it stops.
 
 It stays at the top of service/, next to app.py, because it is what ties the layers together:
 it builds the store (service/store/) and the queue and limiter (service/jobs/) and hands them to
@@ -8,12 +8,12 @@ the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
+from service import metrics
 from service.jobs.client_limits import ClientJobLimiter
 from service.jobs.queue import EmbeddedQueue, JobQueue
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
@@ -25,27 +25,13 @@ log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
-class Counters:
-    """Per-process counters; Prometheus adds them up over processes and restarts."""
-
-    cache_hits: int = 0
-    compile_requests: int = 0
-    runs: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def count(self, name: str) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
-
-
-@dataclass
 class ServiceState:
     settings: Settings
     store: ModuleStore
     queue: JobQueue
     limiter: ClientJobLimiter
-    counters: Counters
     lock: StoreLock | None = None
+    metrics: metrics.Attachment | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
@@ -73,7 +59,11 @@ class ServiceState:
                 return status is None or status["state"] not in IN_FLIGHT
 
             limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
-            state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters(), lock)
+            attachment = metrics.attach(settings.metrics_directory())
+            if attachment.first:
+                # The one scan of the store for metrics: from here on, transitions keep the count.
+                metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+            state = ServiceState(settings, store, make_queue(settings, store), limiter, lock, attachment)
         except BaseException:
             lock.release()
             raise
@@ -103,6 +93,8 @@ class ServiceState:
         try:
             self.queue.close()
         finally:
+            if self.metrics is not None:
+                self.metrics.release()
             if self.lock is not None:
                 self.lock.release()
 
@@ -116,6 +108,7 @@ def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
     return EmbeddedQueue(
         store.root,
         settings.workers,
+        metrics_dir=settings.metrics_directory(),
         compile_seconds=settings.compile_seconds,
         run_seconds=settings.run_seconds,
     )

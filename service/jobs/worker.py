@@ -33,6 +33,7 @@ import numpy as np
 
 from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
+from service import metrics
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
 from service.jobs.sandbox import bwrap
@@ -125,6 +126,8 @@ def run_compile_job(store_root: str, module_id: str) -> None:
                             patience_seconds=JobLimits.from_json(queued["limits"]).compile_seconds)
     if status is None:
         return
+    if isinstance(status.get("started_at"), (int, float)) and isinstance(status.get("queued_at"), (int, float)):
+        metrics.queued_for(float(status["started_at"]) - float(status["queued_at"]))
     limits = JobLimits.from_json(status["limits"])
     work: Path | None = None
     try:
@@ -160,6 +163,7 @@ def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) ->
     timings = dict(done.value) if isinstance(done.value, Mapping) else {}
     timings["total_seconds"] = time.monotonic() - started
     store.succeed(module_id, work, timings)
+    metrics.compiled_in(timings["total_seconds"])
     return None
 
 
@@ -280,6 +284,17 @@ def run_model_job(
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
     """
+    started = time.monotonic()
+    try:
+        return _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+    finally:
+        metrics.ran_in(time.monotonic() - started)
+
+
+def _run_model(
+    store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int | None,
+    sandbox: str, threads: int | None,
+) -> bytes:
     store = ModuleStore(store_root)
     store.verified_artifacts_dir(module_id)  # raises ArtifactCorrupt (a StoreError with its problem)
     status = store.status(module_id)

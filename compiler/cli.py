@@ -462,8 +462,11 @@ def _serve(args: argparse.Namespace) -> int:
     _check_store_free(settings)
     # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the client address
     # before the app sees it; the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
+    from service.log_format import uvicorn_log_config
+
     uvicorn.run(
-        "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False
+        "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False,
+        log_config=uvicorn_log_config(settings.log_format),
     )
     return 0
 

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     # Where every process serving the store writes its Prometheus metrics (service/metrics.py);
     # unset: a directory in the system's temporary directory named after the store.
     metrics_dir: Path | None = None
+    # `json`: one JSON object a line (service/log_format.py); `text`: lines for people.
+    log_format: Literal["text", "json"] = "text"
 
     # Request limits, checked in the API process before anything is queued.
     max_body_bytes: int = Field(default=64 * MiB, ge=1)

@@ -109,6 +109,7 @@ def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
         store.root,
         settings.workers,
         metrics_dir=settings.metrics_directory(),
+        log_format=settings.log_format,
         compile_seconds=settings.compile_seconds,
         run_seconds=settings.run_seconds,
     )

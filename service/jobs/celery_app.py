@@ -41,6 +41,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from celery.result import AsyncResult
 
 from service import metrics
+from service.log_format import formatter
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
@@ -198,10 +199,23 @@ _metrics_hold: metrics.Attachment | None = None
 
 
 @signals.after_setup_logger.connect
-def _quiet_task_results(**_: object) -> None:
+def _quiet_task_results(logger: logging.Logger | None = None, **_: object) -> None:
     # Celery's tracer logs each task's return value with its success at INFO; a run's return
     # value holds its outputs. Failures are still logged (at ERROR).
     logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+    _use_log_format(logger)
+
+
+@signals.after_setup_task_logger.connect
+def _task_log_format(logger: logging.Logger | None = None, **_: object) -> None:
+    _use_log_format(logger)
+
+
+def _use_log_format(logger: logging.Logger | None) -> None:
+    if logger is None or get_settings().log_format != "json":
+        return
+    for handler in logger.handlers:
+        handler.setFormatter(formatter("json"))
 
 
 class CeleryQueue:

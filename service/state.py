@@ -8,6 +8,7 @@ the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -58,7 +59,7 @@ class ServiceState:
                 status = store.status(module_id)
                 return status is None or status["state"] not in IN_FLIGHT
 
-            limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
+            limiter = make_limiter(settings, finished)
             attachment = metrics.attach(settings.metrics_directory())
             if attachment.first:
                 # The one scan of the store for metrics: from here on, transitions keep the count.
@@ -97,6 +98,19 @@ class ServiceState:
                 self.metrics.release()
             if self.lock is not None:
                 self.lock.release()
+
+
+def make_limiter(settings: Settings, finished: Callable[[str], bool]) -> ClientJobLimiter:
+    if settings.queue == "celery":
+        # Several API processes share a Celery store: they count in one place, Redis.
+        import redis
+
+        from service.jobs.redis_client_limits import RedisJobLimiter
+
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return RedisJobLimiter(client, settings.max_jobs_per_client, finished,
+                               pending_seconds=settings.run_seconds + settings.max_wait_seconds + 60)
+    return ClientJobLimiter(settings.max_jobs_per_client, finished)
 
 
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:

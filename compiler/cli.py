@@ -464,9 +464,11 @@ def _serve(args: argparse.Namespace) -> int:
     # before the app sees it; the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
     from service.log_format import uvicorn_log_config
 
+    # Text: uvicorn's own look, as before; json: every logger of the API process in one format.
+    logging = {"log_config": uvicorn_log_config("json")} if settings.log_format == "json" else {}
     uvicorn.run(
         "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False,
-        log_config=uvicorn_log_config(settings.log_format),
+        **logging,
     )
     return 0
 

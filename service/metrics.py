@@ -10,7 +10,8 @@ The directory is shared by everything that serves one store: RELAYCC_METRICS_DIR
 a directory in the system's temporary directory named after the store. The first process to
 attach to it while no other does (it gets the directory's lock exclusively) empties it and
 counts the store's jobs; the others add to what is there. The lock is then held shared for the
-life of the process, so a process that starts later never empties the files of a live one.
+life of the process, so a process that starts later never empties the files of a live one; the
+last to leave removes the directory.
 
 Until a process attaches (the CLI, a unit test of the store), recording does nothing.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,7 +97,17 @@ class Attachment:
     _fd: int | None
 
     def release(self) -> None:
-        if self._fd is not None:
+        """Let go of the directory; the last process to leave removes it (the next to start
+        would empty it anyway, and a test run must not leave one per store in /tmp)."""
+        if self._fd is None:
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            shutil.rmtree(self.directory, ignore_errors=True)
+        finally:
             os.close(self._fd)
             self._fd = None
 

@@ -49,6 +49,7 @@ class ServiceState:
         store.ensure()
         embedded = settings.queue == "embedded"
         lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        attachment: metrics.Attachment | None = None
         try:
             quarantined = store.check_entries()
             if quarantined:
@@ -66,6 +67,8 @@ class ServiceState:
                 metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
             state = ServiceState(settings, store, make_queue(settings, store), limiter, lock, attachment)
         except BaseException:
+            if attachment is not None:
+                attachment.release()
             lock.release()
             raise
         # With Celery, jobs in flight belong to the broker, which delivers them again; the

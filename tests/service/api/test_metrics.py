@@ -75,8 +75,9 @@ def test_compiles_and_runs_in_several_worker_processes_add_up_in_one_scrape(tmp_
         client.get("/no/such/route")
         samples = scrape(client)
         pool = client.app.state.relaycc.queue.worker_pids()
+        histogram_pids = {int(p.stem.split("_")[-1]) for p in (tmp_path / "metrics").glob("histogram_*.db")}
 
-    histogram_pids = {int(p.stem.split("_")[-1]) for p in (tmp_path / "metrics").glob("histogram_*.db")}
+    assert not (tmp_path / "metrics").exists()  # the last process to leave removed it
     assert len(set(pool) & histogram_pids) == 2  # both workers recorded their compiles or runs
     assert value(samples, "relaycc_jobs", state="succeeded") == 2
     assert value(samples, "relaycc_jobs", state="running") == 0
@@ -120,6 +121,7 @@ def test_a_process_joining_live_ones_keeps_their_numbers_and_does_not_count_the_
             assert sorted(p.name for p in directory.glob("*.db"))  # the first one's files are still there
         finally:
             second.release()
+        assert directory.is_dir()  # the first one still uses it
     finally:
         first.release()
 

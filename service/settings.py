@@ -20,6 +20,8 @@ from fastapi import Depends
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.metrics import default_directory
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -41,6 +43,11 @@ class Settings(BaseSettings):
     # Celery workers through Redis (service/jobs/celery_app.py), sharing the store with the API.
     queue: Literal["embedded", "celery"] = "embedded"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Where every process serving the store writes its Prometheus metrics (service/metrics.py);
+    # unset: a directory in the system's temporary directory named after the store.
+    metrics_dir: Path | None = None
+    # `json`: one JSON object a line (service/log_format.py); `text`: lines for people.
+    log_format: Literal["text", "json"] = "text"
 
     # Request limits, checked in the API process before anything is queued.
     max_body_bytes: int = Field(default=64 * MiB, ge=1)
@@ -90,6 +97,9 @@ class Settings(BaseSettings):
     # For tests and demonstrations only: every compile job sleeps this long before it starts
     # building, so that its worker can be observed (or killed) while the job is running.
     job_start_delay_seconds: float = Field(default=0.0, ge=0)
+
+    def metrics_directory(self) -> Path:
+        return self.metrics_dir if self.metrics_dir is not None else default_directory(self.store)
 
     def user_c_allowed(self) -> bool:
         """Whether this service's policy lets clients send C (the sandbox is checked apart)."""

@@ -1,5 +1,5 @@
 """What the app holds while it runs: settings, the store, the job queue, the client limiter and
-the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops.
+its hold on the metrics directory. Built when the app starts (its lifespan), closed when it stops.
 
 It stays at the top of service/, next to app.py, because it is what ties the layers together:
 it builds the store (service/store/) and the queue and limiter (service/jobs/) and hands them to
@@ -8,12 +8,13 @@ the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
+from service import metrics
 from service.jobs.client_limits import ClientJobLimiter
 from service.jobs.queue import EmbeddedQueue, JobQueue
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
@@ -25,27 +26,13 @@ log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
-class Counters:
-    """Per-process counters; Prometheus adds them up over processes and restarts."""
-
-    cache_hits: int = 0
-    compile_requests: int = 0
-    runs: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def count(self, name: str) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
-
-
-@dataclass
 class ServiceState:
     settings: Settings
     store: ModuleStore
     queue: JobQueue
     limiter: ClientJobLimiter
-    counters: Counters
     lock: StoreLock | None = None
+    metrics: metrics.Attachment | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
@@ -62,6 +49,7 @@ class ServiceState:
         store.ensure()
         embedded = settings.queue == "embedded"
         lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        attachment: metrics.Attachment | None = None
         try:
             quarantined = store.check_entries()
             if quarantined:
@@ -72,9 +60,15 @@ class ServiceState:
                 status = store.status(module_id)
                 return status is None or status["state"] not in IN_FLIGHT
 
-            limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
-            state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters(), lock)
+            limiter = make_limiter(settings, finished)
+            attachment = metrics.attach(settings.metrics_directory())
+            if attachment.first:
+                # The one scan of the store for metrics: from here on, transitions keep the count.
+                metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+            state = ServiceState(settings, store, make_queue(settings, store), limiter, lock, attachment)
         except BaseException:
+            if attachment is not None:
+                attachment.release()
             lock.release()
             raise
         # With Celery, jobs in flight belong to the broker, which delivers them again; the
@@ -103,8 +97,23 @@ class ServiceState:
         try:
             self.queue.close()
         finally:
+            if self.metrics is not None:
+                self.metrics.release()
             if self.lock is not None:
                 self.lock.release()
+
+
+def make_limiter(settings: Settings, finished: Callable[[str], bool]) -> ClientJobLimiter:
+    if settings.queue == "celery":
+        # Several API processes share a Celery store: they count in one place, Redis.
+        import redis
+
+        from service.jobs.redis_client_limits import RedisJobLimiter
+
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return RedisJobLimiter(client, settings.max_jobs_per_client, finished,
+                               pending_seconds=settings.run_seconds + settings.max_wait_seconds + 60)
+    return ClientJobLimiter(settings.max_jobs_per_client, finished)
 
 
 def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
@@ -116,6 +125,8 @@ def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
     return EmbeddedQueue(
         store.root,
         settings.workers,
+        metrics_dir=settings.metrics_directory(),
+        log_format=settings.log_format,
         compile_seconds=settings.compile_seconds,
         run_seconds=settings.run_seconds,
     )

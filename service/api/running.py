@@ -29,6 +29,7 @@ from service.arrays import (
     over_limit_problem,
     to_json,
 )
+from service import metrics
 from service.jobs.worker import TIMES_KEY, RunFailed
 from service.problems import ProblemError, compile_error_problem
 from service.api.schemas import Latency, OutputTensor, RunRequest, RunResponse
@@ -53,7 +54,7 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
     # Decoding and checking the inputs, and encoding the outputs, take time in proportion to
     # the body: they run in a thread, so the event loop keeps answering other requests.
     inputs_npz = await run_in_threadpool(_encoded_inputs, body, state, module_id)
-    state.counters.count("runs")
+    metrics.run_requested()
     with state.limiter.holding(client):
         future = state.queue.submit_run(
             module_id, inputs_npz, repeat=body.repeat, threads=body.threads,

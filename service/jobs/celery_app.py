@@ -29,16 +29,19 @@ takes its configuration from `get_settings()` the first time Celery asks for it,
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 
 import redis
-from celery import Celery, Task
+from celery import Celery, Task, signals
 from celery.exceptions import TimeLimitExceeded
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from celery.result import AsyncResult
 
+from service import metrics
+from service.log_format import formatter
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
@@ -178,6 +181,41 @@ class CompileTask(Task):
 
 # What `celery -A service.jobs.celery_app worker` runs.
 app = RelayccCelery(get_settings)
+
+
+@signals.worker_init.connect
+def _join_metrics(sender: object = None, **_: object) -> None:
+    """A Celery worker adds its numbers to those of the API processes on this machine (its pool
+    processes are forked from it and write files of their own)."""
+    global _metrics_hold
+    settings = get_settings()
+    _metrics_hold = metrics.attach(settings.metrics_directory())
+    if _metrics_hold.first:
+        store = ModuleStore(settings.store)
+        metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+
+
+_metrics_hold: metrics.Attachment | None = None
+
+
+@signals.after_setup_logger.connect
+def _quiet_task_results(logger: logging.Logger | None = None, **_: object) -> None:
+    # Celery's tracer logs each task's return value with its success at INFO; a run's return
+    # value holds its outputs. Failures are still logged (at ERROR).
+    logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+    _use_log_format(logger)
+
+
+@signals.after_setup_task_logger.connect
+def _task_log_format(logger: logging.Logger | None = None, **_: object) -> None:
+    _use_log_format(logger)
+
+
+def _use_log_format(logger: logging.Logger | None) -> None:
+    if logger is None or get_settings().log_format != "json":
+        return
+    for handler in logger.handlers:
+        handler.setFormatter(formatter("json"))
 
 
 class CeleryQueue:

@@ -17,12 +17,14 @@ what went wrong, is written to the module's status. It may be called again for t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import stat
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -33,6 +35,7 @@ import numpy as np
 
 from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
+from service import log_format, metrics
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
 from service.jobs.sandbox import bwrap
@@ -42,6 +45,8 @@ from service.problems import Problem, make_problem
 from service.store.module_store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
 
 __all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
+
+log = logging.getLogger("relaycc.worker")
 
 # What a run may use besides its time and memory (RELAYCC_RUN_SECONDS, RELAYCC_MEMORY_BYTES):
 # OpenMP threads count as processes; a run writes only its outputs.
@@ -115,6 +120,11 @@ def brings_user_c(request: Mapping[str, object]) -> bool:
 
 
 def run_compile_job(store_root: str, module_id: str) -> None:
+    with log_format.job(module_id):
+        _compile_job(store_root, module_id)
+
+
+def _compile_job(store_root: str, module_id: str) -> None:
     store = ModuleStore(store_root)
     # A store that is full or read-only when the job starts: wait for an operator as a failure
     # does (the job stays queued, and the next start of the service recovers it if we give up).
@@ -125,7 +135,10 @@ def run_compile_job(store_root: str, module_id: str) -> None:
                             patience_seconds=JobLimits.from_json(queued["limits"]).compile_seconds)
     if status is None:
         return
+    if isinstance(status.get("started_at"), (int, float)) and isinstance(status.get("queued_at"), (int, float)):
+        metrics.queued_for(float(status["started_at"]) - float(status["queued_at"]))
     limits = JobLimits.from_json(status["limits"])
+    log.info("compile job started, attempt %s", status.get("attempts"))
     work: Path | None = None
     try:
         work = store.new_work_dir(module_id)
@@ -138,7 +151,11 @@ def run_compile_job(store_root: str, module_id: str) -> None:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
     if failure is not None:
+        # The problem's type only: its detail may quote the model (a located compile error).
+        log.info("compile job failed: %s", str(failure[0].get("type", "")).rsplit("/", 1)[-1])
         _record_failure(store, module_id, *failure, patience_seconds=limits.compile_seconds)
+    else:
+        log.info("compile job succeeded")
 
 
 def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) -> tuple[Problem, bool] | None:
@@ -160,6 +177,7 @@ def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) ->
     timings = dict(done.value) if isinstance(done.value, Mapping) else {}
     timings["total_seconds"] = time.monotonic() - started
     store.succeed(module_id, work, timings)
+    metrics.compiled_in(timings["total_seconds"])
     return None
 
 
@@ -280,6 +298,26 @@ def run_model_job(
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
     """
+    started = time.monotonic()
+    with log_format.job(f"run-{uuid.uuid4().hex[:12]}"):
+        outcome = "failed"
+        try:
+            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+            outcome = "succeeded"
+            return archive
+        except RunFailed as err:
+            outcome = "failed: " + str(err.problem.get("type", "")).rsplit("/", 1)[-1]
+            raise
+        finally:
+            elapsed = time.monotonic() - started
+            metrics.ran_in(elapsed)
+            log.info("run of module %s %s in %.3f s", module_id, outcome, elapsed)
+
+
+def _run_model(
+    store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int | None,
+    sandbox: str, threads: int | None,
+) -> bytes:
     store = ModuleStore(store_root)
     store.verified_artifacts_dir(module_id)  # raises ArtifactCorrupt (a StoreError with its problem)
     status = store.status(module_id)

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from service import metrics
 from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, make_problem
 
@@ -457,6 +458,7 @@ class ModuleStore:
             for _ in range(2):
                 try:
                     os.rename(tmp, final)
+                    metrics.job_moved(None, "queued")
                     return mid, True
                 except OSError as err:
                     if unavailable_reason(err) is not None:
@@ -676,6 +678,7 @@ class ModuleStore:
             with writing("deleting the module"):
                 gone.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(path, gone)
+            metrics.job_moved(str(status["state"]), None)
         shutil.rmtree(gone, ignore_errors=True)
         return status
 
@@ -800,8 +803,10 @@ class ModuleStore:
         anything (and only then is the status written)."""
         with self._locked(mid) as path:
             status = self._read_locked(mid, path)
+            before = status["state"]
             if change(status):
                 _write_json(path / "status.json", status)
+                metrics.job_moved(str(before), str(status["state"]))
             return status
 
     def begin_attempt(self, mid: str, worker: dict[str, object]) -> Status | None:
@@ -879,6 +884,7 @@ class ModuleStore:
             status["timings"] = dict(timings)
             _finish(status, "succeeded")
             _write_json(path / "status.json", status)
+            metrics.job_moved("running", "succeeded")
             return status
 
     def fail(self, mid: str, problem: Problem, *, retryable: bool = False, only_if_pid: int | None = None) -> Status:

@@ -209,3 +209,19 @@ def test_run_task_answers_artifact_corrupt_for_a_module_whose_library_was_tamper
     assert isinstance(result, dict)
     assert str(result["problem"]["type"]).endswith("/artifact-corrupt")
     assert str(settings.store) not in str(result["problem"]["detail"])
+
+
+def test_a_celery_worker_does_not_log_task_return_values_at_info() -> None:
+    import logging
+
+    from celery import signals
+
+    assert celery_app.app is not None  # importing it connected its signal handlers
+    trace = logging.getLogger("celery.app.trace")
+    trace.setLevel(logging.NOTSET)
+    # What `celery worker` sends once its logging is set up.
+    signals.after_setup_logger.send(sender=None, logger=logging.getLogger("celery"), loglevel=logging.INFO,
+                                    logfile=None, format="", colorize=False)
+
+    assert not trace.isEnabledFor(logging.INFO)  # "Task ... succeeded in 0.1s: <return value>"
+    assert trace.isEnabledFor(logging.ERROR)

@@ -31,7 +31,7 @@ from typing import Protocol
 from service.jobs.isolation import describe_exit
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import Problem, internal_problem, make_problem
-from service.store.module_store import ModuleStore, StoreError
+from service.store.module_store import ModuleStoreBase, StoreError, open_store
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
@@ -89,8 +89,11 @@ _Task = _CompileTask | _RunTask
 
 
 class EmbeddedQueue:
-    def __init__(self, store_root: Path, workers: int, *, compile_seconds: float, run_seconds: float):
-        self._store = ModuleStore(store_root)
+    def __init__(
+        self, store: ModuleStoreBase | Path | str, workers: int, *, compile_seconds: float, run_seconds: float,
+    ):
+        # A directory path or an s3:// URL opens the store there.
+        self._store = store if isinstance(store, ModuleStoreBase) else open_store(store)
         self._tasks: queue.Queue[_Task | None] = queue.Queue()
         self._compile_deadline = compile_seconds + HARD_DEADLINE_GRACE_SECONDS
         self._run_deadline = run_seconds + HARD_DEADLINE_GRACE_SECONDS
@@ -181,7 +184,7 @@ class _Slot:
         deadline = self._owner._compile_deadline if isinstance(task, _CompileTask) else self._owner._run_deadline
         timed_out = False
         try:
-            conn.send(task.message(str(self._owner._store.root)))
+            conn.send(task.message(self._owner._store.location))
             ready = multiprocessing.connection.wait([conn, process.sentinel], timeout=deadline)
             if conn in ready:
                 outcome, value = conn.recv()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, FastAPI, Request
 
@@ -18,7 +18,10 @@ from service.jobs.client_limits import ClientJobLimiter
 from service.jobs.queue import EmbeddedQueue, JobQueue
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+from service.store.module_store import IN_FLIGHT, DirectoryStore, JobLimits, ModuleStoreBase, StoreLock, open_store
+
+if TYPE_CHECKING:
+    from service.store.s3_lease import S3Lease
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
 log = logging.getLogger("uvicorn.error")
@@ -41,11 +44,11 @@ class Counters:
 @dataclass
 class ServiceState:
     settings: Settings
-    store: ModuleStore
+    store: ModuleStoreBase
     queue: JobQueue
     limiter: ClientJobLimiter
     counters: Counters
-    lock: StoreLock | None = None
+    lock: StoreLock | S3Lease | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
@@ -58,10 +61,10 @@ class ServiceState:
         refusal = user_c_refusal(settings)
         if refusal is not None:
             log.info("user C is refused: %s", refusal)
-        store = ModuleStore(settings.store.resolve())
+        store = open_store(settings.store_location(), cache=settings.store_cache)
         store.ensure()
         embedded = settings.queue == "embedded"
-        lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        lock = acquire_lock(store, exclusive=embedded, queue=settings.queue)
         try:
             quarantined = store.check_entries()
             if quarantined:
@@ -107,14 +110,25 @@ class ServiceState:
                 self.lock.release()
 
 
-def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
+def acquire_lock(store: ModuleStoreBase, *, exclusive: bool, queue: str) -> StoreLock | S3Lease:
+    """One embedded-queue service per store: a flock on a directory, a lease in a bucket."""
+    if isinstance(store, DirectoryStore):
+        return StoreLock.acquire(store.root, exclusive=exclusive, queue=queue)
+    from service.store.s3 import S3ModuleStore
+    from service.store.s3_lease import S3Lease
+
+    assert isinstance(store, S3ModuleStore)
+    return S3Lease.acquire(store, exclusive=exclusive, queue=queue)
+
+
+def make_queue(settings: Settings, store: ModuleStoreBase) -> JobQueue:
     if settings.queue == "celery":
         # Imported only when selected: the embedded default needs neither Celery nor Redis.
         from service.jobs.celery_app import CeleryQueue
 
         return CeleryQueue(settings)
     return EmbeddedQueue(
-        store.root,
+        store,
         settings.workers,
         compile_seconds=settings.compile_seconds,
         run_seconds=settings.run_seconds,

@@ -114,6 +114,10 @@ def parse_url(url: str) -> tuple[str, str]:
     return parts.netloc, parts.path.strip("/")
 
 
+# The variables the store's client reads (as the AWS tools do); docker-compose sets them all.
+S3_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+
+
 def client_for(bucket: str, prefix: str) -> S3Store:
     """An S3 client configured like the AWS tools: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
     AWS_SECRET_ACCESS_KEY, AWS_REGION (and AWS_SESSION_TOKEN) from the environment."""

@@ -133,7 +133,7 @@ def _relaycc_app(task: Task) -> RelayccCelery:
 def _compile_module(task: Task, module_id: str) -> None:
     app = _relaycc_app(task)
     store = app.store
-    run_compile_job(store.location, module_id)
+    run_compile_job(store, module_id)
     # The job's compile child crashed but this worker lived: Celery saw a normal return, so
     # the retry is ours. The store refuses it once the attempts are used up.
     status = store.status(module_id)
@@ -149,7 +149,7 @@ def _run_module(
     store = _relaycc_app(task).store
     try:
         archive = run_model_job(
-            store.location, module_id, base64.b64decode(inputs_b64),
+            store, module_id, base64.b64decode(inputs_b64),
             repeat=repeat, seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox, threads=threads,
         )
     except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check

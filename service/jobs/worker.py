@@ -119,11 +119,17 @@ def brings_user_c(request: Mapping[str, object]) -> bool:
     return False
 
 
+def _opened(store: str | ModuleStoreBase) -> ModuleStoreBase:
+    """The store a job was handed: its location (a worker process of the embedded queue opens it
+    with the default cache) or the store itself (a Celery worker's, with its settings' cache)."""
+    return store if isinstance(store, ModuleStoreBase) else open_store(store)
+
+
 # --- compile ------------------------------------------------------------------------------------
 
 
-def run_compile_job(store_root: str, module_id: str) -> None:
-    store = open_store(store_root)
+def run_compile_job(store_root: str | ModuleStoreBase, module_id: str) -> None:
+    store = _opened(store_root)
     # A store that is full or read-only when the job starts: wait for an operator as a failure
     # does (the job stays queued, and the next start of the service recovers it if we give up).
     queued = store.status(module_id)
@@ -271,7 +277,7 @@ def _memory_problem(what: str, memory_bytes: int | None) -> Problem:
 
 
 def run_model_job(
-    store_root: str,
+    store_root: str | ModuleStoreBase,
     module_id: str,
     inputs_npz: bytes,
     *,
@@ -288,7 +294,7 @@ def run_model_job(
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
     """
-    store = open_store(store_root)
+    store = _opened(store_root)
     # Raises ArtifactCorrupt (a StoreError with its problem); an object store's artifacts are
     # downloaded into its local cache here, checked, and loaded from there.
     outdir = store.verified_artifacts_dir(module_id)

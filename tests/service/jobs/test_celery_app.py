@@ -94,7 +94,7 @@ def test_compile_task_builds_the_stored_module(tmp_path: Path, monkeypatch: pyte
     store = ModuleStore(settings.store)
     module_id = _stored_job(store)
     seen: list[tuple[str, str]] = []
-    monkeypatch.setattr(celery_app, "run_compile_job", lambda root, mid: seen.append((root, mid)))
+    monkeypatch.setattr(celery_app, "run_compile_job", lambda root, mid: seen.append((root.location, mid)))
 
     _eager_app(settings).compile_task.apply_async((module_id,))
 

@@ -4,7 +4,9 @@ whose workers run on several machines.
     <prefix>/modules/<id>/request.json      as in the directory store
                           params.npz
                           status.json       replaced only by conditional puts (below)
-                          artifacts/<name>  the OUTDIR, uploaded before the status says succeeded
+                          artifacts/<sha256>/<name>   the OUTDIR, uploaded before the status
+                                            says succeeded; addressed by content, so two
+                                            attempts of one job never overwrite each other
     <prefix>/quarantine/<label>-<UTC time>-<random>/...   entries and artifacts set aside
     <prefix>/outputs/<ref>.npz             outputs of runs done by Celery workers, until taken
     <prefix>/service.lock                   the lease one embedded-queue service holds (s3_lease.py)
@@ -129,6 +131,10 @@ def client_for(bucket: str, prefix: str) -> S3Store:
         # MinIO and moto serve buckets under the path, not as host names.
         config["virtual_hosted_style_request"] = "false"
     return S3Store(bucket, prefix=prefix or None, config=config, client_options=options)  # type: ignore[arg-type]
+
+
+def _artifact_key(mid: str, entry: Mapping[str, object]) -> str:
+    return f"modules/{mid}/artifacts/{entry['sha256']}/{entry['name']}"
 
 
 def default_cache(url: str) -> Path:
@@ -285,7 +291,7 @@ class S3ModuleStore(ModuleStoreBase):
         try:
             try:
                 with _reaching("reading the artifacts"):
-                    result = obstore.get(self.client, f"modules/{mid}/artifacts/{name}")
+                    result = obstore.get(self.client, _artifact_key(mid, entry))
                     with open(tmp, "wb") as stream:
                         for chunk in result.stream(min_chunk_size=_DOWNLOAD_CHUNK):
                             stream.write(chunk)
@@ -442,7 +448,7 @@ class S3ModuleStore(ModuleStoreBase):
         entries = manifest_of(work)
         # Uploaded before the status names them: a reader never finds a manifest without files.
         for entry in entries:
-            self._put(f"modules/{mid}/artifacts/{entry['name']}", work / str(entry["name"]))
+            self._put(_artifact_key(mid, entry), work / str(entry["name"]))
 
         def change(status: Status) -> bool:
             if status["state"] != "running":
@@ -456,7 +462,7 @@ class S3ModuleStore(ModuleStoreBase):
         if status["state"] == "succeeded" and status["artifacts"] is entries:
             # Files of an older build that this one does not have are never served (only
             # manifest names resolve); removed so that the bucket holds what the status says.
-            names = {f"modules/{mid}/artifacts/{entry['name']}" for entry in entries}
+            names = {_artifact_key(mid, entry) for entry in entries}
             self._delete([key for key in self._keys(f"modules/{mid}/artifacts") if key not in names])
         return status
 

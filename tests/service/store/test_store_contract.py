@@ -57,6 +57,14 @@ def put_raw(store: ModuleStoreBase, mid: str, name: str, data: bytes) -> None:
         store._put(f"modules/{mid}/{name}", data)
 
 
+def tamper_artifact(store: ModuleStoreBase, mid: str, name: str, data: bytes) -> None:
+    if isinstance(store, DirectoryStore):
+        put_raw(store, mid, f"artifacts/{name}", data)
+        return
+    entry = next(e for e in store.manifest(mid) or [] if e["name"] == name)
+    put_raw(store, mid, f"artifacts/{entry['sha256']}/{name}", data)
+
+
 def built(store: ModuleStoreBase, text: str = "model") -> tuple[str, dict[str, bytes]]:
     """A module taken through a whole job: created, started, built, stored."""
     mid, _ = store.create(normal(text), {}, LIMITS, "client-a")
@@ -147,7 +155,7 @@ def test_a_finished_job_records_a_manifest_of_sha256_digests_and_serves_checked_
 
 def test_a_tampered_artifact_is_quarantined_and_the_module_rebuilt_on_request(store: ModuleStoreBase) -> None:
     mid, _ = built(store)
-    put_raw(store, mid, "artifacts/libdefault.so", b"not the library")
+    tamper_artifact(store, mid, "libdefault.so", b"not the library")
 
     with pytest.raises(ArtifactCorrupt) as corrupt:
         store.verified_artifacts_dir(mid)

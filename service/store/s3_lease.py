@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
@@ -67,8 +68,12 @@ class S3Lease:
         if self._stop.is_set():
             return
         self._stop.set()
+
+        def leave(holders: Holders) -> None:
+            holders.pop(self.token, None)
+
         try:
-            self._change(lambda holders: holders.pop(self.token, None) and None)
+            self._change(leave)
         except (StoreUnavailable, StoreLocked):
             pass  # the lease runs out by itself
 
@@ -83,9 +88,8 @@ class S3Lease:
             except StoreUnavailable:
                 continue  # tried again at the next beat, well before the lease runs out
 
-    def _change(self, change: object) -> None:
+    def _change(self, change: Callable[[Holders], None]) -> None:
         """Apply `change` to the live holders and put the record back conditionally."""
-        assert callable(change)
         for _ in range(_TRIES):
             try:
                 data, etag = self.store._get(LEASE_KEY)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from service.store.module_store import (
     worker_identity,
 )
 from service.store.s3 import S3ModuleStore, parse_url
+from service.store.s3_lease import LEASE_KEY
 from tests.service.s3_endpoint import S3Endpoint
 
 LIMITS = JobLimits(compile_seconds=10.0, memory_bytes=1 << 30, max_attempts=2)
@@ -302,3 +304,15 @@ def test_an_unreachable_bucket_is_unavailable_not_a_crash(tmp_path: Path, s3_end
 
     with pytest.raises(StoreUnavailable):
         S3ModuleStore.from_url("s3://no-such-bucket-here/p", cache=tmp_path).ensure()
+
+
+def test_the_lease_of_a_service_that_died_lapses(s3_store: S3ModuleStore) -> None:
+    dead = {"pid": 1, "host": "gone", "queue": "embedded", "exclusive": True, "expires": time.time() - 1}
+    s3_store._put(LEASE_KEY, json.dumps({"holders": {"dead": dead}}).encode())
+
+    lease = acquire_lock(s3_store, exclusive=True, queue="embedded")
+
+    record = json.loads(s3_store._get(LEASE_KEY)[0])
+    assert list(record["holders"]) == [lease.token]  # type: ignore[union-attr]
+    lease.release()
+    assert json.loads(s3_store._get(LEASE_KEY)[0]) == {"holders": {}}

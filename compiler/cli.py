@@ -426,18 +426,22 @@ def _check_store_free(settings: object) -> None:
     lock itself when it starts (service/state.py) and holds it; this check only spares the
     operator the server's traceback in the common case."""
     from service.settings import Settings
-    from service.store.module_store import ModuleStore, StoreError, StoreLock, StoreLocked
+    from service.state import acquire_lock
+    from service.store.module_store import DirectoryStore, StoreError, StoreLock, StoreLocked, open_store
 
     assert isinstance(settings, Settings)
-    store = ModuleStore(settings.store.resolve())
+    store = open_store(settings.store_location(), cache=settings.store_cache)
+    exclusive = settings.queue == "embedded"
     try:
         store.ensure()
-        StoreLock.acquire(store.root, exclusive=settings.queue == "embedded", queue=settings.queue,
-                          record=False).release()
+        if isinstance(store, DirectoryStore):
+            StoreLock.acquire(store.root, exclusive=exclusive, queue=settings.queue, record=False).release()
+        else:
+            acquire_lock(store, exclusive=exclusive, queue=settings.queue).release()
     except StoreLocked as err:
         raise InputError(str(err)) from None
     except StoreError as err:
-        raise InputError(f"{store.root}: {err}") from None
+        raise InputError(f"{store.location}: {err}") from None
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -82,9 +82,11 @@ _current: _Metrics | None = None
 _directory: Path | None = None
 
 
-def default_directory(store_root: Path) -> Path:
-    """Where the processes serving `store_root` on this machine meet, unless told otherwise."""
-    digest = hashlib.sha256(str(store_root.resolve()).encode()).hexdigest()[:16]
+def default_directory(store: Path | str) -> Path:
+    """Where the processes serving `store` (a directory, or an s3:// URL) on this machine meet,
+    unless told otherwise."""
+    key = store if isinstance(store, str) and store.startswith("s3://") else str(Path(store).resolve())
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"relaycc-metrics-{digest}"
 
 

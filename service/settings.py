@@ -37,8 +37,12 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     # Processes that compile models; the HTTP server itself is one process.
     workers: int = Field(default_factory=_cpu_count, ge=1)
-    # Where built modules and their artifacts are kept, keyed by module id.
-    store: Path = Path(".relaycc-store")
+    # Where built modules and their artifacts are kept, keyed by module id: a directory, or an
+    # S3 bucket as `s3://bucket/prefix` (endpoint and credentials from the AWS_* variables).
+    store: Path | str = Path(".relaycc-store")
+    # Where a process keeps checked copies of an S3 store's artifacts (serving, runs); unset: a
+    # directory under the system's temporary directory.
+    store_cache: Path | None = None
     # `embedded`: a pool of worker processes owned by the API process. `celery`: jobs go to
     # Celery workers through Redis (service/jobs/celery_app.py), sharing the store with the API.
     queue: Literal["embedded", "celery"] = "embedded"
@@ -104,6 +108,21 @@ class Settings(BaseSettings):
     def user_c_allowed(self) -> bool:
         """Whether this service's policy lets clients send C (the sandbox is checked apart)."""
         return self.allow_user_c if self.allow_user_c is not None else bool(self.api_keys)
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store_location(cls, value: object) -> object:
+        # An S3 URL stays text (a Path would fold its `//`); anything else is a directory.
+        if isinstance(value, str) and value.startswith("s3://"):
+            from service.store.s3 import parse_url
+
+            parse_url(value)  # a malformed URL stops the service at start-up, naming it
+            return value
+        return Path(value) if isinstance(value, str) else value
+
+    def store_location(self) -> str | Path:
+        """The store as `open_store` takes it: an S3 URL, or the directory made absolute."""
+        return self.store.resolve() if isinstance(self.store, Path) else self.store
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, FastAPI, Request
 
@@ -19,7 +19,10 @@ from service.jobs.client_limits import ClientJobLimiter
 from service.jobs.queue import EmbeddedQueue, JobQueue
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+from service.store.module_store import IN_FLIGHT, DirectoryStore, JobLimits, ModuleStoreBase, StoreLock, open_store
+
+if TYPE_CHECKING:
+    from service.store.s3_lease import S3Lease
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
 log = logging.getLogger("uvicorn.error")
@@ -28,10 +31,10 @@ log = logging.getLogger("uvicorn.error")
 @dataclass
 class ServiceState:
     settings: Settings
-    store: ModuleStore
+    store: ModuleStoreBase
     queue: JobQueue
     limiter: ClientJobLimiter
-    lock: StoreLock | None = None
+    lock: StoreLock | S3Lease | None = None
     metrics: metrics.Attachment | None = None
 
     @staticmethod
@@ -45,10 +48,10 @@ class ServiceState:
         refusal = user_c_refusal(settings)
         if refusal is not None:
             log.info("user C is refused: %s", refusal)
-        store = ModuleStore(settings.store.resolve())
+        store = open_store(settings.store_location(), cache=settings.store_cache)
         store.ensure()
         embedded = settings.queue == "embedded"
-        lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        lock = acquire_lock(store, exclusive=embedded, queue=settings.queue)
         attachment: metrics.Attachment | None = None
         try:
             quarantined = store.check_entries()
@@ -116,14 +119,25 @@ def make_limiter(settings: Settings, finished: Callable[[str], bool]) -> ClientJ
     return ClientJobLimiter(settings.max_jobs_per_client, finished)
 
 
-def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
+def acquire_lock(store: ModuleStoreBase, *, exclusive: bool, queue: str) -> StoreLock | S3Lease:
+    """One embedded-queue service per store: a flock on a directory, a lease in a bucket."""
+    if isinstance(store, DirectoryStore):
+        return StoreLock.acquire(store.root, exclusive=exclusive, queue=queue)
+    from service.store.s3 import S3ModuleStore
+    from service.store.s3_lease import S3Lease
+
+    assert isinstance(store, S3ModuleStore)
+    return S3Lease.acquire(store, exclusive=exclusive, queue=queue)
+
+
+def make_queue(settings: Settings, store: ModuleStoreBase) -> JobQueue:
     if settings.queue == "celery":
         # Imported only when selected: the embedded default needs neither Celery nor Redis.
         from service.jobs.celery_app import CeleryQueue
 
         return CeleryQueue(settings)
     return EmbeddedQueue(
-        store.root,
+        store,
         settings.workers,
         metrics_dir=settings.metrics_directory(),
         log_format=settings.log_format,

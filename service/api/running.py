@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import math
 
 import numpy as np
@@ -124,7 +123,7 @@ def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, 
 
 
 def _input_dtypes(state: ServiceState, module_id: str) -> dict[str, str]:
-    report = json.loads((state.store.artifacts_dir(module_id) / "metadata.json").read_text(encoding="utf-8"))
+    report = state.store.metadata(module_id) or {}
     interface = report.get("interface") or {}
     dtypes = {}
     for t in interface.get("inputs", []):

@@ -33,7 +33,7 @@ from service.jobs.isolation import describe_exit
 from service.log_format import configure_process
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import Problem, internal_problem, make_problem
-from service.store.module_store import ModuleStore, StoreError
+from service.store.module_store import ModuleStoreBase, StoreError, open_store
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
@@ -91,9 +91,12 @@ _Task = _CompileTask | _RunTask
 
 
 class EmbeddedQueue:
-    def __init__(self, store_root: Path, workers: int, *, compile_seconds: float, run_seconds: float,
-                 metrics_dir: Path | None = None, log_format: str = "text"):
-        self._store = ModuleStore(store_root)
+    def __init__(
+        self, store: ModuleStoreBase | Path | str, workers: int, *, compile_seconds: float, run_seconds: float,
+        metrics_dir: Path | None = None, log_format: str = "text",
+    ):
+        # A directory path or an s3:// URL opens the store there.
+        self._store = store if isinstance(store, ModuleStoreBase) else open_store(store)
         self._metrics_dir = metrics_dir
         self._log_format = log_format
         self._tasks: queue.Queue[_Task | None] = queue.Queue()
@@ -186,7 +189,7 @@ class _Slot:
         deadline = self._owner._compile_deadline if isinstance(task, _CompileTask) else self._owner._run_deadline
         timed_out = False
         try:
-            conn.send(task.message(str(self._owner._store.root)))
+            conn.send(task.message(self._owner._store.location))
             ready = multiprocessing.connection.wait([conn, process.sentinel], timeout=deadline)
             if conn in ready:
                 outcome, value = conn.recv()

@@ -4,12 +4,13 @@ as numpy values where they are constant), and a way to build typed calls of our 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
+from compiler.frontend.onnx.shape_values import ShapeValue
 from compiler.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from compiler.ir.types import TensorType
 from compiler.passes.infer_type import infer_expr
@@ -33,6 +34,9 @@ class NodeContext:
     # Per input position: the ONNX value name ("" for an omitted optional input).
     input_names: Sequence[str]
     num_outputs: int
+    # Per input position: what is known element by element of a shape computed from `?` dims
+    # (compiler/frontend/onnx/shape_values.py), where the value itself is not known.
+    shape_values: Sequence[ShapeValue | None] = field(default_factory=tuple)
 
     # -- attributes --
 
@@ -67,6 +71,9 @@ class NodeContext:
 
     def value(self, index: int) -> np.ndarray | None:
         return self.values[index] if index < len(self.values) else None
+
+    def shape_value(self, index: int) -> ShapeValue | None:
+        return self.shape_values[index] if index < len(self.shape_values) else None
 
     def const_input(self, index: int, what: str) -> np.ndarray:
         """The value of an input that must be known at import time (a shape, axes, pads)."""

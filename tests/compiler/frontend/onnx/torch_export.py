@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import onnx
 import torch
@@ -30,11 +30,15 @@ def randomize_norm_statistics(module: nn.Module, seed: int) -> nn.Module:
 
 
 def export(module: nn.Module, args: Sequence[torch.Tensor], input_names: Sequence[str],
-           output_names: Sequence[str], opset: int = 17) -> onnx.ModelProto:
+           output_names: Sequence[str], opset: int = 17,
+           dynamic_axes: Mapping[str, Mapping[int, str]] | None = None) -> onnx.ModelProto:
+    """`dynamic_axes` as torch.onnx takes it ({input name: {axis: dim name}}): those dims are
+    `?` in the model and its shape arithmetic is computed from them at run time."""
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         # The TorchScript exporter announces its deprecation on every call.
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(module.eval(), tuple(args), buffer, dynamo=False, opset_version=opset,
-                          input_names=list(input_names), output_names=list(output_names))
+                          input_names=list(input_names), output_names=list(output_names),
+                          dynamic_axes=dict(dynamic_axes) if dynamic_axes else None)
     return onnx.load_from_string(buffer.getvalue())

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from torch import nn
@@ -34,37 +35,61 @@ def _assert_compiled_matches_ort(m: object, feeds: dict[str, np.ndarray], outdir
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
 
 
-CNNS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
-    "resnet": (torch_cnns.ResNet, (1, 3, 32, 32)),
-    "densenet": (torch_cnns.DenseNet, (1, 3, 32, 32)),
-    "inception": (torch_cnns.Inception, (1, 3, 48, 48)),
-    "squeezenet": (torch_cnns.SqueezeNet, (1, 3, 32, 32)),
-    "shufflenet": (torch_cnns.ShuffleNet, (1, 3, 32, 32)),
-    "vgg": (torch_cnns.VGG, (2, 3, 16, 16)),
-    "mobilenet_v2": (torch_cnns.MobileNetV2, (1, 3, 32, 32)),
+def _assert_uses(m: onnx.ModelProto, op_types: set[str]) -> None:
+    """The export still has what makes the family (an exporter change could fold it away)."""
+    assert op_types <= {n.op_type for n in m.graph.node}
+
+
+# Model, input shape, and the ONNX ops its export must contain.
+CNNS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], set[str]]] = {
+    "resnet": (torch_cnns.ResNet, (1, 3, 32, 32), {"Conv", "MaxPool", "Add", "GlobalAveragePool", "Gemm"}),
+    "densenet": (torch_cnns.DenseNet, (1, 3, 32, 32), {"BatchNormalization", "Concat", "AveragePool", "ReduceMean"}),
+    "inception": (torch_cnns.Inception, (1, 3, 48, 48), {"Concat", "AveragePool", "MaxPool"}),
+    "squeezenet": (torch_cnns.SqueezeNet, (1, 3, 32, 32), {"Concat", "MaxPool", "GlobalAveragePool"}),
+    "vgg": (torch_cnns.VGG, (2, 3, 16, 16), {"MaxPool", "AveragePool", "Gemm"}),
+    "mobilenet_v2": (torch_cnns.MobileNetV2, (1, 3, 32, 32), {"Clip", "Add", "Conv"}),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CNNS))
 def test_cnn_architecture_exported_by_torch_compiles_and_matches_onnxruntime(name: str, tmp_path: Path) -> None:
-    make, shape = CNNS[name]
+    make, shape, op_types = CNNS[name]
     torch.manual_seed(len(name))
     module = randomize_norm_statistics(make(), seed=len(name))
     x = torch.randn(shape)
     m = export(module, [x], ["input.1"], ["logits"])
+    _assert_uses(m, op_types)
     _assert_compiled_matches_ort(m, {"input.1": x.numpy()}, tmp_path)
 
 
 def test_shufflenet_exported_with_a_dynamic_batch_runs_other_batch_sizes(tmp_path: Path) -> None:
-    # The channel shuffle's view(n, groups, c // groups, h, w) is computed from the `?` batch.
+    # ShuffleNet's test (not repeated with a static batch: this is the same model with more to
+    # get right): the channel shuffle's view(n, groups, c // groups, h, w) and the chunk are
+    # computed from the `?` batch.
     torch.manual_seed(5)
     module = randomize_norm_statistics(torch_cnns.ShuffleNet(), seed=5)
     m = export(module, [torch.randn(1, 3, 32, 32)], ["input.1"], ["logits"],
                dynamic_axes={"input.1": {0: "batch"}, "logits": {0: "batch"}})
     assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    _assert_uses(m, {"Reshape", "Transpose", "Slice", "Shape", "Concat"})
+    groups = {a.i for n in m.graph.node if n.op_type == "Conv" for a in n.attribute if a.name == "group"}
+    assert {4, 16} <= groups  # the grouped 1x1 and a depthwise 3x3
     want, got = _both(m, {"input.1": torch.randn(3, 3, 32, 32).numpy()}, tmp_path)
     assert got[0].shape == (3, 10)
     np.testing.assert_allclose(got[0], want[0], rtol=RTOL, atol=ATOL)
+
+
+def test_bert_style_encoder_compiles_and_matches_onnxruntime(tmp_path: Path) -> None:
+    torch.manual_seed(7)
+    ids = torch.randint(0, 50, (2, 8))
+    types = (torch.arange(8) >= 5).long().expand(2, 8).contiguous()
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 6:] = 0
+    m = export(BertEncoder(), [ids, types, mask], ["input_ids", "token_type_ids", "attention_mask"],
+               ["last_hidden_state", "pooled"])
+    _assert_uses(m, {"Gather", "MatMul", "Softmax", "LayerNormalization", "Erf", "Tanh"})
+    feeds = {"input_ids": ids.numpy(), "token_type_ids": types.numpy(), "attention_mask": mask.numpy()}
+    _assert_compiled_matches_ort(m, feeds, tmp_path)
 
 
 def test_bert_style_encoder_with_dynamic_batch_and_sequence_imports_and_matches_onnxruntime() -> None:

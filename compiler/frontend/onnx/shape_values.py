@@ -7,7 +7,9 @@ With every dim static that chain folds to a constant; with `n` dynamic it does n
 reshape takes its target as an attribute. Tracking the chain element-wise lets Reshape state
 the target anyway: an element that is the data's own dim at the same position is Relay's 0
 (copy that dim), and one element still unknown is -1. Only the ops such chains use are followed
-(Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Identity); anything else ends the trail.
+(Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Identity, and the four integer
+arithmetic ops, whose result on a run-time dim is an element known to be unknown); anything
+else ends the trail.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ class DimOf:
     axis: int
 
 
-Element = int | DimOf
+# None: computed from a run-time dim by arithmetic (torch's `bsz * num_heads`); Reshape can
+# still infer one such element.
+Element = int | DimOf | None
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class ShapeValue:
             return None
         return np.array(self.elements, dtype=dtype).reshape(() if self.rank == 0 else (-1,))
 
+
+# TensorProto's integer element types (onnx.proto: UINT8 2, INT8 3, ..., UINT64 13).
+_INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 12, 13})
 
 # What a node's input is at import time: a value, a shape value, or nothing known.
 Known = np.ndarray | ShapeValue | None
@@ -66,10 +73,32 @@ def of_shape(tensor: str, shape: Sequence[object], start: int, end: int) -> Shap
     return _result(picked, 1)
 
 
+def _arithmetic(op_type: str, a: Element, b: Element) -> Element:
+    if not (isinstance(a, int) and isinstance(b, int)):
+        return None
+    if op_type == "Div":
+        if b == 0:
+            return None
+        quotient = abs(a) // abs(b)  # ONNX's integer Div truncates toward zero
+        return quotient if (a < 0) == (b < 0) else -quotient
+    return {"Add": a + b, "Sub": a - b, "Mul": a * b}[op_type]
+
+
 def propagate(op_type: str, attrs: Mapping[str, object], inputs: Sequence[Known]) -> ShapeValue | None:
     """The output of one node on shape values, or None where it is not followed."""
     first = _elements(inputs[0]) if inputs else None
-    if op_type in ("Identity", "Cast"):
+    if op_type in ("Add", "Sub", "Mul", "Div") and len(inputs) == 2:
+        second = _elements(inputs[1])
+        if first is None or second is None:
+            return None
+        (xs, rank_x), (ys, rank_y) = first, second
+        if len(xs) != len(ys) and 1 not in (len(xs), len(ys)):
+            return None
+        length = max(len(xs), len(ys))
+        xs, ys = (xs * length if len(xs) == 1 else xs), (ys * length if len(ys) == 1 else ys)
+        return _result([_arithmetic(op_type, x, y) for x, y in zip(xs, ys)], max(rank_x, rank_y))
+    if op_type == "Identity" or op_type == "Cast" and attrs.get("to") in _INTEGER_TYPES:
+        # (A cast to float would make the arithmetic after it a float's.)
         return inputs[0] if isinstance(inputs[0], ShapeValue) else None
     if op_type == "Concat":
         joined: list[Element] = []

@@ -93,7 +93,7 @@ def test_propagate_follows_gather_unsqueeze_concat_and_slice() -> None:
     assert propagate("Concat", {"axis": 0}, [unsqueezed, np.array([-1, 2])]) == \
         ShapeValue((DimOf("x", 0), -1, 2), 1)
     assert propagate("Slice", {}, [shape, np.array([1]), np.array([3])]) == ShapeValue((8, 4), 1)
-    assert propagate("Mul", {}, [gathered, np.array(2)]) is None
+    assert propagate("Softmax", {}, [shape]) is None
 
 
 def test_shape_value_is_a_tensor_only_when_every_element_is_a_number() -> None:
@@ -108,3 +108,26 @@ def test_reshape_target_copies_own_dims_and_infers_a_single_other() -> None:
     assert reshape_target(other, "x", (ANY, 4, 4)) == (-1, 16)
     assert reshape_target(ShapeValue((DimOf("y", 0), -1), 1), "x", (ANY, 4)) is None
     assert reshape_target(ShapeValue((DimOf("y", 0), DimOf("y", 1)), 1), "x", (ANY, 4)) is None
+
+
+def test_arithmetic_on_a_run_time_dim_leaves_an_element_reshape_infers() -> None:
+    # torch's MultiheadAttention: q.view(tgt_len, bsz * num_heads, head_dim) with `?` bsz.
+    n = helper.make_node
+    nodes = _dims_of("x", [0], [])[:-1] + [
+        n("Mul", ["g0", "heads"], ["bh"]), n("Unsqueeze", ["bh", "zero"], ["ubh"]),
+        n("Concat", ["len", "ubh", "hd"], ["target"], axis=0), n("Reshape", ["x", "target"], ["y"]),
+    ]
+    init = {"i0": np.array(0, dtype="int64"), "zero": np.array([0], dtype="int64"),
+            "heads": np.array(2, dtype="int64"), "len": np.array([5], dtype="int64"),
+            "hd": np.array([4], dtype="int64")}
+    m = model(nodes, [tensor("x", "float32", ["b", 5, 8])], [tensor("y", "float32", [5, "bh", 4])], init)
+    x = RNG.standard_normal((3, 5, 8)).astype("float32")
+    np.testing.assert_array_equal(interpret(m, {"x": x})[0], x.reshape(5, 6, 4))
+
+
+def test_arithmetic_and_casts_on_shape_values() -> None:
+    batch = ShapeValue((DimOf("x", 0), 7), 1)
+    assert propagate("Mul", {}, [batch, np.array(2)]) == ShapeValue((None, 14), 1)
+    assert propagate("Div", {}, [ShapeValue((-7, DimOf("x", 1)), 1), np.array([2, 2])]) == ShapeValue((-3, None), 1)
+    assert propagate("Cast", {"to": 6}, [batch]) == batch  # to int32
+    assert propagate("Cast", {"to": 1}, [batch]) is None  # to float: arithmetic after it is a float's

@@ -9,7 +9,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # Debian packages the project needs on the machine (gcc builds the generated C through cffi;
 # libopenblas-dev gives the built-in `cblas` codegen cblas.h and -lopenblas; redis-server is the
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run).
-SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap
+SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap jq curl
 
 .PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak conformance
 

@@ -95,8 +95,8 @@ def test_bert_style_encoder_compiles_and_matches_onnxruntime(tmp_path: Path) -> 
 def test_bert_style_encoder_with_dynamic_batch_and_sequence_imports_and_matches_onnxruntime() -> None:
     # Exported at 2 x 8, run at 3 x 5: the heads' view(n, s, heads, head_dim), the positions
     # sliced to the sequence length and attention's batched MatMul all see `?` dims. Checked in
-    # the interpreter: the C backend refuses a dense whose `?`-shaped result feeds another
-    # anchor inside one fused function (docs/status.md, kernels with `?` extents).
+    # the interpreter: the C backend refuses it ("dense: an intermediate of dynamic shape inside
+    # a fused function is not supported yet"; docs/status.md, kernels with `?` extents).
     torch.manual_seed(7)
     names = ["input_ids", "token_type_ids", "attention_mask"]
     example = [torch.randint(0, 50, (2, 8)), torch.zeros(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long)]

@@ -136,3 +136,12 @@ def test_matmul_with_two_dynamic_batch_dims_is_unsupported() -> None:
         vi.type.tensor_type.shape.dim[1].dim_param = "h"
     with pytest.raises(UnsupportedError, match="MatMul with `\\?` batch dims needs them equal on both sides, one"):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool_in_ceil_mode_counts_explicit_pads_but_not_the_ceil_extension(count_include_pad: int) -> None:
+    # torch's AvgPool2d(3, 2, 1, ceil_mode=True) exports as this; the last window runs past the pad.
+    x = np.random.default_rng(4).standard_normal((1, 2, 7, 7)).astype("float32")
+    m = single_node("AveragePool", {"x": x}, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                    count_include_pad=count_include_pad)
+    assert_matches_ort(m, {"x": x})

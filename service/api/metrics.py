@@ -10,6 +10,8 @@ stored. The quarantine counts are the number of directories an operator has not 
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,6 +23,21 @@ from service.state import ServiceState
 from service.store.module_store import ARTIFACTS_LABEL, ENTRY_LABEL
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _SettledFiles(MultiProcessCollector):
+    """prometheus_client's collector over the files whose header is written: a process that is
+    creating its file (size 0 until it has sized it) would make the whole scrape fail."""
+
+    def collect(self) -> Iterator[Metric]:
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            try:
+                if os.path.getsize(path) >= 8:
+                    files.append(path)
+            except OSError:
+                continue  # removed by a process that just left
+        return self.merge(files, accumulate=True)
 
 
 class _AtScrape:
@@ -45,6 +62,6 @@ def render(state: ServiceState) -> str:
     registry = CollectorRegistry(auto_describe=False)
     directory = metrics.directory()
     if directory is not None:
-        MultiProcessCollector(registry, path=str(directory))
+        _SettledFiles(registry, path=str(directory))
     registry.register(_AtScrape(state))
     return generate_latest(registry).decode("utf-8")

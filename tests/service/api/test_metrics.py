@@ -191,3 +191,14 @@ def test_metrics_count_integrity_failures_and_quarantined_entries_from_the_store
     assert value(before, "relaycc_store_quarantined_entries_total") == 0
     assert value(after, "relaycc_artifact_integrity_failures_total") == 1
     assert value(after, "relaycc_store_quarantined_entries_total") == 1
+
+
+def test_a_scrape_skips_the_file_a_starting_process_has_not_sized_yet(client: TestClient) -> None:
+    directory = metrics.directory()
+    assert directory is not None
+    (directory / "counter_4242424.db").write_bytes(b"")  # created, not yet sized by its process
+
+    answer = client.get("/metrics")
+
+    assert answer.status_code == 200
+    assert "relaycc_jobs" in answer.text

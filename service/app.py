@@ -17,6 +17,7 @@ from service.api.head_requests import HeadAsGetMiddleware
 from service.api.routes import compile as compile_routes
 from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
+from service.web import swagger
 
 _DESCRIPTION = """\
 Compiles TVM Relay text models to C on demand.
@@ -49,6 +50,9 @@ def create_app() -> FastAPI:
         description=_DESCRIPTION,
         generate_unique_id_function=_operation_id,
         lifespan=_lifespan,
+        # Served by service/web/swagger.py from our own files; FastAPI's load from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
     # Outermost: a HEAD request goes through everything a GET does (API keys included).
@@ -58,6 +62,7 @@ def create_app() -> FastAPI:
                    health.router, metrics.router):
         parse_bodies_off_loop(router)
         app.include_router(router)
+    swagger.install(app)
     return app
 
 

@@ -211,6 +211,12 @@ class CompileRequest(BaseModel):
     )
     codegens: list[CodegenRequest] = Field(default_factory=list, description="External codegen documents.")
     config: CompileConfig = Field(default_factory=CompileConfig)
+    record_passes: bool = Field(
+        default=False,
+        description="Also store the module as Relay text after every pass as the artifact `passes.json`: "
+        "a list of `{\"pass\": name, \"changed\": bool, \"text\": Relay text, or null when the pass "
+        "left the text as it was}` in the order the passes ran. A different module id than without it.",
+    )
 
     @field_validator("relay")
     @classmethod

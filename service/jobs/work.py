@@ -18,6 +18,7 @@ import numpy as np
 from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError
 from compiler.runtime.build import BuildError
+from compiler.passes.ir_snapshots import IRSnapshots
 from compiler.runtime.module import CompiledModule
 from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, compile_error_problem, make_problem
@@ -25,6 +26,8 @@ from service.store.module_store import StoreError, unavailable_reason
 
 # The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
 TIMES_KEY = "times_us"
+# The artifact a request with `record_passes` gets: the module as text after every pass.
+PASSES_ARTIFACT = "passes.json"
 _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
 _NO_SPACE_MARK = "no space left on device"
 
@@ -57,10 +60,14 @@ def compile_request(
     # No compile cache: objects a job wrote would be linked into other tenants' libraries, and
     # a job (sandboxed or a forked child) is exactly what must not write shared state.
     onnx_names = request.get("onnx_names")
+    snapshots = IRSnapshots() if request.get("record_passes") is True else None
+    instruments = (_PassProgress(progress, plan), *((snapshots,) if snapshots is not None else ()))
     model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
-                  instruments=(_PassProgress(progress, plan),), cache=None,
+                  instruments=instruments, cache=None,
                   c_progress=lambda done, total: progress({"stage": BUILDING_C, "done": done, "total": total}),
                   onnx_names=dict(onnx_names) if isinstance(onnx_names, dict) else None)
+    if snapshots is not None:
+        (outdir / PASSES_ARTIFACT).write_text(json.dumps(snapshots.records), encoding="utf-8")
     passes = model.report.get("passes", [])
     return {
         "compile_seconds": time.monotonic() - start,

@@ -99,3 +99,17 @@ def test_describe_error_calls_a_full_output_directory_store_unavailable_not_a_bu
     compiled = describe_error(BuildError("gcc failed", output="lib0.c: fatal error: No space left on device"))
 
     assert written["type"].endswith("/store-unavailable") and compiled["type"].endswith("/store-unavailable")
+
+
+def test_compile_request_with_record_passes_stores_the_text_after_each_pass(tmp_path: Path) -> None:
+    import json
+
+    request = normal_form(SMALL_RELAY, checked_options("c", "default", {}), {}, record_passes=True)
+    compile_request(request, {}, tmp_path / "out", lambda p: None)
+
+    records = json.loads((tmp_path / "out" / "passes.json").read_text())
+    assert [r["pass"] for r in records][-3:] == ["FuseOps", "LabelOps", "LowerTE"]
+    assert "call_lowered" in records[-1]["text"]
+    assert not (tmp_path / "plain").exists()
+    compile_request(normal(), {}, tmp_path / "plain", lambda p: None)
+    assert not (tmp_path / "plain" / "passes.json").exists()

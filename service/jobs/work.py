@@ -26,6 +26,10 @@ from service.store.module_store import StoreError, unavailable_reason
 
 # The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
 TIMES_KEY = "times_us"
+# A profiled run's archive also holds, as UTF-8 JSON bytes (archives carry numbers only), each
+# kernel call's name and mean time per run in µs, in the executor's order:
+# {"kernels": [...], "us": [...]}.
+PROFILE_KEY = "profile_json"
 # The artifact a request with `record_passes` gets: the module as text after every pass.
 PASSES_ARTIFACT = "passes.json"
 _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
@@ -97,14 +101,42 @@ class _PassProgress:
                        "done": self.done, "total": len(self.plan)})
 
 
-def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None) -> bytes:
+def run_module(
+    outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None, profile: bool = False
+) -> bytes:
     """Load the library of `outdir`, run it `repeat` times (on `threads` threads when given);
-    outputs and latencies as .npz."""
+    outputs and latencies as .npz, with every kernel call's time when `profile` is set (as
+    `relaycc run --profile` measures it)."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
-    result = CompiledModule(outdir).run(inputs, repeat=repeat, threads=threads)
+    module = CompiledModule(outdir)
+    timed = module.profile(inputs, repeat=repeat, threads=threads) if profile else None
+    result = timed.result if timed is not None else module.run(inputs, repeat=repeat, threads=threads)
     arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
+    if timed is not None:
+        profile = json.dumps({"kernels": timed.kernels, "us": timed.kernel_us}).encode()
+        arrays[PROFILE_KEY] = np.frombuffer(profile, dtype=np.uint8)
     return encode_npz(arrays)
+
+
+def profile_of(archive: Mapping[str, np.ndarray]) -> tuple[list[str], list[float]] | None:
+    """The (kernel names, µs) of a run result archive, None when the run was not profiled;
+    ValueError when the entry is not what run_module writes."""
+    if PROFILE_KEY not in archive:
+        return None
+    raw = archive[PROFILE_KEY]
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise ValueError("the run result's profile is not JSON bytes")
+    try:
+        data = json.loads(raw.tobytes())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("the run result's profile is not JSON") from None
+    kernels, times = (data.get(key) if isinstance(data, dict) else None for key in ("kernels", "us"))
+    if (not isinstance(kernels, list) or not isinstance(times, list) or len(kernels) != len(times)
+            or not all(isinstance(k, str) for k in kernels)
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times)):
+        raise ValueError("the run result's profile is not kernel names and their times")
+    return kernels, [float(t) for t in times]
 
 
 def describe_error(err: BaseException) -> Problem:

@@ -113,3 +113,29 @@ def test_compile_request_with_record_passes_stores_the_text_after_each_pass(tmp_
     assert not (tmp_path / "plain").exists()
     compile_request(normal(), {}, tmp_path / "plain", lambda p: None)
     assert not (tmp_path / "plain" / "passes.json").exists()
+
+
+def test_run_module_with_profile_adds_each_kernel_calls_name_and_time(tmp_path: Path) -> None:
+    from service.jobs.work import profile_of
+
+    compile_request(normal(), {}, tmp_path, lambda p: None)
+    x = np.ones((2, 3), "float32")
+
+    arrays = decode_npz(run_module(tmp_path, encode_npz({"x": x, "y": x}), repeat=2, profile=True), "result", 1 << 20)
+
+    np.testing.assert_array_equal(arrays["out0"], np.full((2, 3), 2, "float32"))
+    profile = profile_of(arrays)
+    assert profile is not None
+    kernels, times = profile
+    assert kernels == ["tvmgen_default_fused_add_nn_relu"] and len(times) == 1 and times[0] >= 0
+
+
+def test_profile_of_refuses_an_entry_run_module_did_not_write() -> None:
+    import pytest
+
+    from service.jobs.work import PROFILE_KEY, profile_of
+
+    assert profile_of({"out0": np.zeros(1)}) is None
+    for bad in (b'{"kernels": ["a"], "us": []}', b'{"kernels": [1], "us": [1.0]}', b"not json"):
+        with pytest.raises(ValueError, match="profile"):
+            profile_of({PROFILE_KEY: np.frombuffer(bad, dtype=np.uint8)})

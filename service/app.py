@@ -17,7 +17,7 @@ from service.api.head_requests import HeadAsGetMiddleware
 from service.api.routes import compile as compile_routes
 from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
-from service.web import swagger
+from service.web import explorer, swagger
 
 _DESCRIPTION = """\
 Compiles TVM Relay text models to C on demand.
@@ -50,7 +50,7 @@ def create_app() -> FastAPI:
         description=_DESCRIPTION,
         generate_unique_id_function=_operation_id,
         lifespan=_lifespan,
-        # Served by service/web/swagger.py from our own files; FastAPI's load from a CDN.
+        # Served by service/web/swagger.py from files we ship; FastAPI's load from a CDN.
         docs_url=None,
         redoc_url=None,
     )
@@ -63,6 +63,7 @@ def create_app() -> FastAPI:
         parse_bodies_off_loop(router)
         app.include_router(router)
     swagger.install(app)
+    explorer.install(app)
     return app
 
 

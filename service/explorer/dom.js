@@ -1,4 +1,4 @@
-// DOM building without innerHTML: every piece of text (model text, names, errors) becomes a
+// DOM building that never parses HTML: every piece of text (model text, names, errors) becomes a
 // text node, so nothing a user sent is ever parsed as markup.
 
 export function el(tag, attrs = {}, ...children) {

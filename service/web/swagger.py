@@ -1,8 +1,9 @@
-"""`/docs` (Swagger UI) and `/redoc` from the `fastapi-offline` package's files, not from a CDN.
+"""`/docs`: Swagger UI from the `fastapi-offline` package's files, not from a CDN.
 
-FastAPI's own pages load their scripts from jsDelivr (and ReDoc its fonts from Google); the app
-turns both off and this router serves them with the package's files under `/docs-assets`. Only
-the files are used: the app stays a plain FastAPI.
+FastAPI's own `/docs` loads its script from jsDelivr; the app turns it off and this router
+serves the page with the package's files under `/docs-assets`. Only the files are used: the app
+stays a plain FastAPI. There is no `/redoc`: ReDoc's page always loads the Redocly logo from
+their CDN.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import fastapi_offline
 from fastapi import APIRouter, FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -29,17 +30,6 @@ def swagger_ui() -> HTMLResponse:
         swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
         swagger_css_url=f"{ASSETS}/swagger-ui.css",
         swagger_favicon_url=f"{ASSETS}/favicon.png",
-    )
-
-
-@router.get("/redoc")
-def redoc() -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url="/openapi.json",
-        title="relaycc — API",
-        redoc_js_url=f"{ASSETS}/redoc.standalone.js",
-        redoc_favicon_url=f"{ASSETS}/favicon.png",
-        with_google_fonts=False,
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backend.interface_c import result_names
-from compiler.diagnostics import CompileError
+from compiler.diagnostics import CompileError, InputError
 from compiler.runtime.build import BuildError
 from compiler.passes.ir_snapshots import IRSnapshots
 from compiler.runtime.module import CompiledModule
@@ -109,7 +109,11 @@ def run_module(
     `relaycc run --profile` measures it)."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
     module = CompiledModule(outdir)
-    timed = module.profile(inputs, repeat=repeat, threads=threads) if profile else None
+    try:
+        timed = module.profile(inputs, repeat=repeat, threads=threads) if profile else None
+    except InputError as err:
+        # Its message starts with the library's directory: a path of the service, not the client's.
+        raise InputError(err.message.removeprefix(f"{outdir}: ")) from None
     result = timed.result if timed is not None else module.run(inputs, repeat=repeat, threads=threads)
     arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")

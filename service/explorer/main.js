@@ -111,7 +111,9 @@ async function compile() {
   }
   state.moduleId = status.id;
   clear($("status"), `module ${status.id.slice(0, 12)}: ${status.state}`);
-  if (status.state === "queued" || status.state === "running") {
+  // A stream ends after the final state, or after the service's longest stream (30 s) while
+  // the job still runs: then connect again.
+  while (status.state === "queued" || status.state === "running") {
     for await (const { event, data } of events(`/modules/${status.id}/events`)) {
       if (event === "progress") setProgress(data);
       else if (event === "state") { status = data; break; }

@@ -19,7 +19,11 @@ from tests.service.support import MODELS, ROOT, Server, serving
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (`make install` does)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (`make install` does)"),
+    # One worker runs them all, so that one server and one browser serve the module.
+    pytest.mark.xdist_group("explorer"),
+]
 
 SEED001 = MODELS / "seed001_mlp_partitioned.relay"
 CODEGEN = MODELS.parent / "codegens" / "toy_cg_thflow"
@@ -162,13 +166,13 @@ def test_running_the_module_shows_outputs_and_the_kernel_profile(page: object) -
 
 
 def test_modules_are_listed_and_two_diffed(page: object) -> None:
-    built(page, "first")
+    built(page)  # found in the store when another test built it already
     built(page, "second")
     tab(page, "Modules")
     page.wait_for_selector("#module-table tr.module-row >> nth=1")  # type: ignore[attr-defined]
     rows = page.locator("#module-table tr.module-row")  # type: ignore[attr-defined]
     names = [rows.nth(i).locator("td").nth(2).inner_text() for i in range(rows.count())]
-    assert names[:2] == ["second", "first"]  # newest first
+    assert names[:2] == ["second", "default"]  # newest first
 
     rows.nth(0).locator(".pick").check()
     rows.nth(1).locator(".pick").check()

@@ -10,7 +10,7 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # libopenblas-dev gives the built-in `cblas` codegen cblas.h and -lopenblas; redis-server is the
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run; chromium
 # is the browser the explorer page's tests drive through Playwright).
-SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap chromium
+SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap jq curl chromium
 
 .PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak conformance
 

@@ -27,6 +27,9 @@ from compiler.diagnostics import CompileError, InputError
 if TYPE_CHECKING:
     import numpy as np
 
+    from compiler.driver import BuildOptions, CompiledModel
+    from compiler.progress_bar import CompileProgress
+
 STDIO = "-"
 
 
@@ -192,7 +195,7 @@ def _compile(args: argparse.Namespace) -> int:
     config = load_json(args.config) if args.config is not None else {}
 
     from compiler.byoc.codegen_config import CodegenSpec
-    from compiler.driver import BuildOptions, build
+    from compiler.driver import BuildOptions
 
     codegens = [CodegenSpec.from_json_file(path) for path in args.codegen]
     options = BuildOptions.from_config(
@@ -203,14 +206,32 @@ def _compile(args: argparse.Namespace) -> int:
 
         options = dataclasses.replace(options, input_shapes=parse_input_shapes(args.input_shapes))
     dump = _dump_kinds(args.dump_code)
-    from compiler.parser import decode_source
-
     try:
         data = model.read_bytes()
     except OSError as err:
         raise InputError(f"{model}: cannot read: {err}") from err
+    from compiler.driver import planned_passes
+    from compiler.progress_bar import compile_progress
+
+    with compile_progress(planned_passes(options, params=bool(params))) as bar:
+        built = _build_model(model, data, options, params, args, bar)
+    if dump:
+        from compiler.driver import dump_code
+
+        dump_code(built, args.output, dump)
+    return 0
+
+
+def _build_model(
+    model: Path, data: bytes, options: BuildOptions, params: dict[str, np.ndarray] | None,
+    args: argparse.Namespace, bar: CompileProgress | None,
+) -> CompiledModel:
+    from compiler.driver import build
+    from compiler.parser import decode_source
     from compiler.runtime.compile_cache import CompileCache
 
+    instruments = (bar,) if bar is not None else ()
+    c_progress = bar.c_files if bar is not None else None
     if is_onnx(model, data):
         from compiler.driver import export, lower
         from compiler.frontend.onnx import from_onnx, load_model
@@ -219,18 +240,14 @@ def _compile(args: argparse.Namespace) -> int:
         imported = from_onnx(load_model(data, str(model)))
         names = {p.name_hint: p.name_hint for p in imported.module.main.params}
         names.update(imported.onnx_names)
-        built = lower(imported.module, options, params, executor=args.executor, onnx_names=names)
+        built = lower(imported.module, options, params, executor=args.executor, onnx_names=names,
+                      instruments=instruments)
         export(built, args.output, astext(imported.module), build_library=args.executor,
-               cache=CompileCache.from_environment())
-    else:
-        text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
-        built = build(text, args.output, options, params, source_name=str(model), executor=args.executor,
-                      cache=CompileCache.from_environment())
-    if dump:
-        from compiler.driver import dump_code
-
-        dump_code(built, args.output, dump)
-    return 0
+               cache=CompileCache.from_environment(), c_progress=c_progress)
+        return built
+    text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
+    return build(text, args.output, options, params, source_name=str(model), executor=args.executor,
+                 cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress)
 
 
 def _with_flags(config: dict[str, object], args: argparse.Namespace) -> dict[str, object]:
@@ -409,18 +426,22 @@ def _check_store_free(settings: object) -> None:
     lock itself when it starts (service/state.py) and holds it; this check only spares the
     operator the server's traceback in the common case."""
     from service.settings import Settings
-    from service.store.module_store import ModuleStore, StoreError, StoreLock, StoreLocked
+    from service.state import acquire_lock
+    from service.store.module_store import DirectoryStore, StoreError, StoreLock, StoreLocked, open_store
 
     assert isinstance(settings, Settings)
-    store = ModuleStore(settings.store.resolve())
+    store = open_store(settings.store_location(), cache=settings.store_cache)
+    exclusive = settings.queue == "embedded"
     try:
         store.ensure()
-        StoreLock.acquire(store.root, exclusive=settings.queue == "embedded", queue=settings.queue,
-                          record=False).release()
+        if isinstance(store, DirectoryStore):
+            StoreLock.acquire(store.root, exclusive=exclusive, queue=settings.queue, record=False).release()
+        else:
+            acquire_lock(store, exclusive=exclusive, queue=settings.queue).release()
     except StoreLocked as err:
         raise InputError(str(err)) from None
     except StoreError as err:
-        raise InputError(f"{store.root}: {err}") from None
+        raise InputError(f"{store.location}: {err}") from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -445,8 +466,13 @@ def _serve(args: argparse.Namespace) -> int:
     _check_store_free(settings)
     # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the client address
     # before the app sees it; the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
+    from service.log_format import uvicorn_log_config
+
+    # Text: uvicorn's own look, as before; json: every logger of the API process in one format.
+    logging = {"log_config": uvicorn_log_config("json")} if settings.log_format == "json" else {}
     uvicorn.run(
-        "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False
+        "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False,
+        **logging,
     )
     return 0
 

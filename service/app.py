@@ -14,6 +14,7 @@ from service.api import error_handlers
 from service.api.body_limit import BodyLimitMiddleware
 from service.api.body_parsing import parse_bodies_off_loop
 from service.api.head_requests import HeadAsGetMiddleware
+from service.api.request_metrics import RequestMetricsMiddleware
 from service.api.routes import compile as compile_routes
 from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
@@ -55,6 +56,7 @@ def create_app() -> FastAPI:
         redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
+    app.add_middleware(RequestMetricsMiddleware)
     # Outermost: a HEAD request goes through everything a GET does (API keys included).
     app.add_middleware(HeadAsGetMiddleware)
     error_handlers.install(app)

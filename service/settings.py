@@ -20,6 +20,8 @@ from fastapi import Depends
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.metrics import default_directory
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -35,12 +37,21 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     # Processes that compile models; the HTTP server itself is one process.
     workers: int = Field(default_factory=_cpu_count, ge=1)
-    # Where built modules and their artifacts are kept, keyed by module id.
-    store: Path = Path(".relaycc-store")
+    # Where built modules and their artifacts are kept, keyed by module id: a directory, or an
+    # S3 bucket as `s3://bucket/prefix` (endpoint and credentials from the AWS_* variables).
+    store: Path | str = Path(".relaycc-store")
+    # Where a process keeps checked copies of an S3 store's artifacts (serving, runs); unset: a
+    # directory under the system's temporary directory.
+    store_cache: Path | None = None
     # `embedded`: a pool of worker processes owned by the API process. `celery`: jobs go to
     # Celery workers through Redis (service/jobs/celery_app.py), sharing the store with the API.
     queue: Literal["embedded", "celery"] = "embedded"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Where every process serving the store writes its Prometheus metrics (service/metrics.py);
+    # unset: a directory in the system's temporary directory named after the store.
+    metrics_dir: Path | None = None
+    # `json`: one JSON object a line (service/log_format.py); `text`: lines for people.
+    log_format: Literal["text", "json"] = "text"
 
     # Request limits, checked in the API process before anything is queued.
     max_body_bytes: int = Field(default=64 * MiB, ge=1)
@@ -91,9 +102,27 @@ class Settings(BaseSettings):
     # building, so that its worker can be observed (or killed) while the job is running.
     job_start_delay_seconds: float = Field(default=0.0, ge=0)
 
+    def metrics_directory(self) -> Path:
+        return self.metrics_dir if self.metrics_dir is not None else default_directory(self.store)
+
     def user_c_allowed(self) -> bool:
         """Whether this service's policy lets clients send C (the sandbox is checked apart)."""
         return self.allow_user_c if self.allow_user_c is not None else bool(self.api_keys)
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store_location(cls, value: object) -> object:
+        # An S3 URL stays text (a Path would fold its `//`); anything else is a directory.
+        if isinstance(value, str) and value.startswith("s3://"):
+            from service.store.s3 import parse_url
+
+            parse_url(value)  # a malformed URL stops the service at start-up, naming it
+            return value
+        return Path(value) if isinstance(value, str) else value
+
+    def store_location(self) -> str | Path:
+        """The store as `open_store` takes it: an S3 URL, or the directory made absolute."""
+        return self.store.resolve() if isinstance(self.store, Path) else self.store
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -1,5 +1,5 @@
 """What the app holds while it runs: settings, the store, the job queue, the client limiter and
-the counters behind /metrics. Built when the app starts (its lifespan), closed when it stops.
+its hold on the metrics directory. Built when the app starts (its lifespan), closed when it stops.
 
 It stays at the top of service/, next to app.py, because it is what ties the layers together:
 it builds the store (service/store/) and the queue and limiter (service/jobs/) and hands them to
@@ -8,44 +8,34 @@ the HTTP face (service/api/). Only app.py and service/api/ import it; jobs/ and 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
-from typing import Annotated
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, FastAPI, Request
 
+from service import metrics
 from service.jobs.client_limits import ClientJobLimiter
 from service.jobs.queue import EmbeddedQueue, JobQueue
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.settings import Settings, get_settings
-from service.store.module_store import IN_FLIGHT, JobLimits, ModuleStore, StoreLock
+from service.store.module_store import IN_FLIGHT, DirectoryStore, JobLimits, ModuleStoreBase, StoreLock, open_store
+
+if TYPE_CHECKING:
+    from service.store.s3_lease import S3Lease
 
 # uvicorn's own logger: `relaycc serve` shows its lines at start-up, next to the address.
 log = logging.getLogger("uvicorn.error")
 
 
 @dataclass
-class Counters:
-    """Per-process counters; Prometheus adds them up over processes and restarts."""
-
-    cache_hits: int = 0
-    compile_requests: int = 0
-    runs: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def count(self, name: str) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
-
-
-@dataclass
 class ServiceState:
     settings: Settings
-    store: ModuleStore
+    store: ModuleStoreBase
     queue: JobQueue
     limiter: ClientJobLimiter
-    counters: Counters
-    lock: StoreLock | None = None
+    lock: StoreLock | S3Lease | None = None
+    metrics: metrics.Attachment | None = None
 
     @staticmethod
     def start(settings: Settings) -> ServiceState:
@@ -58,10 +48,11 @@ class ServiceState:
         refusal = user_c_refusal(settings)
         if refusal is not None:
             log.info("user C is refused: %s", refusal)
-        store = ModuleStore(settings.store.resolve())
+        store = open_store(settings.store_location(), cache=settings.store_cache)
         store.ensure()
         embedded = settings.queue == "embedded"
-        lock = StoreLock.acquire(store.root, exclusive=embedded, queue=settings.queue)
+        lock = acquire_lock(store, exclusive=embedded, queue=settings.queue)
+        attachment: metrics.Attachment | None = None
         try:
             quarantined = store.check_entries()
             if quarantined:
@@ -72,9 +63,15 @@ class ServiceState:
                 status = store.status(module_id)
                 return status is None or status["state"] not in IN_FLIGHT
 
-            limiter = ClientJobLimiter(settings.max_jobs_per_client, finished)
-            state = ServiceState(settings, store, make_queue(settings, store), limiter, Counters(), lock)
+            limiter = make_limiter(settings, finished)
+            attachment = metrics.attach(settings.metrics_directory())
+            if attachment.first:
+                # The one scan of the store for metrics: from here on, transitions keep the count.
+                metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+            state = ServiceState(settings, store, make_queue(settings, store), limiter, lock, attachment)
         except BaseException:
+            if attachment is not None:
+                attachment.release()
             lock.release()
             raise
         # With Celery, jobs in flight belong to the broker, which delivers them again; the
@@ -103,19 +100,47 @@ class ServiceState:
         try:
             self.queue.close()
         finally:
+            if self.metrics is not None:
+                self.metrics.release()
             if self.lock is not None:
                 self.lock.release()
 
 
-def make_queue(settings: Settings, store: ModuleStore) -> JobQueue:
+def make_limiter(settings: Settings, finished: Callable[[str], bool]) -> ClientJobLimiter:
+    if settings.queue == "celery":
+        # Several API processes share a Celery store: they count in one place, Redis.
+        import redis
+
+        from service.jobs.redis_client_limits import RedisJobLimiter
+
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return RedisJobLimiter(client, settings.max_jobs_per_client, finished,
+                               pending_seconds=settings.run_seconds + settings.max_wait_seconds + 60)
+    return ClientJobLimiter(settings.max_jobs_per_client, finished)
+
+
+def acquire_lock(store: ModuleStoreBase, *, exclusive: bool, queue: str) -> StoreLock | S3Lease:
+    """One embedded-queue service per store: a flock on a directory, a lease in a bucket."""
+    if isinstance(store, DirectoryStore):
+        return StoreLock.acquire(store.root, exclusive=exclusive, queue=queue)
+    from service.store.s3 import S3ModuleStore
+    from service.store.s3_lease import S3Lease
+
+    assert isinstance(store, S3ModuleStore)
+    return S3Lease.acquire(store, exclusive=exclusive, queue=queue)
+
+
+def make_queue(settings: Settings, store: ModuleStoreBase) -> JobQueue:
     if settings.queue == "celery":
         # Imported only when selected: the embedded default needs neither Celery nor Redis.
         from service.jobs.celery_app import CeleryQueue
 
         return CeleryQueue(settings)
     return EmbeddedQueue(
-        store.root,
+        store,
         settings.workers,
+        metrics_dir=settings.metrics_directory(),
+        log_format=settings.log_format,
         compile_seconds=settings.compile_seconds,
         run_seconds=settings.run_seconds,
     )

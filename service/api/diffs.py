@@ -15,13 +15,13 @@ from collections.abc import Iterable
 
 from service.api.schemas import ArtifactDiff
 from service.problems import ProblemError
-from service.store.module_store import ModuleStore
+from service.store.module_store import ModuleStoreBase
 
 # A diff longer than this is cut (and says so): the answer stays a size a page can show.
 MAX_DIFF_CHARS = 4 << 20
 
 
-def module_diffs(store: ModuleStore, a: str, b: str) -> dict[str, ArtifactDiff]:
+def module_diffs(store: ModuleStoreBase, a: str, b: str) -> dict[str, ArtifactDiff]:
     return {
         "lowered": _diff(_texts(store, a, b, ["lowered.relay"])),
         "c": _diff(_texts(store, a, b, sorted(set(_sources(store, a)) | set(_sources(store, b))))),
@@ -29,23 +29,23 @@ def module_diffs(store: ModuleStore, a: str, b: str) -> dict[str, ArtifactDiff]:
     }
 
 
-def _sources(store: ModuleStore, mid: str) -> list[str]:
+def _sources(store: ModuleStoreBase, mid: str) -> list[str]:
     entries = store.manifest(mid) or []
     return [str(e["name"]) for e in entries if str(e["name"]).startswith("src/") and str(e["name"]).endswith((".c", ".h"))]
 
 
-def _texts(store: ModuleStore, a: str, b: str, names: Iterable[str]) -> list[tuple[str, str | None, str | None]]:
+def _texts(store: ModuleStoreBase, a: str, b: str, names: Iterable[str]) -> list[tuple[str, str | None, str | None]]:
     return [(name, _read(store, a, name), _read(store, b, name)) for name in names]
 
 
-def _read(store: ModuleStore, mid: str, name: str) -> str | None:
+def _read(store: ModuleStoreBase, mid: str, name: str) -> str | None:
     found = store.artifact(mid, name)  # raises ArtifactCorrupt for a file that is not what was stored
     if found is None:
         return None
     return found[0].read_text(encoding="utf-8", errors="replace")
 
 
-def _report(store: ModuleStore, mid: str) -> str:
+def _report(store: ModuleStoreBase, mid: str) -> str:
     report = store.metadata(mid)
     if report is None:
         raise ProblemError.of("module-not-ready", f"module {mid} is no longer built")

@@ -29,4 +29,5 @@ class HeadAsGetMiddleware:
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, send_without_body)
+        # Marked, so that the request counters (service/api/request_metrics.py) say HEAD.
+        await self.app({**scope, "method": "GET", "relaycc.head": True}, receive, send_without_body)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import math
 
 import numpy as np
@@ -30,6 +29,7 @@ from service.arrays import (
     to_json,
 )
 from compiler.runtime.module import Profile, RunResult
+from service import metrics
 from service.jobs.worker import PROFILE_KEY, TIMES_KEY, RunFailed, profile_of
 from service.problems import ProblemError, compile_error_problem
 from service.api.schemas import KernelTime, Latency, OutputTensor, RunRequest, RunResponse
@@ -54,7 +54,7 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
     # Decoding and checking the inputs, and encoding the outputs, take time in proportion to
     # the body: they run in a thread, so the event loop keeps answering other requests.
     inputs_npz = await run_in_threadpool(_encoded_inputs, body, state, module_id)
-    state.counters.count("runs")
+    metrics.run_requested()
     with state.limiter.holding(client):
         future = state.queue.submit_run(
             module_id, inputs_npz, repeat=body.repeat, threads=body.threads, profile=body.profile,
@@ -131,7 +131,7 @@ def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, 
 
 
 def _input_dtypes(state: ServiceState, module_id: str) -> dict[str, str]:
-    report = json.loads((state.store.artifacts_dir(module_id) / "metadata.json").read_text(encoding="utf-8"))
+    report = state.store.metadata(module_id) or {}
     interface = report.get("interface") or {}
     dtypes = {}
     for t in interface.get("inputs", []):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from service import metrics
 from service.api.admission import admit
 from service.api.schemas import CompileRequest
 from service.state import ServiceState
@@ -22,12 +23,12 @@ _POLL_MAX_SECONDS = 0.5
 
 def submit_compile(body: CompileRequest, client: str, state: ServiceState) -> Status:
     """Admit, store and queue a compile request; the module's current status."""
-    state.counters.count("compile_requests")
+    metrics.compile_requested()
     admitted = admit(body, state.settings)
     store = state.store
     existing = store.status(admitted.module_id)
     if existing is not None:
-        state.counters.count("cache_hits")
+        metrics.cache_hit()
         if store.requeue(admitted.module_id, state.job_limits()):
             state.queue.submit_compile(admitted.module_id)
             return store.status(admitted.module_id) or existing
@@ -41,7 +42,7 @@ def submit_compile(body: CompileRequest, client: str, state: ServiceState) -> St
             counted = True
             state.queue.submit_compile(mid)
         else:
-            state.counters.count("cache_hits")  # an identical request created it meanwhile
+            metrics.cache_hit()  # an identical request created it meanwhile
     finally:
         if not counted:
             state.limiter.release(client, token)

@@ -2,7 +2,11 @@
 
 Selected with RELAYCC_QUEUE=celery. The API process submits through `CeleryQueue`; any number of
 workers, started with `celery -A service.jobs.celery_app worker`, take the jobs from Redis and share
-the module store with the API (RELAYCC_STORE must name the same directory everywhere).
+the module store with the API (RELAYCC_STORE must name the same directory, or the same
+`s3://bucket/prefix`, everywhere).
+
+Redis carries no tensors back: a run task writes the run's outputs to the store and returns
+their reference; the API process takes (reads and removes) them from there.
 
 A compile job must survive the death of its worker but must not loop on a job that kills every
 worker it reaches:
@@ -29,20 +33,23 @@ takes its configuration from `get_settings()` the first time Celery asks for it,
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 
 import redis
-from celery import Celery, Task
+from celery import Celery, Task, signals
 from celery.exceptions import TimeLimitExceeded
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from celery.result import AsyncResult
 
+from service import metrics
+from service.log_format import formatter
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import internal_problem, make_problem
 from service.settings import Settings, get_settings
-from service.store.module_store import ModuleStore, StoreError
+from service.store.module_store import ModuleStoreBase, StoreError, open_store
 
 QUEUE_NAME = "relaycc"
 COMPILE_TASK = "relaycc.compile"
@@ -113,9 +120,10 @@ class RelayccCelery(Celery):
         return self._settings_source()
 
     @property
-    def store(self) -> ModuleStore:
-        # The worker's own RELAYCC_STORE: where this host mounts the shared store.
-        return ModuleStore(self.relaycc_settings.store)
+    def store(self) -> ModuleStoreBase:
+        # The worker's own RELAYCC_STORE: where this host mounts the shared store, or the bucket.
+        settings = self.relaycc_settings
+        return open_store(settings.store, cache=settings.store_cache)
 
 
 def _relaycc_app(task: Task) -> RelayccCelery:
@@ -128,7 +136,7 @@ def _relaycc_app(task: Task) -> RelayccCelery:
 def _compile_module(task: Task, module_id: str) -> None:
     app = _relaycc_app(task)
     store = app.store
-    run_compile_job(str(store.root), module_id)
+    run_compile_job(store, module_id)
     # The job's compile child crashed but this worker lived: Celery saw a normal return, so
     # the retry is ours. The store refuses it once the attempts are used up.
     status = store.status(module_id)
@@ -144,13 +152,14 @@ def _run_module(
     store = _relaycc_app(task).store
     try:
         archive = run_model_job(
-            str(store.root), module_id, base64.b64decode(inputs_b64),
+            store, module_id, base64.b64decode(inputs_b64),
             repeat=repeat, seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox, threads=threads,
             profile=profile,
         )
     except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
         return {"problem": store.without_paths(err.problem)}
-    return {"outputs": base64.b64encode(archive).decode("ascii")}
+    # The tensors go to the store; Redis (the result backend) carries only their reference.
+    return {"outputs_ref": store.put_run_output(archive)}
 
 
 class CompileTask(Task):
@@ -181,6 +190,41 @@ class CompileTask(Task):
 app = RelayccCelery(get_settings)
 
 
+@signals.worker_init.connect
+def _join_metrics(sender: object = None, **_: object) -> None:
+    """A Celery worker adds its numbers to those of the API processes on this machine (its pool
+    processes are forked from it and write files of their own)."""
+    global _metrics_hold
+    settings = get_settings()
+    _metrics_hold = metrics.attach(settings.metrics_directory())
+    if _metrics_hold.first:
+        store = open_store(settings.store_location(), cache=settings.store_cache)
+        metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+
+
+_metrics_hold: metrics.Attachment | None = None
+
+
+@signals.after_setup_logger.connect
+def _quiet_task_results(logger: logging.Logger | None = None, **_: object) -> None:
+    # Celery's tracer logs each task's return value with its success at INFO; a run's return
+    # value holds its outputs. Failures are still logged (at ERROR).
+    logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+    _use_log_format(logger)
+
+
+@signals.after_setup_task_logger.connect
+def _task_log_format(logger: logging.Logger | None = None, **_: object) -> None:
+    _use_log_format(logger)
+
+
+def _use_log_format(logger: logging.Logger | None) -> None:
+    if logger is None or get_settings().log_format != "json":
+        return
+    for handler in logger.handlers:
+        handler.setFormatter(formatter("json"))
+
+
 class CeleryQueue:
     """The API's side of the Celery queue: a JobQueue (service/jobs/queue.py) over Redis.
 
@@ -191,6 +235,7 @@ class CeleryQueue:
     def __init__(self, settings: Settings):
         self._settings = settings
         self._app = RelayccCelery(lambda: settings)
+        self._store = open_store(settings.store_location(), cache=settings.store_cache)
         self._waiters = ThreadPoolExecutor(max_workers=RUN_WAITERS, thread_name_prefix="relaycc-run-wait")
         self._closed = False
         # For the queue's own questions (depth, readiness): bounded waits, never Celery's
@@ -215,7 +260,7 @@ class CeleryQueue:
         # A run may wait in the queue behind compiles; the client is not kept waiting longer
         # than the run's own limits plus the longest the service holds any request.
         patience = seconds + 2 * TIME_LIMIT_GRACE_SECONDS + self._settings.max_wait_seconds
-        return self._waiters.submit(_await_run, result, patience)
+        return self._waiters.submit(_await_run, result, patience, self._store)
 
     def depth(self) -> int:
         """Compile and run jobs waiting in Redis for a worker; 0 while Redis is unreachable
@@ -246,7 +291,7 @@ class CeleryQueue:
             raise RuntimeError("the job queue is closed")
 
 
-def _await_run(result: AsyncResult, patience: float) -> bytes:
+def _await_run(result: AsyncResult, patience: float, store: ModuleStoreBase) -> bytes:
     """The archive of a finished run task, or RunFailed with the problem."""
     try:
         outcome = result.get(timeout=patience, propagate=False)
@@ -265,10 +310,13 @@ def _await_run(result: AsyncResult, patience: float) -> bytes:
         raise RunFailed(make_problem(
             "run-crashed", f"the worker running the model failed: {type(outcome).__name__}: {outcome}",
         ))
-    outputs = outcome.get("outputs") if isinstance(outcome, dict) else None
+    ref = outcome.get("outputs_ref") if isinstance(outcome, dict) else None
     problem = outcome.get("problem") if isinstance(outcome, dict) else None
-    if isinstance(outputs, str):
-        return base64.b64decode(outputs)
+    if isinstance(ref, str):
+        try:
+            return store.take_run_output(ref)
+        except KeyError:
+            raise RunFailed(make_problem("internal-error", "a run's outputs were not found in the store")) from None
     if isinstance(problem, dict):
         raise RunFailed({str(key): value for key, value in problem.items()})
     raise RunFailed(make_problem("internal-error", "a run task answered without outputs or a problem"))

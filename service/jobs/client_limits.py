@@ -2,6 +2,10 @@
 
 A compile job counts until its module is finished (the store says so, whichever process ran
 it); a run counts while its request waits for the result.
+
+This limiter keeps its counts in the API process: right for the embedded queue, whose store one
+API process owns (StoreLock). With Celery, several API processes share a store, and the counts
+are kept in Redis instead (service/jobs/redis_client_limits.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ from contextlib import contextmanager
 
 from service.problems import ProblemError
 
-_PENDING = "pending:"
+PENDING = "pending:"
+
+
+def too_many_jobs(count: int, limit: int) -> ProblemError:
+    return ProblemError.of(
+        "too-many-jobs",
+        f"this client already has {count} jobs queued or running; the limit is {limit} "
+        "(RELAYCC_MAX_JOBS_PER_CLIENT)",
+        headers={"Retry-After": "1"},
+    )
 
 
 class ClientJobLimiter:
@@ -28,15 +41,10 @@ class ClientJobLimiter:
         """A token for one more job of `client`, or a 429 problem when it has too many."""
         with self._lock:
             jobs = self._jobs.setdefault(client, set())
-            jobs.difference_update({j for j in jobs if not j.startswith(_PENDING) and self._is_finished(j)})
+            jobs.difference_update({j for j in jobs if not j.startswith(PENDING) and self._is_finished(j)})
             if len(jobs) >= self._limit:
-                raise ProblemError.of(
-                    "too-many-jobs",
-                    f"this client already has {len(jobs)} jobs queued or running; the limit is "
-                    f"{self._limit} (RELAYCC_MAX_JOBS_PER_CLIENT)",
-                    headers={"Retry-After": "1"},
-                )
-            token = f"{_PENDING}{uuid.uuid4().hex}"
+                raise too_many_jobs(len(jobs), self._limit)
+            token = f"{PENDING}{uuid.uuid4().hex}"
             jobs.add(token)
             return token
 

@@ -28,10 +28,12 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Protocol
 
+from service import metrics
 from service.jobs.isolation import describe_exit
+from service.log_format import configure_process
 from service.jobs.worker import RunFailed, run_compile_job, run_model_job
 from service.problems import Problem, internal_problem, make_problem
-from service.store.module_store import ModuleStore, StoreError
+from service.store.module_store import ModuleStoreBase, StoreError, open_store
 
 # A worker gets this long past a job's own limit before its slot kills it: the job enforces
 # its limit itself, this only catches a worker that stopped answering.
@@ -90,8 +92,14 @@ _Task = _CompileTask | _RunTask
 
 
 class EmbeddedQueue:
-    def __init__(self, store_root: Path, workers: int, *, compile_seconds: float, run_seconds: float):
-        self._store = ModuleStore(store_root)
+    def __init__(
+        self, store: ModuleStoreBase | Path | str, workers: int, *, compile_seconds: float, run_seconds: float,
+        metrics_dir: Path | None = None, log_format: str = "text",
+    ):
+        # A directory path or an s3:// URL opens the store there.
+        self._store = store if isinstance(store, ModuleStoreBase) else open_store(store)
+        self._metrics_dir = metrics_dir
+        self._log_format = log_format
         self._tasks: queue.Queue[_Task | None] = queue.Queue()
         self._compile_deadline = compile_seconds + HARD_DEADLINE_GRACE_SECONDS
         self._run_deadline = run_seconds + HARD_DEADLINE_GRACE_SECONDS
@@ -182,7 +190,7 @@ class _Slot:
         deadline = self._owner._compile_deadline if isinstance(task, _CompileTask) else self._owner._run_deadline
         timed_out = False
         try:
-            conn.send(task.message(str(self._owner._store.root)))
+            conn.send(task.message(self._owner._store.location))
             ready = multiprocessing.connection.wait([conn, process.sentinel], timeout=deadline)
             if conn in ready:
                 outcome, value = conn.recv()
@@ -239,7 +247,7 @@ class _Slot:
                 return self._process, self._conn
             ours, theirs = self._owner._context.Pipe(duplex=True)
             process = self._owner._context.Process(
-                target=_worker_main, args=(theirs,), name="relaycc-worker", daemon=True
+                target=_worker_main, args=(theirs, self._owner._metrics_dir, self._owner._log_format), name="relaycc-worker", daemon=True
             )
             process.start()
             theirs.close()
@@ -268,10 +276,14 @@ def _worker_context() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, metrics_dir: Path | None = None, log_format: str = "text") -> None:
     """A worker process: executes jobs sent over `conn` one at a time until it closes."""
     # Ctrl-C reaches the whole process group; the API process decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Passed, not inherited: the forkserver that starts workers may predate this service.
+    configure_process(log_format)
+    if metrics_dir is not None:
+        metrics.use(metrics_dir)
     handlers: dict[str, Callable[..., bytes | None]] = {"compile": run_compile_job, "run": _run}
     while True:
         try:

@@ -17,12 +17,14 @@ what went wrong, is written to the module's status. It may be called again for t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import stat
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -33,6 +35,7 @@ import numpy as np
 
 from compiler.backend.interface_c import result_names
 from compiler.diagnostics import InputError
+from service import log_format, metrics
 from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
 from service.jobs.sandbox import bwrap
@@ -46,9 +49,20 @@ from service.jobs.work import (
     run_module,
 )
 from service.problems import Problem, make_problem
-from service.store.module_store import JobLimits, ModuleStore, StoreError, StoreUnavailable, worker_identity, writing
+from service.store.module_store import (
+    JobLimits,
+    ModuleStoreBase,
+    StoreError,
+    StoreUnavailable,
+    open_store,
+    worker_identity,
+    writing,
+)
 
-__all__ = ["PROFILE_KEY", "TIMES_KEY", "profile_of", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
+__all__ = ["PROFILE_KEY", "TIMES_KEY", "RunFailed", "RunLimits", "profile_of", "run_compile_job", "run_model_job",
+           "sandbox_refusal"]
+
+log = logging.getLogger("relaycc.worker")
 
 # What a run may use besides its time and memory (RELAYCC_RUN_SECONDS, RELAYCC_MEMORY_BYTES):
 # OpenMP threads count as processes; a run writes only its outputs.
@@ -118,11 +132,22 @@ def brings_user_c(request: Mapping[str, object]) -> bool:
     return False
 
 
+def _opened(store: str | ModuleStoreBase) -> ModuleStoreBase:
+    """The store a job was handed: its location (a worker process of the embedded queue opens it
+    with the default cache) or the store itself (a Celery worker's, with its settings' cache)."""
+    return store if isinstance(store, ModuleStoreBase) else open_store(store)
+
+
 # --- compile ------------------------------------------------------------------------------------
 
 
-def run_compile_job(store_root: str, module_id: str) -> None:
-    store = ModuleStore(store_root)
+def run_compile_job(store_root: str | ModuleStoreBase, module_id: str) -> None:
+    with log_format.job(module_id):
+        _compile_job(store_root, module_id)
+
+
+def _compile_job(store_root: str | ModuleStoreBase, module_id: str) -> None:
+    store = _opened(store_root)
     # A store that is full or read-only when the job starts: wait for an operator as a failure
     # does (the job stays queued, and the next start of the service recovers it if we give up).
     queued = store.status(module_id)
@@ -132,7 +157,10 @@ def run_compile_job(store_root: str, module_id: str) -> None:
                             patience_seconds=JobLimits.from_json(queued["limits"]).compile_seconds)
     if status is None:
         return
+    if isinstance(status.get("started_at"), (int, float)) and isinstance(status.get("queued_at"), (int, float)):
+        metrics.queued_for(float(status["started_at"]) - float(status["queued_at"]))
     limits = JobLimits.from_json(status["limits"])
+    log.info("compile job started, attempt %s", status.get("attempts"))
     work: Path | None = None
     try:
         work = store.new_work_dir(module_id)
@@ -145,10 +173,14 @@ def run_compile_job(store_root: str, module_id: str) -> None:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
     if failure is not None:
+        # The problem's type only: its detail may quote the model (a located compile error).
+        log.info("compile job failed: %s", str(failure[0].get("type", "")).rsplit("/", 1)[-1])
         _record_failure(store, module_id, *failure, patience_seconds=limits.compile_seconds)
+    else:
+        log.info("compile job succeeded")
 
 
-def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) -> tuple[Problem, bool] | None:
+def _build(store: ModuleStoreBase, module_id: str, work: Path, limits: JobLimits) -> tuple[Problem, bool] | None:
     """Build the module and store it; the problem (and whether it is worth retrying) if not."""
     started = time.monotonic()
     request = store.request(module_id)
@@ -167,10 +199,11 @@ def _build(store: ModuleStore, module_id: str, work: Path, limits: JobLimits) ->
     timings = dict(done.value) if isinstance(done.value, Mapping) else {}
     timings["total_seconds"] = time.monotonic() - started
     store.succeed(module_id, work, timings)
+    metrics.compiled_in(timings["total_seconds"])
     return None
 
 
-def _record_failure(store: ModuleStore, module_id: str, problem: Problem, retryable: bool, *, patience_seconds: float) -> None:
+def _record_failure(store: ModuleStoreBase, module_id: str, problem: Problem, retryable: bool, *, patience_seconds: float) -> None:
     """Record a failed job, waiting while the store cannot be written (an operator frees space or
     makes it writable again) so that the job does not stay `running`; up to `patience_seconds`,
     after which the next start of the service finds it in flight and queues it again."""
@@ -192,7 +225,7 @@ def _when_writable(write: Callable[[], T], *, patience_seconds: float) -> T:
 
 
 def _compile_sandboxed(
-    store: ModuleStore, module_id: str, request: Mapping[str, object], work: Path, limits: JobLimits
+    store: ModuleStoreBase, module_id: str, request: Mapping[str, object], work: Path, limits: JobLimits
 ) -> _Done:
     scratch = _scratch()
     try:
@@ -227,7 +260,7 @@ def _compile_sandboxed(
 
 
 def _compile_forked(
-    store: ModuleStore, module_id: str, request: Mapping[str, object], work: Path, limits: JobLimits
+    store: ModuleStoreBase, module_id: str, request: Mapping[str, object], work: Path, limits: JobLimits
 ) -> _Done:
     def task() -> bytes:
         progress = lambda details: store.set_progress(  # noqa: E731
@@ -270,7 +303,7 @@ def _memory_problem(what: str, memory_bytes: int | None) -> Problem:
 
 
 def run_model_job(
-    store_root: str,
+    store_root: str | ModuleStoreBase,
     module_id: str,
     inputs_npz: bytes,
     *,
@@ -289,15 +322,37 @@ def run_model_job(
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
     """
-    store = ModuleStore(store_root)
-    store.verified_artifacts_dir(module_id)  # raises ArtifactCorrupt (a StoreError with its problem)
+    started = time.monotonic()
+    with log_format.job(f"run-{uuid.uuid4().hex[:12]}"):
+        outcome = "failed"
+        try:
+            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+            outcome = "succeeded"
+            return archive
+        except RunFailed as err:
+            outcome = "failed: " + str(err.problem.get("type", "")).rsplit("/", 1)[-1]
+            raise
+        finally:
+            elapsed = time.monotonic() - started
+            metrics.ran_in(elapsed)
+            log.info("run of module %s %s in %.3f s", module_id, outcome, elapsed)
+
+
+def _run_model(
+    store_root: str | ModuleStoreBase, module_id: str, inputs_npz: bytes, repeat: int, seconds: float,
+    memory_bytes: int | None, sandbox: str, threads: int | None,
+) -> bytes:
+    store = _opened(store_root)
+    # Raises ArtifactCorrupt (a StoreError with its problem); an object store's artifacts are
+    # downloaded into its local cache here, checked, and loaded from there.
+    outdir = store.verified_artifacts_dir(module_id)
     status = store.status(module_id)
     if status is None:
         raise RunFailed(make_problem("not-found", f"no module {module_id}"))
     if status["state"] != "succeeded":
         raise RunFailed(make_problem("module-not-ready", f"module {module_id} is {status['state']}"))
     limits = RunLimits(seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox)
-    outdir = store.artifacts_dir(module_id)
+    assert outdir is not None
     refusal = sandbox_refusal(sandbox, brings_user_c(store.request(module_id)))
     if refusal is not None:
         raise RunFailed(make_problem("sandbox-unavailable", f"the module cannot be run: {refusal}"))

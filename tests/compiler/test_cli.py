@@ -242,6 +242,23 @@ def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch
     assert settings.workers == 2
 
 
+def test_serve_with_json_logs_gives_uvicorn_a_log_config_in_that_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from service.log_format import uvicorn_log_config
+    from service.settings import get_settings
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("RELAYCC_LOG_FORMAT", "json")
+    monkeypatch.setenv("RELAYCC_PORT", "8000")  # so that what `serve` writes there is undone
+    try:
+        assert cli.main(["serve", "--port", "9124"]) == 0
+    finally:
+        get_settings.cache_clear()
+
+    assert calls[0]["log_config"] == uvicorn_log_config("json")
+
+
 def test_serve_reports_invalid_port_on_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

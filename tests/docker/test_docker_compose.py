@@ -11,6 +11,8 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
+from service.store.s3 import S3_ENVIRONMENT, parse_url  # noqa: E402 - after the yaml skip
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER = REPO_ROOT / "docker"
 Compose = dict[str, object]
@@ -39,10 +41,10 @@ def _environment(service: dict[str, object]) -> dict[str, str]:
     return {str(key): str(value) for key, value in env.items()}
 
 
-def test_compose_has_the_api_the_workers_and_redis(compose: Compose) -> None:
+def test_compose_has_the_api_the_workers_redis_and_minio(compose: Compose) -> None:
     services = compose["services"]
     assert isinstance(services, dict)
-    assert set(services) == {"api", "worker", "redis"}
+    assert set(services) == {"api", "worker", "redis", "minio", "minio-bucket"}
 
 
 def test_api_serves_the_app_with_uvicorn(compose: Compose) -> None:
@@ -73,25 +75,40 @@ def test_api_and_workers_share_the_store_and_the_broker(compose: Compose) -> Non
         env = _environment(service)
         assert env["RELAYCC_QUEUE"] == "celery"
         assert re.fullmatch(r"redis://redis:6379/\d+", env["RELAYCC_REDIS_URL"])
-        volumes = service["volumes"]
-        assert isinstance(volumes, list)
-        assert f"store:{env['RELAYCC_STORE']}" in volumes
-    assert _environment(api)["RELAYCC_STORE"] == _environment(worker)["RELAYCC_STORE"]
+    assert _environment(api) == _environment(worker)
+
+
+def test_the_store_is_the_minio_bucket_and_the_service_has_every_variable_the_store_reads(
+    compose: Compose,
+) -> None:
+    env = _environment(_service(compose, "api"))
+    bucket, _ = parse_url(env["RELAYCC_STORE"])
+    assert set(S3_ENVIRONMENT) <= set(env)
+    assert env["AWS_ENDPOINT_URL"] == "http://minio:9000"
+    minio = _environment(_service(compose, "minio"))
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"])
+    # The bucket exists before the service starts: made by the one-shot minio-bucket service.
+    made = " ".join(map(str, _service(compose, "minio-bucket")["command"]))  # type: ignore[arg-type]
+    assert f"mb --ignore-existing store/{bucket}" in made
+    assert _service(compose, "api")["depends_on"]["minio-bucket"] == {"condition": "service_completed_successfully"}  # type: ignore[index]
     declared = compose["volumes"]
-    assert isinstance(declared, dict) and "store" in declared
+    assert isinstance(declared, dict) and "minio-data" in declared
 
 
 def test_every_service_has_a_healthcheck(compose: Compose) -> None:
-    for name in ("api", "worker", "redis"):
+    for name in ("api", "worker", "redis", "minio"):
         healthcheck = _service(compose, name)["healthcheck"]
         assert isinstance(healthcheck, dict)
         test = healthcheck["test"]
         assert isinstance(test, list) and test[0] in ("CMD", "CMD-SHELL")
 
 
-def test_api_and_workers_start_once_redis_is_healthy(compose: Compose) -> None:
+def test_api_and_workers_start_once_redis_is_healthy_and_the_bucket_exists(compose: Compose) -> None:
     for name in ("api", "worker"):
-        assert _service(compose, name)["depends_on"] == {"redis": {"condition": "service_healthy"}}
+        assert _service(compose, name)["depends_on"] == {
+            "redis": {"condition": "service_healthy"},
+            "minio-bucket": {"condition": "service_completed_successfully"},
+        }
 
 
 def test_images_are_built_from_the_repository_with_the_dockerfile(compose: Compose) -> None:

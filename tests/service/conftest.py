@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.settings import Settings
+from tests.service.s3_endpoint import S3Endpoint, moto_server
 from tests.service.support import Server, make_app, make_settings, serving
 
 
@@ -35,3 +36,13 @@ def remote_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serving(tmp_path_factory.mktemp("remote") / "store", workers=2, api_keys="alpha,beta",
                  job_start_delay_seconds="0.5") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    """One local S3 server (moto) for the session, with the AWS_* variables the store reads set
+    in this process while it runs."""
+    with moto_server() as endpoint, pytest.MonkeyPatch.context() as patch:
+        for name, value in endpoint.env().items():
+            patch.setenv(name, value)
+        yield endpoint

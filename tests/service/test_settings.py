@@ -44,6 +44,22 @@ def test_settings_read_relaycc_environment_variables(
     assert settings.store == tmp_path
 
 
+def test_an_s3_store_url_stays_a_url_and_a_directory_a_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELAYCC_STORE", "s3://bucket/some/prefix")
+    assert Settings().store == "s3://bucket/some/prefix"
+    assert Settings().store_location() == "s3://bucket/some/prefix"
+
+    monkeypatch.setenv("RELAYCC_STORE", "relative/store")
+    assert Settings().store_location() == Path("relative/store").resolve()
+
+
+def test_settings_reject_an_s3_url_without_a_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELAYCC_STORE", "s3:///prefix")
+
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        Settings()
+
+
 def test_settings_reject_zero_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RELAYCC_WORKERS", "0")
 

@@ -3,10 +3,11 @@ as numpy values where they are constant), and a way to build typed calls of our 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
@@ -33,6 +34,9 @@ class NodeContext:
     # Per input position: the ONNX value name ("" for an omitted optional input).
     input_names: Sequence[str]
     num_outputs: int
+    # Converts a subgraph (an If branch, a Scan body) with its inputs bound to the given
+    # expressions into the enclosing function; its outputs' expressions.
+    inline_graph: Callable[[onnx.GraphProto, Sequence[Expr]], list[Expr]] | None = None
 
     # -- attributes --
 

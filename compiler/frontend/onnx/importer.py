@@ -9,20 +9,24 @@ with unsupported operators fails once, listing all of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 from google.protobuf.message import DecodeError
 
 from compiler.diagnostics import CompileError, InputError, UnsupportedError
 from compiler.frontend.onnx import (  # noqa: F401  register their converters
-    ops_attention, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_reduce, ops_shape,
+    ops_attention, ops_control, ops_elementwise, ops_image, ops_loss, ops_nn, ops_norm, ops_quant, ops_recurrent,
+    ops_reduce, ops_shape, ops_spectral,
 )
 from compiler.frontend.onnx.context import NodeContext
+from compiler.frontend.onnx.functions import expand_functions
 from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.names import relay_identifier
 from compiler.frontend.onnx.registry import CONVERTERS, lookup
@@ -83,6 +87,31 @@ def model_opset(model: onnx.ModelProto) -> int:
     return opset
 
 
+def upgraded(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model itself from opset MIN_OPSET on; an older one converted to MIN_OPSET by ONNX's own
+    version converter, which knows each operator's changes between versions (an attribute that
+    became an input, a changed default), so our converters need only the newer semantics."""
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions or versions[0] >= MIN_OPSET:
+        return model
+    if versions[0] < 9 and any(node.op_type == "Scan" for node in model.graph.node):
+        # Scan-8 had a batch axis; the converter drops it from the body but not from the
+        # graph's inputs, so the converted model no longer takes the original's inputs.
+        raise UnsupportedError(f"ONNX opset {versions[0]} Scan (with its batch axis) cannot be converted to "
+                               f"opset {MIN_OPSET}; export the model at opset 9 or later")
+    try:
+        converted = onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as err:  # the converter raises bare RuntimeErrors and ValidationErrors
+        # Its assertions read "<source path>:<line>: <function>: Assertion `...` failed: <why>".
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = text.split(" failed: ", 1)[-1]
+        raise UnsupportedError(
+            f"ONNX opset {versions[0]} is older than {MIN_OPSET}, the oldest relaycc imports, and ONNX's "
+            f"version converter could not bring the model to opset {MIN_OPSET}: {reason}"
+        ) from None
+    return converted
+
+
 def schema_version(op_type: str, domain: str, opset: int) -> int | None:
     """The since-version of the schema `op_type` has at `opset`, None if ONNX has no such op."""
     if domain not in _DEFAULT_DOMAINS:
@@ -94,11 +123,15 @@ def schema_version(op_type: str, domain: str, opset: int) -> int | None:
 
 
 def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[str]:
-    """One line per node the converter table cannot take: op type, node name, opset."""
+    """One line per node the converter table cannot take: op type, node name, opset; the
+    nodes of subgraphs (If's branches, Scan's body) included."""
     lines = []
     for index, node in enumerate(graph.node):
         since = schema_version(node.op_type, node.domain, opset)
         if since is not None and lookup(node.op_type, since) is not None:
+            for attr in node.attribute:
+                for body in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                    lines.extend(unsupported_nodes(body, opset))
             continue
         domain = f"{node.domain}." if node.domain not in _DEFAULT_DOMAINS else ""
         where = node.name or f"#{index}"
@@ -122,7 +155,9 @@ def from_onnx(
     inputs that say what ours take as attributes (a Reshape's shape, a ReduceSum's axes)."""
     if not isinstance(model, onnx.ModelProto):
         raise InputError(f"expected an ONNX ModelProto, got {type(model).__name__}")
+    model = upgraded(model)
     opset = model_opset(model)
+    model = expand_functions(model)
     graph = model.graph
     missing = unsupported_nodes(graph, opset)
     if missing:
@@ -193,6 +228,10 @@ class _GraphImporter:
     def _add_input(self, value_info: onnx.ValueInfoProto) -> Var:
         name = value_info.name
         ty = value_info.type
+        if ty.WhichOneof("value") == "optional_type" and ty.optional_type.elem_type.WhichOneof("value") == "tensor_type":
+            # An optional tensor is taken as a tensor the caller always gives: we have no
+            # absent values (OptionalHasElement of it is true).
+            ty = ty.optional_type.elem_type
         if ty.WhichOneof("value") != "tensor_type":
             raise UnsupportedError(f"graph input {name!r} is a {ty.WhichOneof('value')}; only tensors are supported")
         dtype = dtype_of_code(ty.tensor_type.elem_type, f"graph input {name!r}")
@@ -230,6 +269,31 @@ class _GraphImporter:
         infer_expr(expr)
         return expr
 
+    # -- subgraphs --
+
+    def _inline(self, graph: onnx.GraphProto, inputs: Sequence[Expr]) -> list[Expr]:
+        """A subgraph's outputs with its inputs bound to `inputs`, its nodes converted into the
+        enclosing function (names of the enclosing graphs stay visible, as ONNX scopes them)."""
+        if len(inputs) != len(graph.input):
+            raise InputError(f"subgraph {graph.name!r} takes {len(graph.input)} inputs, given {len(inputs)}")
+        child = _GraphImporter(graph, self.opset, self.keep_params, {})
+        child.exprs = ChainMap({}, self.exprs)  # type: ignore[assignment]  # a writable view
+        child.values = ChainMap({}, self.values)  # type: ignore[assignment]
+        child.initializers = ChainMap({}, self.initializers)  # type: ignore[assignment]
+        child.params, child.param_values = self.params, self.param_values
+        child.onnx_names, child.taken = self.onnx_names, self.taken
+        for tensor in graph.initializer:
+            array = child._array(tensor)
+            child.values[tensor.name] = array
+            child.exprs[tensor.name] = self._typed(Constant(array))
+        for value_info, expr in zip(graph.input, inputs):
+            child.exprs[value_info.name] = expr
+            if isinstance(expr, Constant):
+                child.values[value_info.name] = expr.data
+        for index, node in enumerate(graph.node):
+            child._convert(node, index)
+        return [child._use(o.name, f"output of subgraph {graph.name!r}") for o in graph.output]
+
     # -- nodes --
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
@@ -251,7 +315,7 @@ class _GraphImporter:
             op_type=node.op_type, name=name, opset=self.opset, since=since,
             attrs={a.name: _attribute(a) for a in node.attribute},
             inputs=_Inputs(inputs), values=values, input_names=list(node.input),
-            num_outputs=len(node.output),
+            num_outputs=len(node.output), inline_graph=self._inline,
         )
         try:
             result = entry.convert(ctx)

@@ -125,10 +125,13 @@ def _identity(ctx: NodeContext) -> Converted:
 @converter("Dropout", (13, 22))
 def _dropout(ctx: NodeContext) -> Converted:
     # Inference: the data passes through and the mask (if asked for) is all true. A training
-    # mode input that is not a constant false is refused, not ignored.
+    # mode input that is not a constant false is refused, not ignored, unless the ratio is a
+    # constant 0, where training drops nothing either.
     if ctx.has_input(2):
         training = ctx.const_input(2, "training_mode")
-        if bool(np.asarray(training).reshape(-1)[0]):
+        ratio = ctx.value(1) if ctx.has_input(1) else None
+        drops_nothing = ratio is not None and float(np.asarray(ratio).reshape(-1)[0]) == 0.0
+        if bool(np.asarray(training).reshape(-1)[0]) and not drops_nothing:
             raise ctx.unsupported("training mode (random dropout) is not supported")
     x = ctx.input(0)
     if ctx.num_outputs < 2:
@@ -141,6 +144,24 @@ def _dropout(ctx: NodeContext) -> Converted:
 def _cast(ctx: NodeContext) -> Converted:
     dtype = dtype_of_code(ctx.int_attr("to", 1), f"Cast node {ctx.name!r}")
     return ctx.op("cast", ctx.input(0), dtype=dtype)
+
+
+@converter("BitCast", (26,))
+def _bit_cast(ctx: NodeContext) -> Converted:
+    dtype = dtype_of_code(ctx.int_attr("to", 1), f"BitCast node {ctx.name!r}")
+    source = ctx.dtype(0)
+    if "bool" in (source, dtype) and source != dtype:
+        # An ONNX bool is one byte holding 0 or 1, so its bits read as an 8-bit integer are its
+        # value; ours is 1 bit wide, which reinterpret would refuse.
+        if dtype not in ("int8", "uint8") and source not in ("int8", "uint8"):
+            raise ctx.unsupported(f"bit cast between {source} and {dtype}: the widths differ")
+        if dtype == "bool":
+            raise ctx.unsupported("bit cast of an 8-bit integer to bool (only bytes 0 and 1 are bools)")
+        return ctx.op("cast", ctx.input(0), dtype=dtype)
+    source_bits, target_bits = (np.dtype(t).itemsize * 8 for t in (source, dtype))
+    if source_bits != target_bits:
+        raise ctx.unsupported(f"bit cast of {source_bits}-bit elements ({source}) to {target_bits}-bit ones ({dtype})")
+    return ctx.op("reinterpret", ctx.input(0), dtype=dtype)
 
 
 @converter("CastLike", (15, 19, 21, 23, 24, 25))
@@ -342,3 +363,15 @@ def _swiglu(ctx: NodeContext) -> Converted:
     a = ctx.input(0)
     gate = ctx.op("multiply", a, ctx.op("sigmoid", ctx.op("multiply", a, _const_like(ctx, ctx.float_attr("alpha", 1.0)))))
     return ctx.op("multiply", gate, ctx.input(1))
+
+
+# Optional values: a present one is its tensor (graph inputs of optional type are taken as
+# tensors), an absent one is only known by a node given no input.
+@converter("OptionalHasElement", (15, 18, 28))
+def _optional_has_element(ctx: NodeContext) -> Converted:
+    return ctx.const(np.array(ctx.has_input(0)))
+
+
+@converter("OptionalGetElement", (15, 18, 28))
+def _optional_get_element(ctx: NodeContext) -> Converted:
+    return ctx.input(0)

@@ -47,19 +47,24 @@ def _spatial(ctx: NodeContext) -> int:
     return spatial
 
 
-@converter("Conv", (11, 22))
-def _conv(ctx: NodeContext) -> Converted:
+def convolution(ctx: NodeContext, data: Expr, weight: Expr, weight_shape: tuple[int, ...], **extra: object) -> Expr:
+    """The node's convolution (its kernel, strides, dilations, pads, group) of `data` by `weight`;
+    also for the integer and quantized convs, which take other inputs at other positions."""
     spatial = _spatial(ctx)
-    weight_shape = ctx.static_shape(1)
     kernel = ctx.ints_attr("kernel_shape") or list(weight_shape[2:])
     strides = ctx.ints_attr("strides") or [1] * spatial
     dilations = ctx.ints_attr("dilations") or [1] * spatial
     pads = _window_pads(ctx, kernel, strides, dilations)
-    out = ctx.op(
-        _CONV_OPS[spatial], ctx.input(0), ctx.input(1),
+    return ctx.op(
+        _CONV_OPS[spatial], data, weight,
         strides=tuple(strides), padding=tuple(pads), dilation=tuple(dilations),
-        groups=ctx.int_attr("group", 1), channels=weight_shape[0], kernel_size=tuple(kernel),
+        groups=ctx.int_attr("group", 1), channels=weight_shape[0], kernel_size=tuple(kernel), **extra,
     )
+
+
+@converter("Conv", (11, 22))
+def _conv(ctx: NodeContext) -> Converted:
+    out = convolution(ctx, ctx.input(0), ctx.input(1), ctx.static_shape(1))
     if ctx.has_input(2):
         out = ctx.op("nn.bias_add", out, ctx.input(2), axis=1)
     return out
@@ -109,7 +114,9 @@ def _conv_transpose(ctx: NodeContext) -> Converted:
     return out
 
 
-def _pool(ctx: NodeContext, table: dict[int, str], **extra: object) -> Expr:
+def _pool(ctx: NodeContext, table: dict[int, str], *, zero_padded: bool = False, **extra: object) -> Expr:
+    """The node's pool; `zero_padded` pads the data with zeros first (the pads then count in
+    an average, but not the part of a window that ceil mode extends past them)."""
     if ctx.num_outputs > 1:
         raise ctx.unsupported("the Indices output of MaxPool is not supported")
     spatial = _spatial(ctx)
@@ -119,20 +126,26 @@ def _pool(ctx: NodeContext, table: dict[int, str], **extra: object) -> Expr:
     strides = ctx.ints_attr("strides") or [1] * spatial
     dilations = ctx.ints_attr("dilations") or [1] * spatial
     pads = _window_pads(ctx, kernel, strides, dilations)
+    data, dims = ctx.input(0), ctx.shape(0)[2:]
     ceil_mode = bool(ctx.int_attr("ceil_mode", 0))
-    if ceil_mode and all(isinstance(d, int) for d in ctx.shape(0)[2:]):
+    extensions = [0] * spatial
+    if ceil_mode and all(isinstance(d, int) for d in dims):
         # ONNX's ceil mode drops a last window that would start in the end padding; stated as
-        # floor mode with the end padding that gives ONNX's output size.
-        pads = list(pads)
-        for i, (dim, k, s, d) in enumerate(zip(ctx.shape(0)[2:], kernel, strides, dilations)):
+        # floor mode with the end padding extended to give ONNX's output size.
+        for i, (dim, k, s, d) in enumerate(zip(dims, kernel, strides, dilations)):
             span = (k - 1) * d + 1
             out = -(-(dim + pads[i] + pads[i + spatial] - span) // s) + 1
             if (out - 1) * s >= dim + pads[i]:
                 out -= 1
-            pads[i + spatial] = max((out - 1) * s + span - dim - pads[i], 0)
+            extensions[i] = max((out - 1) * s + span - dim - pads[i] - pads[i + spatial], 0)
         ceil_mode = False
+    if zero_padded and any(pads):
+        widths = ((0, 0), (0, 0), *zip(pads[:spatial], pads[spatial:]))
+        data = ctx.op("nn.pad", data, ctx.scalar(0, ctx.dtype(0)), pad_width=widths)
+        pads = [0] * (2 * spatial)
+    pads = [*pads[:spatial], *(e + x for e, x in zip(pads[spatial:], extensions))]
     return ctx.op(
-        table[spatial], ctx.input(0), pool_size=tuple(kernel), strides=tuple(strides),
+        table[spatial], data, pool_size=tuple(kernel), strides=tuple(strides),
         dilation=tuple(dilations), padding=tuple(pads), ceil_mode=ceil_mode, **extra,
     )
 
@@ -146,6 +159,9 @@ def _max_pool(ctx: NodeContext) -> Converted:
 
 @converter("AveragePool", (11, 19, 22))
 def _average_pool(ctx: NodeContext) -> Converted:
+    if ctx.int_attr("count_include_pad", 0) and ctx.int_attr("ceil_mode", 0):
+        # Ceil mode's extension of the last window is not padding ONNX counts.
+        return _pool(ctx, _AVG_POOLS, zero_padded=True, count_include_pad=False)
     return _pool(ctx, _AVG_POOLS, count_include_pad=bool(ctx.int_attr("count_include_pad", 0)))
 
 

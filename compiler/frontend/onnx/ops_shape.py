@@ -292,6 +292,10 @@ def _tile(ctx: NodeContext) -> Converted:
 @converter("Range", (11, 27))
 def _range(ctx: NodeContext) -> Converted:
     start, limit, delta = (ctx.const_input(i, name) for i, name in enumerate(("start", "limit", "delta")))
+    if any(np.asarray(v).size != 1 for v in (start, limit, delta)):
+        raise ctx.unsupported("start, limit and delta must be scalars")
+    # ONNX's own function bodies (AffineGrid's) pass one-element tensors for the scalars.
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
     dtype = ctx.dtype(0)
     count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     values = np.asarray(start, dtype=dtype) + np.arange(count, dtype=dtype) * np.asarray(delta, dtype=dtype)

@@ -27,7 +27,7 @@ from service.api.security import client_identity
 from service.api.views import module_status
 from service.problems import ProblemError, make_problem
 from service.state import StateDep
-from service.store.module_store import IN_FLIGHT, ModuleStore
+from service.store.module_store import IN_FLIGHT, ModuleStoreBase
 
 router = APIRouter(prefix="/modules", tags=["modules"], dependencies=[Depends(client_identity)])
 
@@ -73,7 +73,7 @@ async def module_events(module_id: str, state: StateDep, request: Request) -> St
     )
 
 
-async def _events(store: ModuleStore, module_id: str, request: Request) -> AsyncIterator[str]:
+async def _events(store: ModuleStoreBase, module_id: str, request: Request) -> AsyncIterator[str]:
     last_progress: object = None
     started = last_sent = time.monotonic()
     yield f"retry: {RETRY_MILLISECONDS}\n\n"

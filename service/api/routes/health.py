@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import os
-import uuid
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
@@ -13,7 +9,6 @@ from compiler import __version__
 from service.jobs.sandbox.policy import sandbox_status, user_c_refusal
 from service.api.schemas import HealthStatus, ReadyStatus
 from service.state import StateDep
-from service.store.module_store import unavailable_reason
 
 router = APIRouter(tags=["health"])
 
@@ -35,7 +30,7 @@ def healthz() -> HealthStatus:
     responses={503: {"description": "Not ready.", "model": ReadyStatus}},
 )
 def readyz(state: StateDep) -> JSONResponse:
-    store_problem = _unwritable(state.store.modules)
+    store_problem = state.store.writable_problem()
     queue_ok = state.queue.ready()
     reasons = [r for r in (store_problem, None if queue_ok else "the job queue does not accept work") if r]
     sandboxed, sandbox_detail = sandbox_status(state.settings)
@@ -47,28 +42,3 @@ def readyz(state: StateDep) -> JSONResponse:
             f"sandbox: {sandbox_detail}", f"user C: {refusal}" if refusal else "") if part),
     )
     return JSONResponse(ready.model_dump(exclude_none=True), status_code=503 if reasons else 200)
-
-
-# Written, flushed and removed by each probe: an empty file can still be created on a full
-# file system, a block of data cannot.
-_PROBE = b"relaycc readiness probe\n" * 171
-
-
-def _unwritable(directory: os.PathLike[str]) -> str | None:
-    """Why the store's modules directory cannot be written (never its path), or None."""
-    probe = os.path.join(directory, f".ready-{uuid.uuid4().hex}")
-    try:
-        try:
-            with open(probe, "wb") as stream:
-                stream.write(_PROBE)
-                stream.flush()
-                os.fsync(stream.fileno())
-        finally:
-            if os.path.lexists(probe):
-                os.unlink(probe)
-    except OSError as err:
-        reason = unavailable_reason(err)
-        if reason is not None:
-            return f"the module store is {reason}"
-        return f"the module store cannot be written ({errno.errorcode.get(err.errno or 0, 'error')})"
-    return None

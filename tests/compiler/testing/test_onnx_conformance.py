@@ -11,9 +11,8 @@ from onnx import TensorProto, helper
 from compiler.testing import onnx_conformance as conformance
 from tests.compiler.frontend.onnx.test_registry import LISTED
 
-# Known and understood: ONNX counts only the explicit pads in an average over a window that
-# the ceil mode extends past them; ours counts the extension too.
-KNOWN_FAILURES = {"test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True"}
+# Known and understood mismatches (none today).
+KNOWN_FAILURES: set[str] = set()
 
 # What a listed operator's case may be unsupported for: types, modes and outputs we lack.
 UNSUPPORTED_REASONS = ("has no relaycc dtype", "training mode", "older than 13", "sequence_type",
@@ -34,8 +33,8 @@ def test_every_case_of_the_listed_operators_passes_or_is_unsupported_for_a_known
            and not any(reason in r.reason for reason in UNSUPPORTED_REASONS)}
     assert not odd
     passed = [r for r in results if r.status == conformance.PASSED]
-    # 428 pass today (of 500); fewer means a converter or a kernel regressed.
-    assert len(passed) >= 428, conformance.summary(results)
+    # 431 pass today (of 500); fewer means a converter or a kernel regressed.
+    assert len(passed) >= 431, conformance.summary(results)
 
 
 def test_summary_counts_and_groups_reasons() -> None:
@@ -75,3 +74,24 @@ def test_a_wrong_reference_fails_only_its_own_case_in_a_shared_batch() -> None:
     assert results["good"].status == conformance.PASSED
     assert results["wrong"].status == conformance.FAILED and "mismatch" in results["wrong"].reason
     assert results["unsupported"].status == conformance.UNSUPPORTED
+
+
+def test_a_shape_computed_from_integer_graph_inputs_is_bound_from_the_data() -> None:
+    # Expand's shape is `n + 1`: a value of the graph input `n`, which the case feeds as data.
+    nodes = [helper.make_node("Add", ["n", "one"], ["shape"]), helper.make_node("Expand", ["x", "shape"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "expand_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("one", TensorProto.INT64, [], [1])],
+    )
+
+    class Case:
+        name = "expand_by_input"
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        data_sets = [([np.array([[2.5]], dtype="float32"), np.array([1, 2])], [np.full((2, 3), 2.5, dtype="float32")])]
+        rtol, atol = 1e-5, 1e-6
+
+    (result,) = conformance.run([Case()], batch_size=8, jobs=1)
+    assert result.status == conformance.PASSED, result.reason

@@ -4,18 +4,25 @@ with Redis and worker processes."""
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from celery.exceptions import TimeLimitExceeded
 
 import service.jobs.celery_app as celery_app
+from service.arrays import decode_npz, encode_npz
 from service.jobs.celery_app import CeleryQueue, RelayccCelery, celery_config, time_limits
+from service.jobs.normalize import checked_options, normal_form
+from service.jobs.worker import run_compile_job
 from service.problems import make_problem
 from service.settings import Settings
 from service.store.module_store import JobLimits, ModuleStore, worker_identity
+from tests.service.support import SMALL_RELAY
 
 MAX_ATTEMPTS = 3
 
@@ -87,7 +94,7 @@ def test_compile_task_builds_the_stored_module(tmp_path: Path, monkeypatch: pyte
     store = ModuleStore(settings.store)
     module_id = _stored_job(store)
     seen: list[tuple[str, str]] = []
-    monkeypatch.setattr(celery_app, "run_compile_job", lambda root, mid: seen.append((root, mid)))
+    monkeypatch.setattr(celery_app, "run_compile_job", lambda root, mid: seen.append((root.location, mid)))
 
     _eager_app(settings).compile_task.apply_async((module_id,))
 
@@ -209,3 +216,42 @@ def test_run_task_answers_artifact_corrupt_for_a_module_whose_library_was_tamper
     assert isinstance(result, dict)
     assert str(result["problem"]["type"]).endswith("/artifact-corrupt")
     assert str(settings.store) not in str(result["problem"]["detail"])
+
+
+def test_a_celery_worker_does_not_log_task_return_values_at_info() -> None:
+    import logging
+
+    from celery import signals
+
+    assert celery_app.app is not None  # importing it connected its signal handlers
+    trace = logging.getLogger("celery.app.trace")
+    trace.setLevel(logging.NOTSET)
+    # What `celery worker` sends once its logging is set up.
+    signals.after_setup_logger.send(sender=None, logger=logging.getLogger("celery"), loglevel=logging.INFO,
+                                    logfile=None, format="", colorize=False)
+
+    assert not trace.isEnabledFor(logging.INFO)  # "Task ... succeeded in 0.1s: <return value>"
+    assert trace.isEnabledFor(logging.ERROR)
+
+
+
+def test_run_task_puts_the_outputs_in_the_store_and_answers_only_their_reference(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, sandbox="off")
+    store = ModuleStore(settings.store)
+    # Forked from this test process, whose address space counts against the limit.
+    limits = JobLimits(compile_seconds=60.0, memory_bytes=4 << 30, max_attempts=1, sandbox="off")
+    normal = normal_form(SMALL_RELAY, checked_options("c", "default", {}), {})
+    module_id, _ = store.create(normal, {}, limits, "test")
+    run_compile_job(str(settings.store), module_id)
+    status = store.status(module_id)
+    assert status is not None and status["state"] == "succeeded", status["error"] if status else None
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.full((2, 3), 0.5, dtype=np.float32)
+    inputs = base64.b64encode(encode_npz({"x": x, "y": y})).decode("ascii")
+
+    result = _eager_app(settings).run_task.apply_async((module_id, inputs, 1, 30.0, 4 << 30, "off")).get()
+
+    # What Redis would carry back: a reference, no tensor.
+    assert set(result) == {"outputs_ref"} and len(json.dumps(result)) < 100
+    outputs = decode_npz(store.take_run_output(result["outputs_ref"]), "outputs")
+    np.testing.assert_allclose(outputs["out0"], np.maximum(x + y, 0), rtol=1e-6)

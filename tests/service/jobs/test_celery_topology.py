@@ -1,6 +1,7 @@
 """The scaled-out service as docker/docker-compose.yml runs it, without docker: a Redis server,
 one API process (uvicorn, RELAYCC_QUEUE=celery) and two Celery workers, all on 127.0.0.1 and
-sharing one store directory.
+sharing one store: a directory, and once more an S3 bucket on a local S3 server (moto), as
+docker-compose runs it with MinIO.
 
 Everything runs in one test: under pytest-xdist, tests of one module may land on different
 test processes, and each would start a topology of its own on a two-core machine. The steps
@@ -29,7 +30,8 @@ import pytest
 
 from service.jobs.celery_app import RelayccCelery
 from service.settings import Settings
-from service.store.module_store import ModuleStore, Status
+from service.store.module_store import ModuleStoreBase, Status, open_store
+from tests.service.s3_endpoint import S3Endpoint
 
 REDIS_SERVER = shutil.which("redis-server")
 from tests.service.support import ROOT
@@ -61,7 +63,7 @@ def @main(%x: Tensor[(2, 4), float32], %w: Tensor[(3, 4), float32], %b: Tensor[(
 @dataclass
 class Topology:
     api: httpx.Client
-    store: ModuleStore
+    store: ModuleStoreBase
     logs: Path
     worker_pids: list[int]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -131,26 +133,32 @@ def _celery_nodes(app: RelayccCelery) -> set[str]:
     return {name for reply in replies for name in reply}
 
 
-@pytest.fixture(scope="module")
-def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
+@pytest.fixture(scope="module", params=["directory", "s3"])
+def topology(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
     if REDIS_SERVER is None:
         pytest.fail("redis-server is not installed; `make install` installs it")
     root = tmp_path_factory.mktemp("celery-topology")
     redis_port, api_port = _free_port(), _free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    location = str(root / "store")
+    s3_env: dict[str, str] = {}
+    if request.param == "s3":
+        endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
+        location, s3_env = f"s3://{endpoint.new_bucket()}/relaycc", endpoint.env()
     # The processes get only the test's RELAYCC_* settings, none from the outer environment.
     env = {
         **{name: value for name, value in os.environ.items() if not name.startswith("RELAYCC_")},
+        **s3_env,
         "RELAYCC_QUEUE": "celery",
         "RELAYCC_REDIS_URL": redis_url,
-        "RELAYCC_STORE": str(root / "store"),
+        "RELAYCC_STORE": location,
         "RELAYCC_WORKERS": "1",
         "RELAYCC_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
         "RELAYCC_COMPILE_SECONDS": "60",
         "RELAYCC_JOB_START_DELAY_SECONDS": "1.5",
     }
     api = httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30.0)
-    top = Topology(api=api, store=ModuleStore(root / "store"), logs=root, worker_pids=[])
+    top = Topology(api=api, store=open_store(location, cache=root / "cache"), logs=root, worker_pids=[])
     control = RelayccCelery(lambda: Settings(redis_url=redis_url))
     try:
         _start(top, "redis", [

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from service.store import module_store as store_module
+from service.store import integrity
 from service.problems import make_problem
 from service.store.module_store import (
     ArtifactCorrupt,
@@ -411,8 +412,8 @@ def test_an_unchanged_artifact_is_hashed_once_and_again_when_its_mtime_changes(
     store = ModuleStore(tmp_path)
     mid = _built(store)
     hashed: list[int] = []
-    real = store_module._sha256_of
-    monkeypatch.setattr(store_module, "_sha256_of", lambda fd: hashed.append(fd) or real(fd))
+    real = integrity._sha256_of
+    monkeypatch.setattr(integrity, "_sha256_of", lambda fd: hashed.append(fd) or real(fd))
 
     for _ in range(3):
         store.artifact(mid, "libdefault.so")

@@ -220,14 +220,27 @@ def test_operator_of_another_domain_is_unsupported() -> None:
         from_onnx(m)
 
 
-def test_opset_older_than_13_is_a_clear_error() -> None:
-    node = helper.make_node("Relu", ["x"], ["y"])
+def test_opset_older_than_13_is_converted_by_onnx_version_converter() -> None:
+    # Squeeze took its axes as an attribute until opset 13, as an input since.
+    node = helper.make_node("Squeeze", ["x"], ["y"], axes=[1])
     m = helper.make_model(
-        helper.make_graph([node], "g", [tensor("x", "float32", [2])], [tensor("y", "float32", [2])]),
+        helper.make_graph([node], "g", [tensor("x", "float32", [2, 1])], [tensor("y", "float32", [2])]),
         opset_imports=[helper.make_opsetid("", 11)],
     )
-    with pytest.raises(UnsupportedError, match="opset 11 is older than 13.*version_converter"):
+    x = np.array([[1.5], [-2.0]], dtype=np.float32)
+    np.testing.assert_array_equal(interpret(m, {"x": x})[0], x[:, 0])
+
+
+def test_old_opset_the_converter_cannot_adapt_is_unsupported_with_its_reason() -> None:
+    node = helper.make_node("Scatter", ["x"], ["y"])
+    m = helper.make_model(
+        helper.make_graph([node], "g", [tensor("x", "float32", [2])], [tensor("y", "float32", [2])]),
+        opset_imports=[helper.make_opsetid("", 9)],
+    )
+    with pytest.raises(UnsupportedError, match=r"opset 9 is older than 13.*could not bring the model to opset 13: "
+                       r"Scatter in opset 10 needs to have at least 3 inputs") as err:
         from_onnx(m)
+    assert "/project/" not in err.value.message
 
 
 def test_non_model_argument_is_an_input_error() -> None:

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 from compiler.diagnostics import UnsupportedError
 from compiler.frontend.onnx import from_onnx
-from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, single_node
+from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, model, single_node
 
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((3, 4)).astype("float32")
@@ -121,6 +122,22 @@ def test_cast_to_the_named_type() -> None:
     np.testing.assert_array_equal(got, X.astype("int32"))
 
 
+def test_bit_cast_keeps_the_bits() -> None:
+    (got,) = interpret(single_node("BitCast", {"x": X}, opset=26, to=6), {"x": X})  # INT32
+    np.testing.assert_array_equal(got, X.view("int32"))
+
+
+def test_bit_cast_of_bool_reads_its_byte() -> None:
+    flags = np.array([True, False, True])
+    (got,) = interpret(single_node("BitCast", {"x": flags}, opset=26, to=2), {"x": flags})  # UINT8
+    np.testing.assert_array_equal(got, np.array([1, 0, 1], dtype="uint8"))
+
+
+def test_bit_cast_between_different_widths_is_unsupported() -> None:
+    with pytest.raises(UnsupportedError, match="BitCast .*64-bit elements"):
+        from_onnx(single_node("BitCast", {"x": X.astype("float64")}, opset=26, to=6))
+
+
 def test_where_selects_with_broadcasting() -> None:
     cond = X > 0
     feeds = {"c": cond, "a": X, "b": Y}
@@ -138,6 +155,14 @@ def test_dropout_in_training_mode_is_unsupported() -> None:
                                                      "training": np.array(True)})
     with pytest.raises(UnsupportedError, match="training mode"):
         from_onnx(m)
+
+
+def test_dropout_in_training_mode_with_ratio_zero_drops_nothing() -> None:
+    m = single_node("Dropout", {"x": X}, n_out=2, initializers={"ratio": np.array(0.0, dtype="float32"),
+                                                               "training": np.array(True)})
+    got, mask = interpret(m, {"x": X})
+    np.testing.assert_array_equal(got, X)
+    assert mask.all()
 
 
 def test_round_rounds_halves_to_even() -> None:
@@ -192,3 +217,17 @@ def test_bit_shift_by_the_width_or_a_negative_amount_gives_the_sign_fill() -> No
     np.testing.assert_array_equal(right, [-1, 0, -1, 0])
     (left,) = interpret(single_node("BitShift", feeds, opset=28, direction="LEFT"), feeds)
     np.testing.assert_array_equal(left, [0, 0, 0, 0])
+
+
+def test_an_optional_tensor_input_is_a_present_tensor() -> None:
+    optional = helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [3, 4])))
+    nodes = [helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("OptionalHasElement", [], ["absent"]),
+             helper.make_node("OptionalGetElement", ["o"], ["value"])]
+    outputs = [helper.make_tensor_value_info("has", TensorProto.BOOL, []),
+               helper.make_tensor_value_info("absent", TensorProto.BOOL, []),
+               helper.make_tensor_value_info("value", TensorProto.FLOAT, [3, 4])]
+    has, absent, value = interpret(model(nodes, [optional], outputs, opset=18), {"o": X})
+    assert bool(has) and not bool(absent)
+    np.testing.assert_array_equal(value, X)

@@ -179,6 +179,12 @@ def test_range_of_constants() -> None:
     np.testing.assert_array_equal(interpret(m, {})[0], np.arange(1.0, 3.0, 0.5, dtype="float32"))
 
 
+def test_range_takes_one_element_tensors_as_its_scalars() -> None:
+    m = model([helper.make_node("Range", ["a", "b", "d"], ["r"])], [], [tensor("r", "int64", [3])],
+              {"a": np.array([0]), "b": np.array([6]), "d": np.array([2])})
+    np.testing.assert_array_equal(interpret(m, {})[0], [0, 2, 4])
+
+
 def test_depth_to_space_in_both_modes_and_space_to_depth() -> None:
     x = np.arange(2 * 8 * 2 * 3, dtype="float32").reshape(2, 8, 2, 3)
     for mode in ("DCR", "CRD"):

@@ -118,8 +118,8 @@ def run_module(
     arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
     if timed is not None:
-        profile = json.dumps({"kernels": timed.kernels, "us": timed.kernel_us}).encode()
-        arrays[PROFILE_KEY] = np.frombuffer(profile, dtype=np.uint8)
+        packed = json.dumps({"kernels": timed.kernels, "us": timed.kernel_us}).encode()
+        arrays[PROFILE_KEY] = np.frombuffer(packed, dtype=np.uint8)
     return encode_npz(arrays)
 
 

@@ -326,7 +326,8 @@ def run_model_job(
     with log_format.job(f"run-{uuid.uuid4().hex[:12]}"):
         outcome = "failed"
         try:
-            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads,
+                                 profile)
             outcome = "succeeded"
             return archive
         except RunFailed as err:
@@ -340,7 +341,7 @@ def run_model_job(
 
 def _run_model(
     store_root: str | ModuleStoreBase, module_id: str, inputs_npz: bytes, repeat: int, seconds: float,
-    memory_bytes: int | None, sandbox: str, threads: int | None,
+    memory_bytes: int | None, sandbox: str, threads: int | None, profile: bool = False,
 ) -> bytes:
     store = _opened(store_root)
     # Raises ArtifactCorrupt (a StoreError with its problem); an object store's artifacts are
@@ -360,7 +361,8 @@ def _run_model(
         done = _run_sandboxed(outdir, inputs_npz, repeat, limits, threads, profile)
     else:
         result = run_isolated(
-            partial(run_module, outdir, inputs_npz, repeat, threads, profile), seconds=seconds, memory_bytes=memory_bytes,
+            partial(run_module, outdir, inputs_npz, repeat, threads, profile), seconds=seconds,
+            memory_bytes=memory_bytes,
             describe_error=describe_error_json, deny_network=True,
         )
         value: object = result.payload if result.outcome == "ok" else (

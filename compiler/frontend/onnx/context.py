@@ -4,13 +4,14 @@ as numpy values where they are constant), and a way to build typed calls of our 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 
 from compiler import ops
 from compiler.diagnostics import UnsupportedError
+from compiler.frontend.onnx.shape_values import ShapeValue
 from compiler.ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from compiler.ir.types import TensorType
 from compiler.passes.infer_type import infer_expr
@@ -37,6 +38,9 @@ class NodeContext:
     # Converts a subgraph (an If branch, a Scan body) with its inputs bound to the given
     # expressions into the enclosing function; its outputs' expressions.
     inline_graph: Callable[[onnx.GraphProto, Sequence[Expr]], list[Expr]] | None = None
+    # Per input position: what is known element by element of a shape computed from `?` dims
+    # (compiler/frontend/onnx/shape_values.py), where the value itself is not known.
+    shape_values: Sequence[ShapeValue | None] = field(default_factory=tuple)
 
     # -- attributes --
 
@@ -71,6 +75,9 @@ class NodeContext:
 
     def value(self, index: int) -> np.ndarray | None:
         return self.values[index] if index < len(self.values) else None
+
+    def shape_value(self, index: int) -> ShapeValue | None:
+        return self.shape_values[index] if index < len(self.shape_values) else None
 
     def const_input(self, index: int, what: str) -> np.ndarray:
         """The value of an input that must be known at import time (a shape, axes, pads)."""

@@ -30,6 +30,7 @@ from compiler.frontend.onnx.functions import expand_functions
 from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.names import relay_identifier
 from compiler.frontend.onnx.registry import CONVERTERS, lookup
+from compiler.frontend.onnx.shape_values import ShapeValue, of_shape, propagate
 from compiler.ir.expr import Constant, Expr, Function, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.types import ANY, TensorType
@@ -176,6 +177,7 @@ class _GraphImporter:
         self.keep_params = keep_params
         self.exprs: dict[str, Expr] = {}
         self.values: dict[str, np.ndarray] = {}
+        self.shape_values: dict[str, ShapeValue] = {}
         self.params: list[Var] = []
         self.param_values: dict[str, np.ndarray] = {}
         self.onnx_names: dict[str, str] = {}
@@ -316,6 +318,7 @@ class _GraphImporter:
             attrs={a.name: _attribute(a) for a in node.attribute},
             inputs=_Inputs(inputs), values=values, input_names=list(node.input),
             num_outputs=len(node.output), inline_graph=self._inline,
+            shape_values=[self.shape_values.get(i) if i else None for i in node.input],
         )
         try:
             result = entry.convert(ctx)
@@ -337,6 +340,26 @@ class _GraphImporter:
             self.exprs[output_name] = expr
             if isinstance(expr, Constant):
                 self.values[output_name] = expr.data
+        if len(outputs) == 1 and node.output[0] not in self.values:
+            shape_value = self._shape_value(node, ctx)
+            ty = outputs[0].checked_type
+            value = shape_value.value(ty.dtype) if shape_value and isinstance(ty, TensorType) else None
+            if value is not None:
+                # Arithmetic on it (channels // groups) then folds as on any constant.
+                self.exprs[node.output[0]] = self._typed(Constant(value))
+                self.values[node.output[0]] = value
+            elif shape_value is not None:
+                self.shape_values[node.output[0]] = shape_value
+
+    def _shape_value(self, node: onnx.NodeProto, ctx: NodeContext) -> ShapeValue | None:
+        if node.op_type == "Shape":
+            shape = ctx.shape(0)
+            rank = len(shape)
+            start, end = (min(max(v + rank if v < 0 else v, 0), rank)
+                          for v in (ctx.int_attr("start", 0), ctx.int_attr("end", rank)))
+            return of_shape(node.input[0], shape, start, end)
+        known = [ctx.value(k) if ctx.value(k) is not None else ctx.shape_value(k) for k in range(len(node.input))]
+        return propagate(node.op_type, ctx.attrs, known)
 
 
 class _LazyInput:

@@ -244,9 +244,9 @@ def _batched_matmul(ctx: NodeContext, a: Expr, b: Expr, shape_a: tuple[object, .
                                   "must be static where they broadcast")
     m, k, n = shape_a[-2], shape_a[-1], shape_b[-1]
     if not all(isinstance(d, int) for d in batch):
-        if tuple(batch_a) != tuple(batch_b) or len(batch) != 1:
-            raise ctx.unsupported("MatMul with `?` batch dims needs one batch dim, equal on both sides")
-        return ctx.op("nn.batch_matmul", a, b, transpose_a=False, transpose_b=False)
+        if tuple(batch_a) != tuple(batch_b) or sum(not isinstance(d, int) for d in batch) != 1:
+            raise ctx.unsupported("MatMul with `?` batch dims needs them equal on both sides, one of them `?`")
+        return _batch_matmul_dynamic(ctx, a, b, batch)
     if tuple(batch_a) != tuple(batch):
         a = ctx.op("broadcast_to", a, shape=(*batch, m, k))
     if tuple(batch_b) != tuple(batch):
@@ -256,6 +256,21 @@ def _batched_matmul(ctx: NodeContext, a: Expr, b: Expr, shape_a: tuple[object, .
     b3 = ctx.op("reshape", b, newshape=(count, k, n))
     out = ctx.op("nn.batch_matmul", a3, b3, transpose_a=False, transpose_b=False)
     return ctx.op("reshape", out, newshape=(*batch, m if isinstance(m, int) else -1, n))
+
+
+def _batch_matmul_dynamic(ctx: NodeContext, a: Expr, b: Expr, batch: list[object]) -> Expr:
+    """Batch dims with one `?` among them (attention's (batch, heads) with a dynamic batch):
+    merged into one (newshape -3) for batch_matmul, then split back one at a time (-4), where
+    the dim that is not split off is -1."""
+    for _ in range(len(batch) - 1):
+        a = ctx.op("reshape", a, newshape=(-3, -2))
+        b = ctx.op("reshape", b, newshape=(-3, -2))
+    out = ctx.op("nn.batch_matmul", a, b, transpose_a=False, transpose_b=False)
+    for j in range(len(batch) - 1):
+        head, rest = batch[j], batch[j + 1:]
+        parts = (head, -1) if isinstance(head, int) else (-1, math.prod(rest))  # type: ignore[arg-type]  # rest static
+        out = ctx.op("reshape", out, newshape=(*([0] * j), -4, *parts, -2))
+    return out
 
 
 def _softmax(op_type: str, our_op: str) -> None:

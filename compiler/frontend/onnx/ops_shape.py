@@ -14,6 +14,7 @@ import numpy as np
 from compiler.frontend.onnx.context import Converted, NodeContext, normalize_axis
 from compiler.frontend.onnx.dtypes import dtype_of_code
 from compiler.frontend.onnx.registry import converter
+from compiler.frontend.onnx.shape_values import reshape_target
 from compiler.ir.expr import Expr
 from compiler.ir.types import TensorType
 
@@ -74,8 +75,13 @@ def _size(ctx: NodeContext) -> Converted:
 
 @converter("Reshape", (13, 14, 19, 21, 23, 24, 25))
 def _reshape(ctx: NodeContext) -> Converted:
-    shape = _ints(ctx.const_input(1, "shape"))
     allowzero = ctx.int_attr("allowzero", 0)
+    target = ctx.shape_value(1)
+    if ctx.value(1) is None and target is not None and not allowzero:
+        newshape = reshape_target(target, ctx.input_names[0], ctx.shape(0))
+        if newshape is not None:
+            return ctx.op("reshape", ctx.input(0), newshape=newshape)
+    shape = _ints(ctx.const_input(1, "shape"))
     return ctx.op("reshape", ctx.input(0), newshape=tuple(shape), allowzero=allowzero)
 
 
@@ -163,6 +169,8 @@ def _split(ctx: NodeContext) -> Converted:
 def _slice(ctx: NodeContext) -> Converted:
     shape = ctx.shape(0)
     rank = len(shape)
+    if ctx.value(2) is None and ctx.shape_value(2) is not None:
+        return _slice_to_a_dim(ctx)
     starts = _ints(ctx.const_input(1, "starts"))
     ends = _ints(ctx.const_input(2, "ends"))
     axes = _ints(ctx.const_input(3, "axes")) if ctx.has_input(3) else list(range(len(starts)))
@@ -184,6 +192,12 @@ def _slice(ctx: NodeContext) -> Converted:
             continue
         # ONNX clamps as Python's slices do.
         lo, hi, stride = slice(start, end, step).indices(dim)
+        if step == 1 and hi > lo and not all(isinstance(d, int) for d in shape):
+            # A static axis of a tensor with `?` dims (torch's chunk with a dynamic batch):
+            # strided_slice's kernel takes static shapes only, split's any.
+            parts = ctx.op("split", result, indices_or_sections=tuple(i for i in (lo, hi) if 0 < i < dim), axis=axis)
+            result = ctx.item(parts, 1 if lo > 0 else 0)
+            continue
         if step < 0:
             # Walking backwards past index 0 has no `end` strided_slice can state (it reads a
             # negative end from the back): the picked indices, taken.
@@ -200,6 +214,30 @@ def _slice(ctx: NodeContext) -> Converted:
         return result
     return ctx.op("strided_slice", result, begin=tuple(begin_out), end=tuple(end_out),
                   strides=tuple(stride_out), axes=tuple(axes_out))
+
+
+def _slice_to_a_dim(ctx: NodeContext) -> Converted:
+    """A slice of one static axis ending at a dim known at run time (`positions[:, :x.size(1)]`
+    with a dynamic sequence length): the indices start, start + step, ... below the end, taken.
+    The other axes keep their static dims, as a strided_slice with a run-time end would not."""
+    shape = ctx.shape(0)
+    starts = _ints(ctx.const_input(1, "starts"))
+    axes = _ints(ctx.const_input(3, "axes")) if ctx.has_input(3) else [0]
+    steps = _ints(ctx.const_input(4, "steps")) if ctx.has_input(4) else [1]
+    if len(starts) != 1:
+        raise ctx.unsupported("ends known only at run time need a slice of one axis")
+    axis = normalize_axis(axes[0], len(shape))
+    dim = shape[axis]
+    if not isinstance(dim, int) or steps[0] < 1:
+        raise ctx.unsupported(f"an end known only at run time needs a static axis and a positive step, "
+                              f"got axis {axis} of {ctx.type(0)} and step {steps[0]}")
+    start = slice(starts[0], None).indices(dim)[0]
+    end = ctx.op("minimum", ctx.op("reshape", ctx.input(2), newshape=()),
+                 ctx.scalar(dim, ctx.dtype(2)))
+    end = ctx.op("maximum", end, ctx.scalar(start, ctx.dtype(2)))
+    dtype = ctx.dtype(2)
+    indices = ctx.op("arange", ctx.scalar(start, dtype), end, ctx.scalar(steps[0], dtype), dtype=dtype)
+    return ctx.op("take", ctx.input(0), indices, axis=axis, mode="clip")
 
 
 def _nonnegative_indices(ctx: NodeContext, index: int, dim: object) -> Expr:

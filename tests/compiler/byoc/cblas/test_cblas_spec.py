@@ -34,7 +34,7 @@ def check(pattern: str, text: str) -> bool:
 DENSE = "fn (%x: Tensor[{x}, {dt}], %w: Tensor[(4, 6), {dt}], %b: Tensor[(4), {dt}]) {{ {body} }}"
 
 
-def dense(body: str, x: str = "(3, 6)", dt: str = "float32") -> str:
+def dense(body: str, x: str = "(16, 6)", dt: str = "float32") -> str:
     return DENSE.format(x=x, dt=dt, body=body)
 
 
@@ -70,15 +70,21 @@ def test_library_defines_every_pattern_symbol() -> None:
 def test_dense_check_accepts_float32_with_bias_on_the_last_axis() -> None:
     assert check("dense_bias_relu", dense("nn.relu(nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=-1))"))
     assert check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=1)"))
-    assert check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=2)", x="(2, 3, 6)"))
-    assert check("dense", dense("nn.dense(%x, %w, units=None)", x="(2, 5, 6)"))
+    assert check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=2)", x="(2, 8, 6)"))
+    assert check("dense", dense("nn.dense(%x, %w, units=None)", x="(4, 5, 6)"))
 
 
 def test_dense_check_keeps_other_dtypes_and_axes_on_the_host() -> None:
     assert not check("dense", dense("nn.dense(%x, %w, units=None)", dt="float64"))
     assert not check("dense", dense("nn.dense(%x, %w, units=None, out_dtype=\"float64\")"))
     assert not check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=0)", x="(4, 6)"))
-    assert not check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=1)", x="(2, 4, 6)"))
+    assert not check("dense_bias", dense("nn.bias_add(nn.dense(%x, %w, units=None), %b, axis=1)", x="(4, 4, 6)"))
+
+
+def test_dense_check_keeps_a_few_rows_on_the_hosts_dot_kernel() -> None:
+    assert not check("dense", dense("nn.dense(%x, %w, units=None)", x="(1, 6)"))
+    assert not check("dense", dense("nn.dense(%x, %w, units=None)", x="(3, 5, 6)"))
+    assert check("dense", dense("nn.dense(%x, %w, units=None)", x="(16, 6)"))
 
 
 def test_dense_check_keeps_dynamic_shapes_on_the_host() -> None:

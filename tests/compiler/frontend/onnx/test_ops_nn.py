@@ -3,10 +3,14 @@ compared with numpy or (for windows and padding) with onnxruntime."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, interpret, single_node
+from compiler.diagnostics import UnsupportedError
+from compiler.frontend.onnx import from_onnx
+from tests.compiler.frontend.onnx.onnx_models import assert_matches_ort, compile_and_run, interpret, single_node
 
 RNG = np.random.default_rng(7)
 IMG = RNG.standard_normal((1, 4, 9, 8)).astype("float32")
@@ -109,3 +113,35 @@ def test_lp_pool_is_the_p_norm_of_each_window() -> None:
     (got,) = interpret(single_node("LpPool", {"x": x}, kernel_shape=[2, 2], strides=[2, 2], p=3), {"x": x})
     windows = np.abs(x).reshape(1, 1, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 1, 2, 2, 4)
     np.testing.assert_allclose(got, (windows**3).sum(axis=-1) ** (1 / 3), rtol=1e-5)
+
+
+def test_matmul_with_a_dynamic_dim_among_several_batch_dims_interprets_and_compiles(tmp_path: Path) -> None:
+    # Attention's (batch, heads, seq, d) x (batch, heads, d, seq) exported with a dynamic batch.
+    a = RNG.standard_normal((3, 2, 5, 4)).astype("float32")
+    b = RNG.standard_normal((3, 2, 4, 5)).astype("float32")
+    m = single_node("MatMul", {"a": a, "b": b})
+    for vi in m.graph.input:
+        vi.type.tensor_type.shape.dim[0].dim_param = "n"
+    (got,) = interpret(m, {"a": a, "b": b})
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-6)
+    (compiled,) = compile_and_run(m, {"a": a, "b": b}, tmp_path)
+    np.testing.assert_allclose(compiled, a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_with_two_dynamic_batch_dims_is_unsupported() -> None:
+    a = RNG.standard_normal((3, 2, 5, 4)).astype("float32")
+    m = single_node("MatMul", {"a": a, "b": a.transpose(0, 1, 3, 2).copy()})
+    for vi in m.graph.input:
+        vi.type.tensor_type.shape.dim[0].dim_param = "n"
+        vi.type.tensor_type.shape.dim[1].dim_param = "h"
+    with pytest.raises(UnsupportedError, match="MatMul with `\\?` batch dims needs them equal on both sides, one"):
+        from_onnx(m)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool_in_ceil_mode_counts_explicit_pads_but_not_the_ceil_extension(count_include_pad: int) -> None:
+    # torch's AvgPool2d(3, 2, 1, ceil_mode=True) exports as this; the last window runs past the pad.
+    x = np.random.default_rng(4).standard_normal((1, 2, 7, 7)).astype("float32")
+    m = single_node("AveragePool", {"x": x}, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                    count_include_pad=count_include_pad)
+    assert_matches_ort(m, {"x": x})

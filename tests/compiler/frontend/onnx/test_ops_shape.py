@@ -9,6 +9,7 @@ from onnx import helper
 from compiler.diagnostics import UnsupportedError
 from compiler.frontend.onnx import from_onnx
 from compiler.ir.types import ANY
+from compiler.parser.printer import astext
 from tests.compiler.frontend.onnx.onnx_models import interpret, model, single_node, tensor
 
 RNG = np.random.default_rng(6)
@@ -254,3 +255,25 @@ def test_reverse_sequence_reverses_each_batch_entry_up_to_its_length() -> None:
     for b, n in enumerate(lens):
         want[:n, b] = x[:n, b][::-1]
     np.testing.assert_array_equal(got, want)
+
+
+def test_slice_ending_at_a_dim_known_at_run_time_takes_a_prefix() -> None:
+    # BERT's position_ids[:, :input_ids.size(1)] with a dynamic sequence length.
+    n = helper.make_node
+    nodes = [n("Shape", ["ids"], ["s"]), n("Gather", ["s", "one"], ["len"], axis=0),
+             n("Unsqueeze", ["len", "zero"], ["end"]), n("Slice", ["pos", "zero", "end", "one1"], ["y"])]
+    pos = np.arange(16, dtype="int64").reshape(1, 16)
+    init = {"pos": pos, "one": np.array(1, dtype="int64"), "zero": _i64(0), "one1": _i64(1)}
+    m = model(nodes, [tensor("ids", "int64", ["b", "s"])], [tensor("y", "int64", [1, "s"])], init)
+    assert from_onnx(m).module.main.body.checked_type.shape == (1, ANY)  # type: ignore[attr-defined]
+    for length in (5, 20):  # past the end, clamped as numpy's slices are
+        ids = np.zeros((2, length), dtype="int64")
+        np.testing.assert_array_equal(interpret(m, {"ids": ids})[0], pos[:, :length])
+
+
+def test_slice_of_a_static_axis_of_a_dynamic_tensor_is_a_split() -> None:
+    # torch's chunk on channels with a dynamic batch: strided_slice's kernel takes static shapes.
+    m = single_node("Slice", {"x": X}, initializers={"st": _i64(1), "en": _i64(3), "ax": _i64(1)})
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    assert "split(" in astext(from_onnx(m).module)
+    np.testing.assert_array_equal(interpret(m, {"x": X})[0], X[:, 1:3])

@@ -9,8 +9,9 @@ INSTALL_STAMP := $(VENV)/.install-stamp
 # Debian packages the project needs on the machine (gcc builds the generated C through cffi;
 # libopenblas-dev gives the built-in `cblas` codegen cblas.h and -lopenblas; redis-server is the
 # broker of the Celery topology test; bubblewrap is the sandbox of every build and run; jq and
-# curl run the README's walk-through, which tests/service/test_readme_walkthrough.py executes).
-SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap jq curl
+# curl run the README's walk-through, which tests/service/test_readme_walkthrough.py executes;
+# chromium is the browser the explorer page's tests drive through Playwright).
+SYSTEM_PACKAGES := gcc libopenblas-dev redis-server bubblewrap jq curl chromium
 
 .PHONY: install apt test serve bench openapi clean fuzz-diff fuzz soak conformance
 

@@ -18,6 +18,7 @@ from service.api.request_metrics import RequestMetricsMiddleware
 from service.api.routes import compile as compile_routes
 from service.api.routes import events, health, metrics, module_list, modules, targets
 from service.state import ServiceState, settings_of
+from service.web import explorer, swagger
 
 _DESCRIPTION = """\
 Compiles TVM Relay text models to C on demand.
@@ -50,6 +51,9 @@ def create_app() -> FastAPI:
         description=_DESCRIPTION,
         generate_unique_id_function=_operation_id,
         lifespan=_lifespan,
+        # Served by service/web/swagger.py from files we ship; FastAPI's load from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=_max_body_bytes)
     app.add_middleware(RequestMetricsMiddleware)
@@ -60,6 +64,8 @@ def create_app() -> FastAPI:
                    health.router, metrics.router):
         parse_bodies_off_loop(router)
         app.include_router(router)
+    swagger.install(app)
+    explorer.install(app)
     return app
 
 

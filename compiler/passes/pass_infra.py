@@ -13,13 +13,21 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from compiler.ir.module import IRModule
 
 
 class PassInstrument(Protocol):
     def after_pass(self, name: str, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class ModuleInstrument(Protocol):
+    """An instrument that also sees the module each pass returned (to print it, say); the
+    others never pay for it."""
+
+    def after_pass_module(self, name: str, mod: IRModule) -> None: ...
 
 
 @dataclass
@@ -80,6 +88,8 @@ class Pass:
         elapsed = time.perf_counter() - start
         for instrument in ctx.instruments:
             instrument.after_pass(self.name, elapsed)
+            if isinstance(instrument, ModuleInstrument):
+                instrument.after_pass_module(self.name, out)
         return out
 
 

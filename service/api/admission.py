@@ -73,7 +73,7 @@ def admit(body: CompileRequest, settings: Settings) -> Admitted:
             BindParams(params)(mod)
     except CompileError as err:
         raise ProblemError(compile_error_problem(err)) from None
-    normal = normal_form(relay, options, params, onnx_names)
+    normal = normal_form(relay, options, params, onnx_names, record_passes=body.record_passes)
     return Admitted(module_id(normal), normal, params)
 
 

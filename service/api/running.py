@@ -28,10 +28,11 @@ from service.arrays import (
     over_limit_problem,
     to_json,
 )
+from compiler.runtime.module import Profile, RunResult
 from service import metrics
-from service.jobs.worker import TIMES_KEY, RunFailed
+from service.jobs.worker import PROFILE_KEY, TIMES_KEY, RunFailed, profile_of
 from service.problems import ProblemError, compile_error_problem
-from service.api.schemas import Latency, OutputTensor, RunRequest, RunResponse
+from service.api.schemas import KernelTime, Latency, OutputTensor, RunRequest, RunResponse
 from service.state import ServiceState
 
 
@@ -56,7 +57,7 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
     metrics.run_requested()
     with state.limiter.holding(client):
         future = state.queue.submit_run(
-            module_id, inputs_npz, repeat=body.repeat, threads=body.threads,
+            module_id, inputs_npz, repeat=body.repeat, threads=body.threads, profile=body.profile,
             seconds=settings.run_seconds, memory_bytes=settings.memory_bytes, sandbox=settings.sandbox,
         )
         try:
@@ -80,6 +81,12 @@ def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
     # Checked by the worker already (service/jobs/worker.py); bounded here too, as the API's own guard.
     arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
+    timed = profile_of(arrays)
+    arrays.pop(PROFILE_KEY, None)
+    profile = None
+    if timed is not None:
+        rows = Profile(RunResult([], [float(t) for t in times]), *timed).rows()
+        profile = [KernelTime.model_validate(row) for row in rows]
     # out0, out1, ..., as the worker checked (service/jobs/worker.py); answered in that order.
     outputs = {name: arrays[name] for name in result_names(len(arrays))}
     latency = Latency(median_us=float(np.median(times)), min_us=float(np.min(times)), runs=int(times.size))
@@ -91,9 +98,10 @@ def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
                 for name, out in outputs.items()
             },
             latency=latency,
+            profile=profile,
         )
     packed = encode_npz(outputs)
-    return RunResponse(outputs_npz=base64.b64encode(packed).decode("ascii"), latency=latency)
+    return RunResponse(outputs_npz=base64.b64encode(packed).decode("ascii"), latency=latency, profile=profile)
 
 
 def _inputs(body: RunRequest, state: ServiceState, module_id: str) -> dict[str, np.ndarray]:

@@ -211,6 +211,12 @@ class CompileRequest(BaseModel):
     )
     codegens: list[CodegenRequest] = Field(default_factory=list, description="External codegen documents.")
     config: CompileConfig = Field(default_factory=CompileConfig)
+    record_passes: bool = Field(
+        default=False,
+        description="Also store the module as Relay text after every pass as the artifact `passes.json`: "
+        "a list of `{\"pass\": name, \"changed\": bool, \"text\": Relay text, or null when the pass "
+        "left the text as it was}` in the order the passes ran. A different module id than without it.",
+    )
 
     @field_validator("relay")
     @classmethod
@@ -440,6 +446,12 @@ class RunRequest(BaseModel):
     output_format: Literal["json", "npz"] | None = Field(
         default=None, description="How outputs come back; by default the way the inputs came."
     )
+    profile: bool = Field(
+        default=False,
+        description="Also time every kernel call of the executor (after one run that is not timed), as "
+        "`relaycc run --profile` does; the answer's `profile` lists them. Models with `?` dims or control "
+        "flow have no kernel timing: a 400 problem says so.",
+    )
 
     @model_validator(mode="after")
     def _one_way_of_giving_inputs(self) -> RunRequest:
@@ -460,6 +472,13 @@ class Latency(BaseModel):
     runs: int
 
 
+class KernelTime(BaseModel):
+    kernel: str = Field(description="The kernel (PrimFunc or external function) the executor calls.")
+    calls: int = Field(description="How many times one run calls it.")
+    us: float = Field(description="Its time per run in microseconds (mean over the timed runs), calls summed.")
+    percent: float = Field(description="Its share of the whole run.")
+
+
 class RunResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -476,6 +495,9 @@ class RunResponse(BaseModel):
     )
     outputs_npz: str | None = Field(default=None, description="Base64 .npz with out0, out1, ... (npz format).")
     latency: Latency
+    profile: list[KernelTime] | None = Field(
+        default=None, description="With `profile`: one entry per kernel, slowest first."
+    )
 
 
 # --- GET /targets -----------------------------------------------------------------------------

@@ -149,13 +149,14 @@ def _compile_module(task: Task, module_id: str) -> None:
 
 def _run_module(
     task: Task, module_id: str, inputs_b64: str, repeat: int, seconds: float, memory_bytes: int,
-    sandbox: str = "auto", threads: int | None = None,
+    sandbox: str = "auto", threads: int | None = None, profile: bool = False,
 ) -> dict[str, object]:
     store = _relaycc_app(task).store
     try:
         archive = run_model_job(
             store, module_id, base64.b64decode(inputs_b64),
             repeat=repeat, seconds=seconds, memory_bytes=memory_bytes, sandbox=sandbox, threads=threads,
+            profile=profile,
         )
     except (RunFailed, StoreError) as err:  # a store error: the artifacts failed their check
         return {"problem": store.without_paths(err.problem)}
@@ -261,12 +262,12 @@ class CeleryQueue:
 
     def submit_run(
         self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
-        sandbox: str = "auto", threads: int | None = None,
+        sandbox: str = "auto", threads: int | None = None, profile: bool = False,
     ) -> Future[bytes]:
         self._check_open()
         result = self._app.run_task.apply_async(
             (module_id, base64.b64encode(inputs_npz).decode("ascii"), repeat, seconds, memory_bytes, sandbox,
-             threads),
+             threads, profile),
             soft_time_limit=seconds + TIME_LIMIT_GRACE_SECONDS,
             time_limit=seconds + 2 * TIME_LIMIT_GRACE_SECONDS,
         )

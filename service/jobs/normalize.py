@@ -121,7 +121,8 @@ def params_digest(params: Mapping[str, np.ndarray]) -> dict[str, dict[str, objec
 
 
 def normal_form(
-    relay: str, options: BuildOptions, params: Mapping[str, np.ndarray], onnx_names: Mapping[str, str] | None = None
+    relay: str, options: BuildOptions, params: Mapping[str, np.ndarray], onnx_names: Mapping[str, str] | None = None,
+    record_passes: bool = False,
 ) -> dict[str, object]:
     normal: dict[str, object] = {
         "format": REQUEST_FORMAT,
@@ -138,6 +139,9 @@ def normal_form(
         # Imported from ONNX: the input names travel to the report (absent otherwise, so a
         # Relay request's id is what it always was).
         normal["onnx_names"] = dict(onnx_names)
+    if record_passes:
+        # Only when asked for, so that other requests keep their ids.
+        normal["record_passes"] = True
     return normal
 
 

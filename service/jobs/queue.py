@@ -48,7 +48,7 @@ class JobQueue(Protocol):
 
     def submit_run(
         self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
-        sandbox: str = "auto", threads: int | None = None,
+        sandbox: str = "auto", threads: int | None = None, profile: bool = False,
     ) -> Future[bytes]:
         """Run a built module in a worker; the future holds run_model_job's archive or raises
         RunFailed."""
@@ -80,11 +80,12 @@ class _RunTask:
     memory_bytes: int
     sandbox: str = "auto"
     threads: int | None = None
+    profile: bool = False
     future: Future[bytes] = field(default_factory=Future)
 
     def message(self, store_root: str) -> tuple[str, tuple[object, ...]]:
         return "run", (store_root, self.module_id, self.inputs_npz, self.repeat, self.seconds,
-                       self.memory_bytes, self.sandbox, self.threads)
+                       self.memory_bytes, self.sandbox, self.threads, self.profile)
 
 
 _Task = _CompileTask | _RunTask
@@ -111,9 +112,9 @@ class EmbeddedQueue:
 
     def submit_run(
         self, module_id: str, inputs_npz: bytes, *, repeat: int, seconds: float, memory_bytes: int,
-        sandbox: str = "auto", threads: int | None = None,
+        sandbox: str = "auto", threads: int | None = None, profile: bool = False,
     ) -> Future[bytes]:
-        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+        task = _RunTask(module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads, profile)
         self._put(task)
         return task.future
 
@@ -304,9 +305,9 @@ def _worker_main(conn: Connection, metrics_dir: Path | None = None, log_format: 
 
 def _run(
     store_root: str, module_id: str, inputs_npz: bytes, repeat: int, seconds: float, memory_bytes: int,
-    sandbox: str, threads: int | None = None,
+    sandbox: str, threads: int | None = None, profile: bool = False,
 ) -> bytes:
     return run_model_job(
         store_root, module_id, inputs_npz, repeat=repeat, seconds=seconds, memory_bytes=memory_bytes,
-        sandbox=sandbox, threads=threads,
+        sandbox=sandbox, threads=threads, profile=profile,
     )

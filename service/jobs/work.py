@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from compiler.backend.interface_c import result_names
-from compiler.diagnostics import CompileError
+from compiler.diagnostics import CompileError, InputError
 from compiler.runtime.build import BuildError
+from compiler.passes.ir_snapshots import IRSnapshots
 from compiler.runtime.module import CompiledModule
 from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, compile_error_problem, make_problem
@@ -25,6 +26,12 @@ from service.store.module_store import StoreError, unavailable_reason
 
 # The key of the run result archive that holds the per-run latencies (outputs are out0, ...).
 TIMES_KEY = "times_us"
+# A profiled run's archive also holds, as UTF-8 JSON bytes (archives carry numbers only), each
+# kernel call's name and mean time per run in µs, in the executor's order:
+# {"kernels": [...], "us": [...]}.
+PROFILE_KEY = "profile_json"
+# The artifact a request with `record_passes` gets: the module as text after every pass.
+PASSES_ARTIFACT = "passes.json"
 _OUT_OF_MEMORY_MARKS = ("out of memory", "virtual memory exhausted", "cannot allocate memory")
 _NO_SPACE_MARK = "no space left on device"
 
@@ -57,10 +64,14 @@ def compile_request(
     # No compile cache: objects a job wrote would be linked into other tenants' libraries, and
     # a job (sandboxed or a forked child) is exactly what must not write shared state.
     onnx_names = request.get("onnx_names")
+    snapshots = IRSnapshots() if request.get("record_passes") is True else None
+    instruments = (_PassProgress(progress, plan), *((snapshots,) if snapshots is not None else ()))
     model = build(relay, outdir, options, dict(params), source_name=SOURCE_NAME,
-                  instruments=(_PassProgress(progress, plan),), cache=None,
+                  instruments=instruments, cache=None,
                   c_progress=lambda done, total: progress({"stage": BUILDING_C, "done": done, "total": total}),
                   onnx_names=dict(onnx_names) if isinstance(onnx_names, dict) else None)
+    if snapshots is not None:
+        (outdir / PASSES_ARTIFACT).write_text(json.dumps(snapshots.records), encoding="utf-8")
     passes = model.report.get("passes", [])
     return {
         "compile_seconds": time.monotonic() - start,
@@ -90,14 +101,46 @@ class _PassProgress:
                        "done": self.done, "total": len(self.plan)})
 
 
-def run_module(outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None) -> bytes:
+def run_module(
+    outdir: Path, inputs_npz: bytes, repeat: int, threads: int | None = None, profile: bool = False
+) -> bytes:
     """Load the library of `outdir`, run it `repeat` times (on `threads` threads when given);
-    outputs and latencies as .npz."""
+    outputs and latencies as .npz, with every kernel call's time when `profile` is set (as
+    `relaycc run --profile` measures it)."""
     inputs = decode_npz(inputs_npz, "inputs", max_elements=NO_LIMIT)
-    result = CompiledModule(outdir).run(inputs, repeat=repeat, threads=threads)
+    module = CompiledModule(outdir)
+    try:
+        timed = module.profile(inputs, repeat=repeat, threads=threads) if profile else None
+    except InputError as err:
+        # Its message starts with the library's directory: a path of the service, not the client's.
+        raise InputError(err.message.removeprefix(f"{outdir}: ")) from None
+    result = timed.result if timed is not None else module.run(inputs, repeat=repeat, threads=threads)
     arrays = dict(zip(result_names(len(result.outputs)), result.outputs))
     arrays[TIMES_KEY] = np.asarray(result.times_us, dtype="float64")
+    if timed is not None:
+        packed = json.dumps({"kernels": timed.kernels, "us": timed.kernel_us}).encode()
+        arrays[PROFILE_KEY] = np.frombuffer(packed, dtype=np.uint8)
     return encode_npz(arrays)
+
+
+def profile_of(archive: Mapping[str, np.ndarray]) -> tuple[list[str], list[float]] | None:
+    """The (kernel names, µs) of a run result archive, None when the run was not profiled;
+    ValueError when the entry is not what run_module writes."""
+    if PROFILE_KEY not in archive:
+        return None
+    raw = archive[PROFILE_KEY]
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise ValueError("the run result's profile is not JSON bytes")
+    try:
+        data = json.loads(raw.tobytes())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("the run result's profile is not JSON") from None
+    kernels, times = (data.get(key) if isinstance(data, dict) else None for key in ("kernels", "us"))
+    if (not isinstance(kernels, list) or not isinstance(times, list) or len(kernels) != len(times)
+            or not all(isinstance(k, str) for k in kernels)
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times)):
+        raise ValueError("the run result's profile is not kernel names and their times")
+    return kernels, [float(t) for t in times]
 
 
 def describe_error(err: BaseException) -> Problem:

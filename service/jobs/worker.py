@@ -40,7 +40,14 @@ from service.arrays import decode_npz, encode_npz
 from service.jobs.isolation import run_isolated
 from service.jobs.sandbox import bwrap
 from service.jobs.sandbox.entry import MODULE_DIR
-from service.jobs.work import TIMES_KEY, compile_request, describe_error_json, run_module
+from service.jobs.work import (
+    PROFILE_KEY,
+    TIMES_KEY,
+    compile_request,
+    describe_error_json,
+    profile_of,
+    run_module,
+)
 from service.problems import Problem, make_problem
 from service.store.module_store import (
     JobLimits,
@@ -52,7 +59,8 @@ from service.store.module_store import (
     writing,
 )
 
-__all__ = ["TIMES_KEY", "RunFailed", "RunLimits", "run_compile_job", "run_model_job", "sandbox_refusal"]
+__all__ = ["PROFILE_KEY", "TIMES_KEY", "RunFailed", "RunLimits", "profile_of", "run_compile_job", "run_model_job",
+           "sandbox_refusal"]
 
 log = logging.getLogger("relaycc.worker")
 
@@ -304,11 +312,13 @@ def run_model_job(
     memory_bytes: int | None = None,
     sandbox: str = "auto",
     threads: int | None = None,
+    profile: bool = False,
 ) -> bytes:
     """Run a built module on the arrays of `inputs_npz` (named after @main's parameters).
 
     Returns an .npz archive holding the outputs `out0, out1, ...` and `times_us`, the latency
-    of each of the `repeat` runs in microseconds. Raises RunFailed with the problem otherwise.
+    of each of the `repeat` runs in microseconds (with `profile`, also each kernel call's name and
+    mean time under PROFILE_KEY). Raises RunFailed with the problem otherwise.
     The model runs in the sandbox (no network, no view of the store but its own artifacts,
     read-only), or where there is none and the service allows it, in a forked child.
     """
@@ -316,7 +326,8 @@ def run_model_job(
     with log_format.job(f"run-{uuid.uuid4().hex[:12]}"):
         outcome = "failed"
         try:
-            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads)
+            archive = _run_model(store_root, module_id, inputs_npz, repeat, seconds, memory_bytes, sandbox, threads,
+                                 profile)
             outcome = "succeeded"
             return archive
         except RunFailed as err:
@@ -330,7 +341,7 @@ def run_model_job(
 
 def _run_model(
     store_root: str | ModuleStoreBase, module_id: str, inputs_npz: bytes, repeat: int, seconds: float,
-    memory_bytes: int | None, sandbox: str, threads: int | None,
+    memory_bytes: int | None, sandbox: str, threads: int | None, profile: bool = False,
 ) -> bytes:
     store = _opened(store_root)
     # Raises ArtifactCorrupt (a StoreError with its problem); an object store's artifacts are
@@ -347,10 +358,11 @@ def _run_model(
     if refusal is not None:
         raise RunFailed(make_problem("sandbox-unavailable", f"the module cannot be run: {refusal}"))
     if _use_sandbox(sandbox):
-        done = _run_sandboxed(outdir, inputs_npz, repeat, limits, threads)
+        done = _run_sandboxed(outdir, inputs_npz, repeat, limits, threads, profile)
     else:
         result = run_isolated(
-            partial(run_module, outdir, inputs_npz, repeat, threads), seconds=seconds, memory_bytes=memory_bytes,
+            partial(run_module, outdir, inputs_npz, repeat, threads, profile), seconds=seconds,
+            memory_bytes=memory_bytes,
             describe_error=describe_error_json, deny_network=True,
         )
         value: object = result.payload if result.outcome == "ok" else (
@@ -370,10 +382,12 @@ def _run_model(
     raise RunFailed(make_problem("run-crashed", f"the process running the model died ({done.exit})"))
 
 
-def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimits, threads: int | None) -> _Done:
+def _run_sandboxed(
+    outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimits, threads: int | None, profile: bool = False,
+) -> _Done:
     scratch = _scratch()
     try:
-        task = {"kind": "run", "repeat": repeat, "threads": threads}
+        task = {"kind": "run", "repeat": repeat, "threads": threads, "profile": profile}
         (scratch / "task.json").write_text(json.dumps(task), encoding="utf-8")
         (scratch / "inputs.npz").write_bytes(inputs_npz)
         memory = limits.memory_bytes or (64 << 30)
@@ -397,10 +411,11 @@ def _run_sandboxed(outdir: Path, inputs_npz: bytes, repeat: int, limits: RunLimi
 
 def _check_run_result(arrays: Mapping[str, np.ndarray]) -> None:
     # out0, out1, ... in order: the API answers them in the archive's order.
-    names = [name for name in arrays if name != TIMES_KEY]
+    names = [name for name in arrays if name not in (TIMES_KEY, PROFILE_KEY)]
     if (TIMES_KEY not in arrays or names != result_names(len(names))
             or arrays[TIMES_KEY].ndim != 1 or arrays[TIMES_KEY].dtype != np.float64):
         raise ValueError("the run result is not a model's outputs and latencies")
+    profile_of(arrays)  # raises ValueError when the profile is malformed
 
 
 # --- the sandbox ---------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def _work(job: Path, send: object) -> object:
     if task["kind"] == "run":
         threads = task.get("threads")
         archive = run_module(Path(MODULE_DIR), (job / "inputs.npz").read_bytes(), int(task["repeat"]),
-                             int(threads) if threads is not None else None)
+                             int(threads) if threads is not None else None, bool(task.get("profile", False)))
         (job / "result.npz").write_bytes(archive)
         return None
     raise ValueError(f"unknown task kind {task['kind']!r}")

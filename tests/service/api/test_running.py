@@ -235,3 +235,31 @@ def test_a_model_with_an_unknown_batch_runs_any_batch_and_names_a_shape_it_canno
     response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**wrong)})
     assert response.status_code == 400, response.text
     assert response.json()["detail"] == "input x: expected shape (?, 800), got (2, 3)"
+
+
+def test_run_with_profile_times_every_kernel_the_report_calls(client: TestClient, mlp: str) -> None:
+    inputs = models.mlp_seed001_inputs(seed=4)
+
+    response = client.post(f"/modules/{mlp}/run", json={"inputs_npz": npz_b64(**inputs), "profile": True})
+    report = client.get(f"/modules/{mlp}/metadata").json()
+    plain = client.post(f"/modules/{mlp}/run", json={"inputs_npz": npz_b64(**inputs)})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    outputs = from_npz_b64(body["outputs_npz"])
+    np.testing.assert_allclose(outputs["out0"], models.mlp_seed001_numpy(**inputs)[0], rtol=1e-4, atol=1e-4)
+    profile = body["profile"]
+    assert {row["kernel"] for row in profile} == {call["callee"] for call in report["calls"]}
+    assert all(row["calls"] >= 1 and row["us"] >= 0 and 0 <= row["percent"] for row in profile)
+    assert [row["us"] for row in profile] == sorted((row["us"] for row in profile), reverse=True)
+    assert plain.json()["profile"] is None
+
+
+def test_profile_of_a_model_with_an_unknown_batch_is_a_400_naming_why(client: TestClient) -> None:
+    weights = models.mlp_seed001_inputs(seed=1)
+    module = compiled(client, relay=MLP_RELAY.replace("%x: Tensor[(64, ", "%x: Tensor[(?, ", 1), module_name="any_batch")
+
+    response = client.post(f"/modules/{module}/run", json={"inputs_npz": npz_b64(**weights), "profile": True})
+
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"].startswith("no kernel timing in this library"), response.json()

@@ -106,3 +106,11 @@ def test_codegen_documents_become_specs_and_normalize_their_defaults() -> None:
 def test_a_bad_codegen_document_is_an_input_error() -> None:
     with pytest.raises(InputError, match="codegen acme"):
         codegen_specs([{"document": {"name": "acme", "mode": "sideways"}, "sources": {}}])
+
+
+def test_record_passes_is_in_the_normal_form_only_when_asked_for() -> None:
+    options = checked_options("c", "default", {})
+    relay = "def @main(%x: Tensor[(2), float32]) { %x }"
+
+    assert "record_passes" not in normal_form(relay, options, {})
+    assert normal_form(relay, options, {}, record_passes=True)["record_passes"] is True

@@ -99,3 +99,43 @@ def test_describe_error_calls_a_full_output_directory_store_unavailable_not_a_bu
     compiled = describe_error(BuildError("gcc failed", output="lib0.c: fatal error: No space left on device"))
 
     assert written["type"].endswith("/store-unavailable") and compiled["type"].endswith("/store-unavailable")
+
+
+def test_compile_request_with_record_passes_stores_the_text_after_each_pass(tmp_path: Path) -> None:
+    import json
+
+    request = normal_form(SMALL_RELAY, checked_options("c", "default", {}), {}, record_passes=True)
+    compile_request(request, {}, tmp_path / "out", lambda p: None)
+
+    records = json.loads((tmp_path / "out" / "passes.json").read_text())
+    assert [r["pass"] for r in records][-3:] == ["FuseOps", "LabelOps", "LowerTE"]
+    assert "call_lowered" in records[-1]["text"]
+    assert not (tmp_path / "plain").exists()
+    compile_request(normal(), {}, tmp_path / "plain", lambda p: None)
+    assert not (tmp_path / "plain" / "passes.json").exists()
+
+
+def test_run_module_with_profile_adds_each_kernel_calls_name_and_time(tmp_path: Path) -> None:
+    from service.jobs.work import profile_of
+
+    compile_request(normal(), {}, tmp_path, lambda p: None)
+    x = np.ones((2, 3), "float32")
+
+    arrays = decode_npz(run_module(tmp_path, encode_npz({"x": x, "y": x}), repeat=2, profile=True), "result", 1 << 20)
+
+    np.testing.assert_array_equal(arrays["out0"], np.full((2, 3), 2, "float32"))
+    profile = profile_of(arrays)
+    assert profile is not None
+    kernels, times = profile
+    assert kernels == ["tvmgen_default_fused_add_nn_relu"] and len(times) == 1 and times[0] >= 0
+
+
+def test_profile_of_refuses_an_entry_run_module_did_not_write() -> None:
+    import pytest
+
+    from service.jobs.work import PROFILE_KEY, profile_of
+
+    assert profile_of({"out0": np.zeros(1)}) is None
+    for bad in (b'{"kernels": ["a"], "us": []}', b'{"kernels": [1], "us": [1.0]}', b"not json"):
+        with pytest.raises(ValueError, match="profile"):
+            profile_of({PROFILE_KEY: np.frombuffer(bad, dtype=np.uint8)})

@@ -123,6 +123,8 @@ def test_names_outside_the_artifact_list_are_not_found(mlp_client: TestClient, m
 @pytest.mark.parametrize("module_id", ["0" * 64, "not-an-id", "..", "A" * 64])
 def test_unknown_module_ids_answer_404_problem(mlp_client: TestClient, module_id: str) -> None:
     for path in ("", "/metadata", "/artifacts", "/artifacts/metadata.json", "/inspect"):
+        if module_id == ".." and path == "":
+            continue  # the client resolves /modules/.. to /, the explorer page
         response = mlp_client.get(f"/modules/{module_id}{path}")
         assert response.status_code == 404, path
         assert response.json()["type"] == PROBLEMS + "not-found"

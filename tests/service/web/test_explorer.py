@@ -21,8 +21,6 @@ playwright_sync = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (`make install` does)"),
-    # One worker runs them all, so that one server and one browser serve the module.
-    pytest.mark.xdist_group("explorer"),
 ]
 
 SEED001 = MODELS / "seed001_mlp_partitioned.relay"

@@ -93,6 +93,7 @@ class AsyncModule:
         self.id = module_id
         self.last_status: Status = status or {}
         self.last_latency: dict[str, Any] | None = None
+        self.last_profile: list[dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"AsyncModule({self.id[:12]}…, {self.last_status.get('state', '?')})"
@@ -181,10 +182,11 @@ class AsyncModule:
         return root
 
     async def run(self, inputs: Mapping[str, np.ndarray], threads: int | None = None,
-                  repeat: int = 1) -> dict[str, np.ndarray]:
-        body = run_body(inputs, threads, repeat)
+                  repeat: int = 1, profile: bool = False) -> dict[str, np.ndarray]:
+        body = run_body(inputs, threads, repeat, profile)
         answer = (await self.client.request("POST", f"/modules/{self.id}/run", json=body)).json()
         self.last_latency = answer.get("latency")
+        self.last_profile = answer.get("profile")
         return run_outputs(answer)
 
     async def delete(self) -> None:

@@ -95,6 +95,7 @@ class Module:
         self.id = module_id
         self.last_status: Status = status or {}
         self.last_latency: dict[str, Any] | None = None
+        self.last_profile: list[dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"Module({self.id[:12]}…, {self.last_status.get('state', '?')})"
@@ -182,10 +183,14 @@ class Module:
             write_artifact(root, entry, self.artifact(str(entry["name"])))
         return root
 
-    def run(self, inputs: Mapping[str, np.ndarray], threads: int | None = None, repeat: int = 1) -> dict[str, np.ndarray]:
-        """The outputs (`out0`, ...) of a run with `inputs`; the latency is in `last_latency`."""
-        answer = self.client.request("POST", f"/modules/{self.id}/run", json=run_body(inputs, threads, repeat)).json()
+    def run(self, inputs: Mapping[str, np.ndarray], threads: int | None = None, repeat: int = 1,
+            profile: bool = False) -> dict[str, np.ndarray]:
+        """The outputs (`out0`, ...) of a run with `inputs`; the latency is in `last_latency`,
+        and with `profile` the per-kernel times in `last_profile`."""
+        body = run_body(inputs, threads, repeat, profile)
+        answer = self.client.request("POST", f"/modules/{self.id}/run", json=body).json()
         self.last_latency = answer.get("latency")
+        self.last_profile = answer.get("profile")
         return run_outputs(answer)
 
     def delete(self) -> None:

@@ -96,8 +96,10 @@ def compile_body(
     pass_config: Mapping[str, Any] | None = None,
     cflags: Sequence[str] | None = None,
     workspace_byte_alignment: int | None = None,
+    record_passes: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body of `POST /compile`; `params` as arrays or the path of an .npz."""
+    """The JSON body of `POST /compile`; `params` as arrays or the path of an .npz;
+    `record_passes` stores the module after each pass as the artifact `passes.json`."""
     options = dict(config or {})
     for key, value in (("opt_level", opt_level), ("pass_config", pass_config), ("cflags", cflags),
                        ("workspace_byte_alignment", workspace_byte_alignment)):
@@ -105,6 +107,8 @@ def compile_body(
             options[key] = list(value) if key == "cflags" else value
     body: dict[str, Any] = {"relay": relay_text(relay_or_path), "target": target, "module_name": module_name,
                             "codegens": [codegen_request(c) for c in codegens], "config": options}
+    if record_passes:
+        body["record_passes"] = True
     if params is not None:
         if isinstance(params, (str, os.PathLike)):
             body["params"] = base64.b64encode(Path(params).read_bytes()).decode("ascii")
@@ -113,10 +117,12 @@ def compile_body(
     return body
 
 
-def run_body(inputs: Mapping[str, np.ndarray], threads: int | None, repeat: int) -> dict[str, Any]:
+def run_body(inputs: Mapping[str, np.ndarray], threads: int | None, repeat: int, profile: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"inputs_npz": npz_b64(inputs), "repeat": repeat, "output_format": "npz"}
     if threads is not None:
         body["threads"] = threads
+    if profile:
+        body["profile"] = True
     return body
 
 

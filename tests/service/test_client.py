@@ -12,6 +12,7 @@ import asyncio
 import subprocess
 import sys
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def client(server: Server) -> Iterator[Client]:
 def mlp(client: Client) -> tuple[Module, list[dict[str, object]]]:
     """Seed 001's MLP compiled from its file, and the progress seen while waiting for it."""
     seen: list[dict[str, object]] = []
-    module = client.compile(MLP, target="c", module_name="mlp")
+    module = client.compile(MLP, target="c", module_name="mlp", record_passes=True)
     module.wait(timeout=120, on_progress=lambda p: seen.append(dict(p)))
     return module, seen
 
@@ -103,6 +104,16 @@ def test_run_takes_and_gives_numpy_and_matches_the_numpy_mlp(mlp: tuple[Module, 
     assert list(outputs) == ["out0"]
     np.testing.assert_allclose(outputs["out0"], mlp_numpy(**inputs), rtol=1e-4, atol=1e-4)
     assert module.last_latency is not None and module.last_latency["runs"] == 3
+
+
+def test_the_ir_after_each_pass_and_a_kernel_profile_come_back_when_asked(mlp: tuple[Module, object]) -> None:
+    module, _ = mlp
+    passes = json.loads(module.artifact("passes.json"))
+    assert passes and {"pass", "changed", "text"} <= set(passes[0])
+
+    module.run(mlp_inputs(), profile=True)
+
+    assert module.last_profile and all(row["us"] >= 0 for row in module.last_profile)
 
 
 def test_modules_iterates_every_page_and_filters_by_state(client: Client, mlp: tuple[Module, object]) -> None:

@@ -52,7 +52,7 @@ serve: install
 
 # Differential testing at length: N generated models compiled (for c, cblas and the test
 # codegens of tests/codegens, alone and together) and compared with the interpreter (make
-# test runs a seeded sample of 75).
+# test runs a seeded sample of 50).
 N ?= 1000
 fuzz-diff: install
 	$(VENV_PYTHON) -m tests.differential.run $(N)

@@ -1,5 +1,6 @@
-"""The reference interpreter against numpy on a small MLP (bench/models/mlp.relay): how slow the
-interpreter is, which is what checking a real model against it costs."""
+"""The reference interpreter against numpy on a small MLP (bench/models/mlp.relay) and on
+ResNet-50 (bench/models/resnet.py): how slow the interpreter is, which is what checking a real
+model against it costs (issue 11's target: ResNet-50 in under 3 s)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.parser import parse_file
+from compiler.parser import parse, parse_file
 from compiler.runtime.interpreter import run_main
 
 MLP_MODEL = Path(__file__).resolve().parent / "models" / "mlp.relay"
@@ -47,6 +48,20 @@ def median_ms(run: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def resnet50(repeat: int) -> None:
+    """The interpreter on the benchmark's ResNet-50 (parse and type-check not counted), its
+    output checked against the model's numpy reference first."""
+    from bench.models import get
+
+    model = get("resnet50", tiny=False)
+    module = parse(model.relay, "resnet50.relay")
+    (result,) = run_main(module, model.inputs, model.params)
+    reference = model.reference()
+    np.testing.assert_allclose(result, reference, rtol=1e-3, atol=1e-3 * float(np.abs(reference).max()))
+    ms = median_ms(lambda: run_main(module, model.inputs, model.params), repeat)
+    print(f"ResNet-50 1x3x224x224, relaycc interpret: {ms / 1e3:.2f} s (median of {repeat} runs; target < 3 s)")
+
+
 def run(repeat: int) -> None:
 
     rng = np.random.default_rng(0)
@@ -70,3 +85,5 @@ def run(repeat: int) -> None:
     print(f"{'case':<20} {'ms':>10} {'vs numpy':>10}")
     for name, ms in timings.items():
         print(f"{name:<20} {ms:>10.3f} {ms / baseline:>9.2f}x")
+    print()
+    resnet50(max(1, min(repeat, 3)))

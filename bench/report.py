@@ -14,7 +14,7 @@ TOP_KEYS = {"machine", "settings", "peaks", "models"}
 MODEL_KEYS = {"name", "title", "dtype", "flops", "builds", "runs"}
 RUN_KEYS = {"threads", "peer", "ok"}
 TIMED_RUN_KEYS = {"median_ms", "min_ms", "runs", "gflops", "rel_error"}
-BUILD_KEYS = {"cold_s", "cached_s", "rss_bytes", "workspace_bytes"}
+BUILD_KEYS = {"cold_s", "cached_s", "rss_bytes", "workspace_bytes", "two_largest_live_bytes"}
 
 
 def schema_errors(results: dict[str, Any]) -> list[str]:
@@ -38,6 +38,10 @@ def schema_errors(results: dict[str, Any]) -> list[str]:
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _kib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1024:.1f}"
 
 
 def peaks_lines(results: dict[str, Any]) -> list[str]:
@@ -83,7 +87,7 @@ def run_table(results: dict[str, Any]) -> list[str]:
 
 def build_table(results: dict[str, Any]) -> list[str]:
     header = (f"{'model':<42} {'target':<9} {'cold s':>7} {'again s':>8} {'build MB':>9} {'gcc MB':>7} "
-              f"{'workspace KiB':>14}")
+              f"{'workspace KiB':>14} {'2 live KiB':>11} {'scratch KiB':>12}")
     lines = [header, "-" * len(header)]
     for model in results["models"]:
         for peer, build in model["builds"].items():
@@ -94,10 +98,13 @@ def build_table(results: dict[str, Any]) -> list[str]:
             rss = build["rss_bytes"]
             lines.append(f"{model['title']:<42} {target:<9} {build['cold_s']:>7.2f} {build['cached_s']:>8.2f} "
                          f"{rss['peak'] / 2**20:>9.0f} {rss['children'] / 2**20:>7.0f} "
-                         f"{build['workspace_bytes'] / 1024:>14.1f}")
+                         f"{build['workspace_bytes'] / 1024:>14.1f} {_kib(build.get('two_largest_live_bytes')):>11} "
+                         f"{_kib(build.get('largest_scratch_bytes')):>12}")
     lines.append("cold: parse -> loaded .so in a fresh process with the compiler imported; again: the same build "
                  "once more in that process, its objects in the compile cache the cold build filled; "
-                 "build MB: the build process's peak RSS, weights included; gcc MB: the largest gcc.")
+                 "build MB: the build process's peak RSS, weights included; gcc MB: the largest gcc; 2 live: the "
+                 "largest sum of two intermediates live at once (issue 11's bound on the workspace); scratch: the "
+                 "largest kernel scratch buffer in the plan.")
     return lines
 
 

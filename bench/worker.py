@@ -28,6 +28,7 @@ import numpy as np
 
 from bench.models import get
 from bench.models.model import Model
+from bench.workspace import workspace_figures
 
 # Checked before a time counts: rtol 1e-3 for float32, looser for float16, each with an absolute
 # floor of the same fraction of the output's largest magnitude (near-zero outputs have no
@@ -116,8 +117,7 @@ def build(job: dict[str, Any], model: Model) -> dict[str, Any]:
     cached_s, _ = one(outdir.parent / f"{outdir.name}-again")
     report = module.report["memory"]
     return {"import_s": import_s, "cold_s": cold_s, "cached_s": cached_s, "rss_bytes": memory,
-            "workspace_bytes": report["workspace_bytes"], "constant_bytes": report["constant_bytes"],
-            "outdir": str(outdir)}
+            **workspace_figures(report), "constant_bytes": report["constant_bytes"], "outdir": str(outdir)}
 
 
 def peer_call(job: dict[str, Any], model: Model) -> tuple[Callable[[], Any], dict[str, Any]]:

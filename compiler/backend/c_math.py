@@ -1,4 +1,4 @@
-"""float32 exp, erf, tanh and sqrt as static inline C that gcc vectorizes.
+"""float32 exp, erf and tanh as static inline C that gcc vectorizes.
 
 math.h's expf, erff and tanhf are calls gcc cannot vectorize without -ffast-math, so a loop of
 softmax or of a gelu epilogue ran one element at a time. These versions use only arithmetic,
@@ -9,8 +9,7 @@ the loop would stay scalar.
 
 Accuracy (float32 ulps against the correctly rounded value, checked over every float32 with
 gcc 12 -O3 -march=native): exp 0.94, erf 2.5, tanh 1.4; inf, -inf, NaN, -0.0, overflow to inf
-and gradual underflow to denormals and 0 come out as libm has them. sqrt is the hardware's,
-correctly rounded. float64 keeps libm.
+and gradual underflow to denormals and 0 come out as libm has them. float64 keeps libm.
 
 The polynomial coefficients are our own fits (weighted least squares on relative error, in
 float64, rounded to float32): Taylor's for exp on |r| <= ln2/2; erf(x) = x + x*P(x*x) for
@@ -25,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # The functions routed here, by their math.h name; their C names are relaycc_<name>_f32.
-VECTOR_MATH_F32 = ("exp", "erf", "tanh", "sqrt")
+VECTOR_MATH_F32 = ("exp", "erf", "tanh")
 
 
 def _horner(var: str, acc: str, coefficients: Sequence[float]) -> str:
@@ -118,16 +117,6 @@ _TANH = (
 )
 
 
-# sqrtf may set errno (for x < 0), so gcc keeps it a call it neither moves nor vectorizes. On |x|
-# it knows better: a loop-invariant root (layer_norm's 1/sqrt(var + eps)) leaves the loop, which
-# then vectorizes. The sign (-0.0) and NaN of a negative x are put back by selects.
-_SQRT = (
-    "static inline float relaycc_sqrt_f32(float x) {\n"
-    "  return relaycc_pick_f32(x < 0.0f, NAN, copysignf(sqrtf(fabsf(x)), x));\n"
-    "}\n"
-)
-
-
 def math_helpers() -> dict[str, str]:
     """The definitions by C name, each after the ones it calls."""
     return {
@@ -137,5 +126,4 @@ def math_helpers() -> dict[str, str]:
         "relaycc_exp_f32": _EXP,
         "relaycc_erf_f32": _ERF,
         "relaycc_tanh_f32": _TANH,
-        "relaycc_sqrt_f32": _SQRT,
     }

@@ -69,7 +69,6 @@ def test_math_functions_follow_the_dtype() -> None:
     assert code_for_op["exp"](["x"], "float32") == "relaycc_exp_f32(x)"
     assert code_for_op["erf"](["x"], "float32") == "relaycc_erf_f32(x)"
     assert code_for_op["tanh"](["x"], "float32") == "relaycc_tanh_f32(x)"
-    assert code_for_op["sqrt"](["x"], "float32") == "relaycc_sqrt_f32(x)"
     assert code_for_op["log"](["x"], "float32") == "logf(x)"
     assert code_for_op["exp"](["x"], "float16") == "((_Float16)expf((float)x))"
     assert code_for_op["exp"](["x"], "float64") == "exp(x)"

@@ -3,9 +3,9 @@
 Helpers exist where one C operator does not have the IR's (numpy's) semantics: integer
 division and modulo that must not trap and may have to round toward minus infinity, floor
 division and modulo of floats as numpy's `divmod` computes them, NaN-propagating float
-min/max, and integer abs; and float32 exp, erf and tanh that vectorize (`c_math`). Each comes in a few widths named by suffix (`_i32`, `_i64`, `_u32`,
-`_u64`, `_f32`, `_f64`); narrower integer types use the `_i32` variant, since C promotes them
-to int anyway. A module includes only the helpers its functions call, and the ones those call.
+min/max, and integer abs; and float32 exp, erf and tanh that vectorize (`c_math`). Each comes
+in a few widths named by suffix (`_i32`, `_i64`, `_u32`, `_u64`, `_f32`, `_f64`); narrower
+integer types use the `_i32` variant, since C promotes them to int anyway. A module includes only the helpers its functions call, and the ones those call.
 """
 
 from __future__ import annotations

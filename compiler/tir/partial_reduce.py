@@ -5,7 +5,8 @@ associative and we build without -ffast-math), so it runs one element at a time.
 accumulator is `width` partials: element k of the axis goes to partial k % width, inside a
 `simd` loop over the partials that gcc turns into vector operations, and the partials are
 folded into partial 0 at the end. That reassociates float sums (results move within rounding,
-as any blocked sum does); integer sums (which wrap) and max/min come out exactly as in order.
+as any blocked sum does); integer sums (which wrap) and max/min come out exactly as in order
+(max/min up to which of +0.0 and -0.0 wins a tie).
 
 The caller decides when it pays: the axis must be contiguous in every load (`unit_stride`),
 else each vector would be a gather.

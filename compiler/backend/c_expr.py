@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from compiler.backend.c_helpers import HELPER_PREFIX, helper_suffix
+from compiler.backend.c_math import VECTOR_MATH_F32
 from compiler.tir.analysis import expr_children
 from compiler.tir.dtypes import c_type
 from compiler.tir.expr import (
@@ -149,8 +150,10 @@ def _float_or_int(float_code: OpCode, int_code: OpCode) -> OpCode:
 
 def _math_call(fname: str, args: Sequence[str], dtype: str) -> str:
     """`fname` from math.h in the precision of `dtype` (float16 computes in float, integers in
-    double, each converted back)."""
+    double, each converted back); float32 exp, erf and tanh are our own, which vectorize."""
     if dtype == "float32":
+        if fname in VECTOR_MATH_F32:
+            return f"{HELPER_PREFIX}{fname}_f32({_call_args(args)})"
         return f"{fname}f({_call_args(args)})"
     if dtype == "float64":
         return f"{fname}({_call_args(args)})"

@@ -3,14 +3,16 @@
 Helpers exist where one C operator does not have the IR's (numpy's) semantics: integer
 division and modulo that must not trap and may have to round toward minus infinity, floor
 division and modulo of floats as numpy's `divmod` computes them, NaN-propagating float
-min/max, and integer abs. Each comes in a few widths named by suffix (`_i32`, `_i64`, `_u32`,
-`_u64`, `_f32`, `_f64`); narrower integer types use the `_i32` variant, since C promotes them
-to int anyway. A module includes only the helpers its functions call.
+min/max, and integer abs; and float32 exp, erf and tanh that vectorize (`c_math`). Each comes
+in a few widths named by suffix (`_i32`, `_i64`, `_u32`, `_u64`, `_f32`, `_f64`); narrower
+integer types use the `_i32` variant, since C promotes them to int anyway. A module includes only the helpers its functions call, and the ones those call.
 """
 
 from __future__ import annotations
 
 import re
+
+from compiler.backend.c_math import math_helpers
 
 HELPER_PREFIX = "relaycc_"
 
@@ -107,7 +109,7 @@ def _build_helpers() -> dict[str, str]:
                                  f"{{ return (a < b || isnan(a)) ? a : b; }}\n")
         helpers[f"max_{sfx}"] = (f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) "
                                  f"{{ return (a > b || isnan(a)) ? a : b; }}\n")
-    return {HELPER_PREFIX + k: v for k, v in helpers.items()}
+    return {**{HELPER_PREFIX + k: v for k, v in helpers.items()}, **math_helpers()}
 
 
 HELPERS: dict[str, str] = _build_helpers()
@@ -115,6 +117,13 @@ _HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
 
 
 def helpers_used(code: str) -> list[str]:
-    """Definitions of the helpers `code` calls, in a stable order."""
-    used = set(_HELPER_USE.findall(code))
+    """Definitions of the helpers `code` calls and of those they call, each after its callees
+    (the order of HELPERS)."""
+    used: set[str] = set()
+    pending = set(_HELPER_USE.findall(code))
+    while pending:
+        name = pending.pop()
+        if name in HELPERS and name not in used:
+            used.add(name)
+            pending.update(_HELPER_USE.findall(HELPERS[name]))
     return [text for name, text in HELPERS.items() if name in used]

@@ -32,7 +32,8 @@ from compiler.ir.types import TensorType, TupleType, Type, flatten_tensor_types
 from compiler.ir.visitor import post_order
 from compiler.ops.registry import OpDef, OpPattern
 from compiler.tir import expr as te
-from compiler.tir.analysis import expr_children, rebuild_expr
+from compiler.tir import partial_reduce
+from compiler.tir.analysis import expr_children, rebuild_expr, substitute
 from compiler.tir.compute import Index, KernelContext, Reduction, TensorView
 from compiler.tir.dtypes import max_value, min_value
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
@@ -558,8 +559,27 @@ class PrimitiveLowering:
         else:
             update = Store(acc, (te.const(0),), _combine(red.combiner, acc[0], te.cast(red.dtype, value)))
             init = Store(acc, (te.const(0),), te.const(_init_value(red.combiner, red.dtype), red.dtype))
-        for v, e in reversed(list(zip(red_vars, red.extents))):
+        width = 0 if arg_reduce or not red_vars else self._partials(red, value, red_vars[-1])
+        extents = red.extents
+        if width:
+            # The innermost reduce axis as vector loops over `width` partial accumulators.
+            acc = te.Buffer(acc.name, (width,), red.dtype, scope="local")
+            inner, extent = red_vars[-1], red.extents[-1]
+            assert isinstance(extent, int)
+            cast_value = te.cast(red.dtype, value)
+
+            def combine(a: te.PrimExpr, b: te.PrimExpr) -> te.PrimExpr:
+                return _combine(red.combiner, a, b)
+
+            init = partial_reduce.init_partials(
+                self.ctx, acc, width, te.const(_init_value(red.combiner, red.dtype), red.dtype))
+            update = partial_reduce.accumulate(
+                self.ctx, acc, width, extent, lambda k: substitute(cast_value, {inner: k}), combine)
+            red_vars, extents = red_vars[:-1], extents[:-1]
+        for v, e in reversed(list(zip(red_vars, extents))):
             update = For(v, te.const(0), te.as_expr(e), update)
+        if width:
+            update = seq(update, partial_reduce.fold_partials(self.ctx, acc, width, combine))
         result: te.PrimExpr = acc[0]
         if red.finalize is not None:
             result = red.finalize(result, tuple(out_vars))
@@ -575,6 +595,22 @@ class PrimitiveLowering:
                 kind = ForKind.PARALLEL
             body = For(out_vars[k], te.const(0), te.as_expr(out.shape[k]), body, kind)
         return body
+
+    def _partials(self, red: Reduction, value: te.PrimExpr, inner: te.Var) -> int:
+        """The number of partial accumulators for `red`, or 0 to reduce in order: sums, max and
+        min along a static axis of at least two blocks whose loads are contiguous along it."""
+        width = partial_reduce.partial_width(self.ctx)
+        extent = red.extents[-1]
+        if red.combiner not in _PARTIAL_COMBINERS or red.dtype not in _PARTIAL_DTYPES:
+            return 0
+        if not isinstance(extent, int) or extent < 2 * width:
+            return 0
+        return width if partial_reduce.unit_stride(value, inner) else 0
+
+
+_PARTIAL_COMBINERS = ("sum", "max", "min")
+# float16 sums keep their order: they round at every step, and reordering moves them visibly.
+_PARTIAL_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def _value_children(node: Expr) -> tuple[Expr, ...]:

@@ -66,9 +66,13 @@ def test_float_max_is_a_nan_propagating_helper_and_int_division_is_guarded() -> 
 
 
 def test_math_functions_follow_the_dtype() -> None:
-    assert code_for_op["exp"](["x"], "float32") == "expf(x)"
+    assert code_for_op["exp"](["x"], "float32") == "relaycc_exp_f32(x)"
+    assert code_for_op["erf"](["x"], "float32") == "relaycc_erf_f32(x)"
+    assert code_for_op["tanh"](["x"], "float32") == "relaycc_tanh_f32(x)"
+    assert code_for_op["log"](["x"], "float32") == "logf(x)"
+    assert code_for_op["exp"](["x"], "float16") == "((_Float16)expf((float)x))"
     assert code_for_op["exp"](["x"], "float64") == "exp(x)"
     assert code_for_op["exp"](["x"], "int32") == "((int32_t)exp((double)x))"
     assert code_for_op["round"](["x"], "float32") == "roundf(x)"
-    assert code_for_op["sigmoid"](["x"], "float32") == "(1.0f / (1.0f + expf(-x)))"
+    assert code_for_op["sigmoid"](["x"], "float32") == "(1.0f / (1.0f + relaycc_exp_f32(-x)))"
     assert code_for_op["floor"](["i"], "int32") == "i"

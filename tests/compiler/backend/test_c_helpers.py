@@ -11,6 +11,13 @@ def test_only_the_helpers_a_text_calls_are_included() -> None:
     assert helpers_used("no helpers here") == []
 
 
+def test_a_helper_brings_the_helpers_it_calls_before_itself() -> None:
+    used = helpers_used("y = relaycc_erf_f32(x);")
+    names = [next(n for n, t in HELPERS.items() if t == text) for text in used]
+    assert names == ["relaycc_asint_f32", "relaycc_asfloat_i32", "relaycc_pick_f32", "relaycc_exp_f32",
+                     "relaycc_erf_f32"]
+
+
 def test_narrow_types_use_the_int32_variant() -> None:
     assert [helper_suffix(d) for d in ("int8", "uint16", "bool", "int32")] == ["i32"] * 4
     assert [helper_suffix(d) for d in ("int64", "uint32", "uint64")] == ["i64", "u32", "u64"]

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.tir.analysis import walk_stmts
+from compiler.tir.stmt import For, ForKind
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(5)
@@ -26,6 +28,11 @@ CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
     "softmax_large_values_do_not_overflow": ("nn.softmax", f32(2, 9, scale=300.0), {}),
     "softmax_one_dim": ("nn.softmax", f32(11), {}),
     "softmax_parallel": ("nn.softmax", f32(64, 1000), {}),
+    # Rows of at least two blocks of partials take the vector passes; 45 leaves a remainder.
+    "softmax_vector_rows": ("nn.softmax", f32(3, 45), {}),
+    "softmax_vector_rows_large_values": ("nn.softmax", f32(2, 64, scale=300.0), {}),
+    "softmax_vector_rows_float64": ("nn.softmax", f32(2, 40).astype("float64"), {}),
+    "log_softmax_vector_rows": ("nn.log_softmax", f32(3, 45), {}),
     "log_softmax_last_axis": ("nn.log_softmax", f32(3, 7), {}),
     "log_softmax_first_axis": ("nn.log_softmax", f32(3, 4, 2), {"axis": 0}),
     "log_softmax_large_values": ("nn.log_softmax", f32(4, 6, scale=300.0), {"axis": 1}),
@@ -40,6 +47,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs.append(lower_text(fused, "softmax_times_two"))
     widened = primitive(op_call("nn.softmax", 1, {"axis": 1}), [data], 'cast(%0, dtype="float64")')
     funcs.append(lower_text(widened, "softmax_to_float64"))
+    _, rows, _ = CASES["softmax_vector_rows"]
+    widened_rows = primitive(op_call("nn.softmax", 1, {}), [rows], 'cast(%0, dtype="float64")')
+    funcs.append(lower_text(widened_rows, "softmax_vector_rows_to_float64"))
     return Library(funcs, Path(tmp_path_factory.mktemp("softmax")))
 
 
@@ -65,6 +75,23 @@ def test_softmax_applies_the_fused_epilogue(library: Library) -> None:
 def test_softmax_with_an_epilogue_changing_the_dtype_recomputes_exp(library: Library) -> None:
     _, data, attrs = CASES["softmax_middle_axis"]
     (result,) = library.run("softmax_to_float64", [data])
+    assert result.dtype == np.float64
+    np.testing.assert_allclose(result, reference("nn.softmax", [data], attrs), rtol=1e-5, atol=1e-6)
+
+
+def test_last_axis_rows_run_as_vector_loops(library: Library) -> None:
+    def simd_loops(name: str) -> int:
+        return sum(1 for s in walk_stmts(library.funcs[name].body) if isinstance(s, For) and s.kind is ForKind.VECTORIZED)
+
+    # init and accumulate for max and for sum, and the normalize pass
+    assert simd_loops("softmax_vector_rows") == 5
+    assert simd_loops("softmax_last_axis") == 0  # 7 elements: too short for partials
+    assert simd_loops("softmax_middle_axis") == 0  # strided
+
+
+def test_vector_rows_with_an_epilogue_changing_the_dtype(library: Library) -> None:
+    _, data, attrs = CASES["softmax_vector_rows"]
+    (result,) = library.run("softmax_vector_rows_to_float64", [data])
     assert result.dtype == np.float64
     np.testing.assert_allclose(result, reference("nn.softmax", [data], attrs), rtol=1e-5, atol=1e-6)
 

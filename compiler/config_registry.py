@@ -132,7 +132,7 @@ ALLOWED_CFLAGS = frozenset({
     "-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast",
     "-march=native", "-mtune=native",
     "-std=c99", "-std=c11", "-std=gnu99", "-std=gnu11", "-std=c17", "-std=gnu17",
-    "-fPIC", "-shared", "-fopenmp", "-fopenmp-simd", "-ffast-math", "-fno-fast-math",
+    "-fPIC", "-shared", "-fopenmp", "-fopenmp-simd", "-ffast-math", "-fno-fast-math", "-fno-math-errno",
     "-funroll-loops", "-fno-tree-vectorize", "-g", "-g0", "-w", "-Wall", "-Wextra",
 })
 DEFINE_FLAG = "-DNAME[=VALUE]"

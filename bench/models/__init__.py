@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.models import cnn, mlp, resnet, transformer
+from bench.models import cnn, gpt2, mlp, resnet, transformer
 from bench.models.model import Model
 
 MODELS: dict[str, Callable[[], Model]] = {
@@ -14,6 +14,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "transformer": transformer.build,
     "resnet50": lambda: resnet.build("float32"),
     "resnet50_fp16": lambda: resnet.build("float16"),
+    "gpt2": gpt2.build,
 }
 
 # The same architectures on shapes that build and run in a second or two.
@@ -24,6 +25,7 @@ TINY: dict[str, Callable[[], Model]] = {
     "transformer": lambda: transformer.build(seq=8, dim=16, heads=2, ff=32),
     "resnet50": lambda: resnet.build("float32", layers=(1, 1, 1, 1), base=4, size=32, classes=10),
     "resnet50_fp16": lambda: resnet.build("float16", layers=(1, 1, 1, 1), base=4, size=32, classes=10),
+    "gpt2": lambda: gpt2.build(seq=4, dim=16, heads=2, ff=32, layers=2, vocab=50, positions=8),
 }
 
 

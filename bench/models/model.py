@@ -33,8 +33,9 @@ class Model:
 
     def reference(self) -> np.ndarray:
         """The float32 result every peer is checked against (float16 arrays are widened first,
-        so a float16 model's reference is exact math on its rounded weights)."""
-        arrays = {k: v.astype(np.float32) for k, v in {**self.inputs, **self.params}.items()}
+        so a float16 model's reference is exact math on its rounded weights; integer inputs such
+        as token ids stay as they are)."""
+        arrays = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in {**self.inputs, **self.params}.items()}
         return np.asarray(self.forward(arrays), dtype=np.float32)
 
 
@@ -51,8 +52,8 @@ class RelayWriter:
         self.signature: list[str] = []
         self.lines: list[str] = []
 
-    def param(self, name: str, shape: Sequence[int]) -> str:
-        self.signature.append(f"%{name}: {tensor_type(shape, self.dtype)}")
+    def param(self, name: str, shape: Sequence[int], dtype: str | None = None) -> str:
+        self.signature.append(f"%{name}: {tensor_type(shape, dtype or self.dtype)}")
         return f"%{name}"
 
     def let(self, expr: str) -> str:

@@ -36,7 +36,11 @@ from pathlib import Path
 from compiler.diagnostics import CompileError
 from compiler.runtime.compile_cache import CompileCache, object_key
 
-DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
+# -fno-math-errno: nothing reads errno after a math call, and with it kept a sqrtf inside an
+# `omp parallel for` stays a call per element (layer_norm's normalize step: 200 us instead of
+# 3.5 us); the results are the same, IEEE's, either way.
+DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd",
+                                   "-fno-math-errno")
 WARNING_FLAGS: tuple[str, ...] = ("-Wall", "-Wextra")
 _REQUIRED_FOR_SHARED = ("-fPIC", "-shared")
 # Integer arithmetic wraps in the generated C as it does in TVM's LLVM code and in the numpy

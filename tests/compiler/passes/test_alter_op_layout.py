@@ -141,11 +141,23 @@ def test_batch_matmul_of_whole_blocks_packs_without_units() -> None:
     np.testing.assert_allclose(run_main(altered(before), x)[0], run_main(before, x)[0], rtol=1e-5, atol=1e-5)
 
 
-def test_dense_taken_by_an_external_codegen_is_not_packed() -> None:
+def test_product_taken_by_an_external_codegen_is_not_packed() -> None:
+    # cblas takes a batch_matmul whatever its weight; AlterOpLayout would pack this one's.
+    product = """def @main(%x: Tensor[(1, 20, 37), float32], %w: Tensor[(1, 21, 37), float32]) {
+  nn.batch_matmul(%x, %w, transpose_a=False, transpose_b=True)
+}"""
+    model = lower(parse(HEADER + product), BuildOptions(target="cblas, c"), {"w": f32(1, 21, 37)}, executor=False)
+    functions = [f for _, f in model.source.functions() if isinstance(f, Function)]
+    ops = {n.op_name for f in functions for n in post_order(f) if isinstance(n, Call) and n.op_name}
+    assert "nn.batch_matmul" in ops and "nn.contrib_dense_pack" not in ops
+
+
+def test_dense_of_a_constant_weight_stays_on_the_host_under_cblas_and_is_packed() -> None:
     mlp = """def @main(%x: Tensor[(20, 37), float32], %w: Tensor[(21, 37), float32]) {
   nn.dense(%x, %w, units=None)
 }"""
     model = lower(parse(HEADER + mlp), BuildOptions(target="cblas, c"), {"w": f32(21, 37)}, executor=False)
     functions = [f for _, f in model.source.functions() if isinstance(f, Function)]
+    assert not [f for f in functions if f.attrs.get("Compiler")]
     ops = {n.op_name for f in functions for n in post_order(f) if isinstance(n, Call) and n.op_name}
-    assert "nn.dense" in ops and "nn.contrib_dense_pack" not in ops
+    assert "nn.contrib_dense_pack" in ops

@@ -5,7 +5,7 @@ run against a convolution written here in numpy.
 Covers both weight orders, blocks of one and two vectors (AVX2's 8 lanes and AVX-512's 16),
 padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers read in place,
 fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
-take.
+take. Which calls reach the kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 
 from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.expr import Function
-from compiler.ops.conv_nchwc import packed_block
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
 from compiler.tir.analysis import walk_stmts
@@ -159,25 +158,3 @@ def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library:
 
 def test_generated_c_compiles_without_warnings(library: Library) -> None:
     assert library.warnings == []
-
-
-@pytest.mark.parametrize(("attrs", "expected"), [
-    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NCHW"}, (16, True)),
-    ({"data_layout": "NCHW", "kernel_layout": "OIHW8o", "out_layout": ""}, (8, False)),
-    ({"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, None),
-    ({"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}, None),
-    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NHWC"}, None),
-])
-def test_packed_block_reads_the_weight_block_only_for_nchw_data_and_output(
-    attrs: dict[str, str], expected: tuple[int, bool] | None
-) -> None:
-    assert packed_block(attrs) == expected  # type: ignore[arg-type]  # the three keys it reads
-
-
-def test_weight_whose_block_disagrees_with_its_layout_is_a_type_error() -> None:
-    data, weight = f32(1, 4, 6, 6), np.zeros((2, 3, 3, 4, 8), np.float32)
-    attrs = {"channels": 16, "kernel_size": [3, 3], "data_layout": "NCHW", "kernel_layout": "OHWI16o",
-             "out_layout": "NCHW"}
-    func = parse_expr(primitive(op_call(OP, 2, attrs), [data, weight]))
-    with pytest.raises(Exception, match="OHWI16o|weight"):
-        infer_expr(func)

@@ -10,6 +10,11 @@ the N-d geometry, reference and loops of compiler/ops/conv_nd.py.
 As in TVM, contrib_conv2d_NCHWc needs `channels` and `kernel_size` (its relation reads the output
 shape from them rather than from the blocked weight); here the weight is checked against them.
 The depthwise op is a convolution with one input channel per group, `groups` = input channels.
+
+Beyond TVM's uses, data may stay NCHW with only the weight blocked: `data_layout="NCHW"`,
+`kernel_layout="OIHW[b]o"`, `out_layout="NCHW"` is what AlterOpLayout makes of a float32
+nn.conv2d with a constant weight, and such a call (one group, b one or two vectors) runs the
+register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from compiler.ops.conv_nd import (
     int8_ramp,
 )
 from compiler.ops.domain import Domain, Draw
+from compiler.ops.kernels import conv2d_packed
+from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.gemm import vector_lanes
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.tir.compute import Epilogue, KernelContext, TensorView
+from compiler.tir.expr import Buffer
+from compiler.tir.stmt import Stmt
 
 F32 = "float32"
 NCHWC = "nn.contrib_conv2d_NCHWc"
@@ -58,6 +69,33 @@ def _depthwise_rel(types: Sequence[Type], attrs: Attrs) -> Type:
             f"data {data} and one input channel per filter, got groups={g.groups} and weight {weight}"
         )
     return conv_type(g, attrs, data, DEPTHWISE)
+
+
+_generic_kernel = conv_kernel(NCHWC, 2)
+
+
+def packed_block(attrs: Attrs) -> tuple[int, bool] | None:
+    """(b, whether the taps come before the input channels) of a call on NCHW data with an
+    OIHW[b]o or OHWI[b]o weight and NCHW output, else None."""
+    kernel = attrs["kernel_layout"]
+    plain = attrs["data_layout"] == "NCHW" and attrs["out_layout"] in ("", "NCHW")
+    if not plain or kernel[:4] not in ("OIHW", "OHWI") or not kernel.endswith("o") or not kernel[4:-1].isdigit():
+        return None
+    return int(kernel[4:-1]), kernel[:4] == "OHWI"
+
+
+def _nchwc_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt:
+    data, weight = input_buffers(inputs, NCHWC)
+    packing = packed_block(attrs)
+    float_ops = data.dtype == weight.dtype == out.dtype
+    if packing is not None and float_ops and conv2d_packed.applies(out.dtype, attrs["groups"], packing[0],
+                                                                   vector_lanes(ctx, out.dtype)):
+        g = conv_geometry(NCHWC, TensorType(data.shape, data.dtype), TensorType(weight.shape, weight.dtype), attrs, 2)
+        window = (g.strides, g.dilation, g.pad_before)
+        return conv2d_packed.conv2d_packed_loops(ctx, data, weight, out, epilogue, window, packing[1])  # type: ignore[arg-type]  # 2-D
+    return _generic_kernel(ctx, inputs, out, attrs, out_type, epilogue)
 
 
 def _blocked_domain(depthwise: bool) -> Callable[[Draw], Sample]:
@@ -112,7 +150,7 @@ register(
         type_rel=_nchwc_rel,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
-        kernel=conv_kernel(NCHWC, 2),
+        kernel=_nchwc_kernel,
         extras={"batch_rows": batch_first("data_layout", "out_layout")},
         shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),

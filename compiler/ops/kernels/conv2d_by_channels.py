@@ -11,7 +11,7 @@ Pixels are numbered on the grid of the (padded) input's width: output pixel (y, 
 element `p + ky * dh * WP + kx * dw` of its channel plane, one affine index for the whole panel
 whatever the row. Columns with `x >= OW` (the padding's width) are computed and never stored:
 (WP - OW) / WP of the work, 3% on a 56-wide 3x3 layer, more on 7-wide maps. A stride s splits
-the grid into phases (`_Grid`), each holding every s-th row and column of the padded input from
+the grid into phases (`Grid`), each holding every s-th row and column of the padded input from
 one residue on, in which consecutive outputs again read consecutive elements. The input is
 copied into the grid when padding, a stride or the layout requires it, with slack after the
 last plane for the panel that runs past the end; otherwise the kernel reads it in place.
@@ -58,7 +58,7 @@ def applies(dtype: str, groups: int, channels: int, strides: tuple[int, int], ou
 
 
 @dataclass(frozen=True)
-class _Grid:
+class Grid:
     """The input as the kernel reads it: `phases` planes of `hp` x `wp` per (image, channel).
 
     With stride s, tap k of output x reads padded input column `x * s + k * d`; phase
@@ -93,7 +93,7 @@ class _Grid:
         return ((kernel[0] - 1) * dh // sh) * self.wp + (kernel[1] - 1) * dw // sw
 
 
-def _phases(stride: int, dilation: int, taps: int) -> int:
+def phases_of(stride: int, dilation: int, taps: int) -> int:
     """Residues some tap reaches: one when every tap lands on a multiple of the stride."""
     return 1 if taps == 1 or dilation % stride == 0 else stride
 
@@ -114,8 +114,8 @@ def conv2d_by_channels(
     reads the input by canonical (n, c, y, x) coordinates for the copy."""
     n, c, h, w, o, kh, kw, oh, ow = dims
     (sh, sw), (dh, dw), (top, left) = window
-    phases = (_phases(sh, dh, kh), _phases(sw, dw, kw))
-    grid = _Grid((sh, sw), (dh, dw), phases, oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw)
+    phases = (phases_of(sh, dh, kh), phases_of(sw, dw, kw))
+    grid = Grid((sh, sw), (dh, dw), phases, oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw)
     nr = 2 * vector_lanes(ctx, dtype)
     panels = -(-oh * grid.wp // nr)
     last_read = panels * nr - 1 + grid.max_shift((kh, kw))
@@ -131,7 +131,7 @@ def conv2d_by_channels(
     def read_grid(img: te.PrimExpr, ci: te.PrimExpr, ky: te.PrimExpr, kx: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
         return buffer[(img * c + ci) * grid.plane + p + grid.offset(ky, kx, n * c)]
 
-    fill = _copy(ctx, buffer, src, (n, c, h, w), grid, (top, left), total, dtype)
+    fill = copy_to_grid(ctx, buffer, src, (n, c, h, w), grid, (top, left), total, dtype)
     return Allocate(buffer, seq(fill, _product(ctx, geometry, nr, read_grid, wgt, store, dtype)))
 
 
@@ -181,12 +181,12 @@ def _stores_go_through_store_row(*_: object) -> Stmt:
     raise AssertionError("conv2d_by_channels stores whole tile rows (GemmSpec.store_row)")
 
 
-def _copy(
+def copy_to_grid(
     ctx: KernelContext,
     buffer: te.Buffer,
     src: Load4,
     dims: tuple[int, int, int, int],
-    grid: _Grid,
+    grid: Grid,
     origin: tuple[int, int],
     total: int,
     dtype: str,

@@ -13,6 +13,7 @@ from compiler import ops
 from compiler.parser.printer import astext
 from compiler.ir.structural import structural_equal
 from compiler.ir.types import ANY, TensorType
+from compiler.ops.conv_nchwc import packed_block
 from compiler.ops.registry import TypeRelationError
 from compiler.parser import parse
 from compiler.runtime.interpreter import run_main
@@ -209,3 +210,24 @@ def test_nchwc_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> Non
     export(lower(parse(MODEL)), tmp_path, "")
     result = CompiledModule(tmp_path).run(inputs)
     np.testing.assert_allclose(result.outputs[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("attrs", "expected"), [
+    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NCHW"}, (16, True)),
+    ({"data_layout": "NCHW", "kernel_layout": "OIHW8o", "out_layout": ""}, (8, False)),
+    ({"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, None),
+    ({"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}, None),
+    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NHWC"}, None),
+])
+def test_packed_block_reads_the_weight_block_only_for_nchw_data_and_output(
+    attrs: dict[str, str], expected: tuple[int, bool] | None
+) -> None:
+    assert packed_block(attrs) == expected  # type: ignore[arg-type]  # the three keys it reads
+
+
+def test_conv2d_nchwc_on_nchw_data_checks_the_weight_block_against_its_layout() -> None:
+    attrs = NCHWC.make_attrs({"channels": 16, "kernel_size": [3, 3], "data_layout": "NCHW",
+                              "kernel_layout": "OHWI16o", "out_layout": "NCHW"})
+    assert NCHWC.type_rel([t(1, 4, 6, 6), t(1, 3, 3, 4, 16)], attrs) == t(1, 16, 4, 4)
+    with pytest.raises(TypeRelationError, match=r"axis o of layout OHWI16o has size 8, expected 16"):
+        NCHWC.type_rel([t(1, 4, 6, 6), t(2, 3, 3, 4, 8)], attrs)

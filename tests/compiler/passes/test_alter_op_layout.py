@@ -161,3 +161,94 @@ def test_dense_of_a_constant_weight_stays_on_the_host_under_cblas_and_is_packed(
     assert not [f for f in functions if f.attrs.get("Compiler")]
     ops = {n.op_name for f in functions for n in post_order(f) if isinstance(n, Call) and n.op_name}
     assert "nn.contrib_dense_pack" in ops
+
+
+CONV = """def @main(%x: Tensor[(2, 9, 11, 9), float32], %w: Tensor[(32, 9, 3, 3), float32],
+          %b: Tensor[(32), float32], %r: Tensor[(2, 32, 6, 7), float32]) {
+  %0 = nn.conv2d(%x, %w, strides=[2, 1], padding=[1, 2, 1, 0], dilation=[1, 2], channels=32, kernel_size=[3, 3]);
+  %1 = nn.relu(nn.bias_add(%0, %b));
+  add(%1, %r)
+}"""
+
+
+def conv_with(channels: int) -> str:
+    """CONV with another count of output channels."""
+    return CONV.replace("(32", f"({channels}").replace(", 32,", f", {channels},").replace("=32", f"={channels}")
+
+
+def conv_call(mod: IRModule) -> Call:
+    (call,) = calls(mod, "nn.contrib_conv2d_NCHWc")
+    return call
+
+
+def numpy_conv_model(x: np.ndarray, w: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """CONV written out: stride (2, 1), dilation (1, 2), padding top 1, left 2, bottom 1."""
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (2, 0)))
+    out = np.zeros((2, 32, 6, 7))
+    for ky in range(3):
+        for kx in range(3):
+            window = padded[:, :, ky: ky + 11: 2, 2 * kx: 2 * kx + 7]
+            out += np.einsum("nihw,oi->nohw", window, w[:, :, ky, kx])
+    return np.maximum(out + b[:, None, None], 0) + r
+
+
+def test_constant_conv2d_weight_becomes_a_folded_ohwi_blocked_constant_on_nchw_data() -> None:
+    w = f32(32, 9, 3, 3)
+    mod = altered(bound(CONV, {"w": w, "b": f32(32)}))
+    call = conv_call(mod)
+    assert not calls(mod, "nn.conv2d") and not calls(mod, "layout_transform")
+    assert (call.attrs["data_layout"], call.attrs["kernel_layout"], call.attrs["out_layout"]) == ("NCHW", "OHWI16o", "NCHW")
+    assert list(call.attrs["strides"]) == [2, 1] and list(call.attrs["dilation"]) == [1, 2]
+    weight = call.args[1]
+    assert isinstance(weight, Constant)
+    np.testing.assert_array_equal(weight.data, w.reshape(2, 16, 9, 3, 3).transpose(0, 3, 4, 2, 1))
+    assert call.checked_type.shape == (2, 32, 6, 7)
+
+
+def test_packed_conv2d_model_computes_what_the_conv2d_model_does() -> None:
+    params = {"w": f32(32, 9, 3, 3), "b": f32(32)}
+    before = bound(CONV, params)
+    inputs = {"x": f32(2, 9, 11, 9), "r": f32(2, 32, 6, 7)}
+    np.testing.assert_allclose(run_main(altered(before), inputs)[0], run_main(before, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_built_packed_conv2d_fuses_bias_relu_and_add_and_matches_numpy(tmp_path: Path) -> None:
+    params = {"w": f32(32, 9, 3, 3), "b": f32(32)}
+    model = build(HEADER + CONV, tmp_path, BuildOptions(), params=params)
+    lowered = astext(model.lowered)
+    assert "fused_nn_contrib_conv2d_NCHWc_nn_bias_add_nn_relu_add" in lowered and "nn.conv2d(" not in lowered
+    x, r = f32(2, 9, 11, 9), f32(2, 32, 6, 7)
+    (out,) = CompiledModule(tmp_path).run({"x": x, "r": r}).outputs
+    np.testing.assert_allclose(out, numpy_conv_model(x, params["w"], params["b"], r), rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_block_is_two_vectors_or_one_when_the_channels_need_it() -> None:
+    wide = altered(bound(CONV, {"w": f32(32, 9, 3, 3), "b": f32(32)}), PassContext(config={"tir.vector_lanes": 16}))
+    assert conv_call(wide).attrs["kernel_layout"] == "OHWI32o"
+    narrow = altered(bound(conv_with(24), {"w": f32(24, 9, 3, 3), "b": f32(24)}))
+    assert conv_call(narrow).attrs["kernel_layout"] == "OHWI8o" and conv_call(narrow).args[1].checked_type.shape == (3, 3, 3, 9, 8)
+
+
+def test_conv2d_of_few_input_channels_keeps_the_taps_innermost() -> None:
+    rgb = CONV.replace("(2, 9, 11, 9)", "(2, 3, 11, 9)").replace("(32, 9, 3, 3)", "(32, 3, 3, 3)")
+    w = f32(32, 3, 3, 3)
+    call = conv_call(altered(bound(rgb, {"w": w, "b": f32(32)})))
+    assert call.attrs["kernel_layout"] == "OIHW16o"
+    np.testing.assert_array_equal(call.args[1].data, w.reshape(2, 16, 3, 3, 3).transpose(0, 2, 3, 4, 1))  # type: ignore[attr-defined]  # a Constant
+
+
+def test_conv2d_runtime_weights_groups_odd_channels_other_layouts_and_dtypes_are_left_alone() -> None:
+    runtime = bound(CONV, {"b": f32(32)})
+    assert altered(runtime) is runtime
+    grouped = bound(CONV.replace("(32, 9, 3, 3)", "(32, 1, 3, 3)").replace("(2, 9, 11, 9)", "(2, 4, 11, 9)")
+                    .replace("channels=32", "groups=4, channels=32"), {"w": f32(32, 1, 3, 3), "b": f32(32)})
+    assert altered(grouped) is grouped
+    odd = bound(conv_with(12), {"w": f32(12, 9, 3, 3), "b": f32(12)})
+    assert altered(odd) is odd
+    nhwc = """def @main(%x: Tensor[(1, 9, 9, 5), float32], %w: Tensor[(3, 3, 5, 16), float32]) {
+  nn.conv2d(%x, %w, padding=[1, 1], data_layout="NHWC", kernel_layout="HWIO")
+}"""
+    channels_last = bound(nhwc, {"w": f32(3, 3, 5, 16)})
+    assert altered(channels_last) is channels_last
+    half = bound(CONV.replace("float32", "float16"), {"w": f32(32, 9, 3, 3).astype("float16"), "b": f32(32).astype("float16")})
+    assert altered(half) is half

@@ -1,0 +1,160 @@
+"""conv2d on NCHW data with a weight packed as OHWI[b]o / OIHW[b]o
+(compiler/ops/kernels/conv2d_packed.py, reached through nn.contrib_conv2d_NCHWc) built to C and
+run against a convolution written here in numpy.
+
+Covers both weight orders, blocks of one and two vectors (AVX2's 8 lanes and AVX-512's 16),
+padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers read in place,
+fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
+take. Which calls reach the kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.backend.lower_primitive import lower_primitive
+from compiler.ir.expr import Function
+from compiler.parser import parse_expr
+from compiler.passes.infer_type import infer_expr
+from compiler.tir.analysis import walk_stmts
+from compiler.tir.compute import KernelContext
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
+from tests.compiler.ops.kernels.harness import Library, op_call, primitive
+
+RNG = np.random.default_rng(11)
+OP = "nn.contrib_conv2d_NCHWc"
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype("float32")
+
+
+def pack(weight: np.ndarray, block: int, taps_outer: bool) -> np.ndarray:
+    o, i, kh, kw = weight.shape
+    blocked = weight.reshape(o // block, block, i, kh, kw)
+    return np.ascontiguousarray(blocked.transpose((0, 3, 4, 2, 1) if taps_outer else (0, 2, 3, 4, 1)))
+
+
+def numpy_conv(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int], dilation: tuple[int, int],
+               padding: tuple[int, int, int, int]) -> np.ndarray:
+    """out[n, o, y, x] = sum over (i, ky, kx) of w[o, i, ky, kx] * padded[n, i, y*sh + ky*dh, x*sw + kx*dw]."""
+    top, left, bottom, right = padding
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    (sh, sw), (dh, dw) = strides, dilation
+    o, _, kh, kw = weight.shape
+    oh = (x.shape[2] - (kh - 1) * dh - 1) // sh + 1
+    ow = (x.shape[3] - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((data.shape[0], o, oh, ow))
+    for ky in range(kh):
+        for kx in range(kw):
+            window = x[:, :, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
+            out += np.einsum("nihw,oi->nohw", window, weight[:, :, ky, kx].astype(np.float64))
+    return out
+
+
+# name -> (data, OIHW weight, block, taps_outer, float32 lanes of the tile, strides, dilation, padding)
+CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], tuple[int, int],
+                       tuple[int, int, int, int]]] = {
+    "same_padding_3x3": (f32(1, 8, 10, 10), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "odd_channels_taps_inner_uneven_window": (
+        f32(2, 5, 9, 7), f32(16, 5, 3, 2), 8, False, 8, (2, 1), (2, 1), (1, 0, 2, 1)),
+    "in_place_1x1": (f32(2, 3, 8, 8), f32(16, 3, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
+    "stride_2_1x1": (f32(1, 6, 9, 9), f32(8, 6, 1, 1), 8, True, 8, (2, 2), (1, 1), (0, 0, 0, 0)),
+    "stem_7x7_stride_2": (f32(1, 3, 20, 20), f32(16, 3, 7, 7), 16, True, 8, (2, 2), (1, 1), (3, 3, 3, 3)),
+    "dilated_3x3": (f32(1, 7, 11, 12), f32(16, 7, 3, 3), 16, True, 8, (1, 1), (2, 2), (2, 2, 2, 2)),
+    "stride_3_only_bottom_right_padding": (
+        f32(1, 4, 13, 11), f32(24, 4, 3, 3), 8, True, 8, (3, 2), (1, 1), (0, 0, 2, 1)),
+    "batch_2_parallel_tiles": (f32(2, 16, 20, 20), f32(32, 16, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "avx512_tile_of_32_channels": (f32(1, 7, 9, 9), f32(64, 7, 3, 3), 32, True, 16, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "block_of_4_takes_the_generic_kernel": (
+        f32(1, 3, 6, 6), f32(8, 3, 3, 3), 4, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+}
+
+
+def attrs_of(name: str) -> dict[str, object]:
+    data, weight, block, taps_outer, _, strides, dilation, padding = CASES[name]
+    return {
+        "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
+        "channels": weight.shape[0], "kernel_size": list(weight.shape[2:]), "data_layout": "NCHW",
+        "kernel_layout": f"{'OHWI' if taps_outer else 'OIHW'}{block}o", "out_layout": "NCHW",
+    }
+
+
+def inputs_of(name: str) -> list[np.ndarray]:
+    data, weight, block, taps_outer, *_ = CASES[name]
+    return [data, pack(weight, block, taps_outer)]
+
+
+def expected_of(name: str) -> np.ndarray:
+    data, weight, _, _, _, strides, dilation, padding = CASES[name]
+    return numpy_conv(data, weight, strides, dilation, padding)
+
+
+def lower(text: str, name: str, lanes: int, parallel: bool = True) -> PrimFunc:
+    func = parse_expr(text)
+    assert isinstance(func, Function)
+    infer_expr(func)
+    return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
+
+
+BIAS = f32(32)
+RESIDUAL = f32(1, 32, 10, 10)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    funcs = [lower(primitive(op_call(OP, 2, attrs_of(name)), inputs_of(name)), name, CASES[name][4])
+             for name in CASES]
+    call = op_call(OP, 2, attrs_of("same_padding_3x3"))
+    packed = inputs_of("same_padding_3x3")
+    funcs.append(lower(primitive(call, [*packed, BIAS], "nn.relu(nn.bias_add(%0, %p2))"), "bias_relu", 8))
+    funcs.append(lower(primitive(call, [*packed, RESIDUAL], "add(%0, %p2)"), "residual_add", 8))
+    funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
+                                 inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
+    return Library(funcs, Path(tmp_path_factory.mktemp("conv2d_packed")))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_packed_conv2d_matches_numpy(library: Library, name: str) -> None:
+    (result,) = library.run(name, inputs_of(name))
+    np.testing.assert_allclose(result, expected_of(name), rtol=1e-4, atol=1e-5)
+
+
+def test_bias_and_relu_are_applied_when_storing(library: Library) -> None:
+    (result,) = library.run("bias_relu", [*inputs_of("same_padding_3x3"), BIAS])
+    expected = np.maximum(expected_of("same_padding_3x3") + BIAS[:, None, None], 0)
+    np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_residual_add_is_applied_when_storing(library: Library) -> None:
+    (result,) = library.run("residual_add", [*inputs_of("same_padding_3x3"), RESIDUAL])
+    np.testing.assert_allclose(result, expected_of("same_padding_3x3") + RESIDUAL, rtol=1e-4, atol=1e-5)
+
+
+def test_serial_and_parallel_tiles_give_the_same_result(library: Library) -> None:
+    assert not any(isinstance(s, For) and s.kind is ForKind.PARALLEL for s in walk_stmts(library.funcs["serial"].body))
+    assert any(isinstance(s, For) and s.kind is ForKind.PARALLEL
+               for s in walk_stmts(library.funcs["batch_2_parallel_tiles"].body))
+    inputs = inputs_of("batch_2_parallel_tiles")
+    np.testing.assert_array_equal(library.run("serial", inputs)[0], library.run("batch_2_parallel_tiles", inputs)[0])
+
+
+def grids(library: Library, name: str) -> list[Allocate]:
+    return [s for s in walk_stmts(library.funcs[name].body) if isinstance(s, Allocate) and s.buffer.name.startswith("grid")]
+
+
+def test_unpadded_1x1_reads_its_input_in_place_and_padding_is_copied_into_a_grid(library: Library) -> None:
+    assert grids(library, "in_place_1x1") == []
+    ((size,),) = [g.buffer.shape for g in grids(library, "same_padding_3x3")]
+    assert 8 * 12 * 12 <= size < 8 * 12 * 12 + 64  # the padded planes and slack for the last tile's taps
+
+
+def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:
+    assert grids(library, "block_of_4_takes_the_generic_kernel") == []
+
+
+def test_generated_c_compiles_without_warnings(library: Library) -> None:
+    assert library.warnings == []

@@ -447,6 +447,14 @@ class ExprEmitter:
             value = text[id(e.value)]
             if e.dtype == "bool":
                 return f"({value} != 0)"
+            if e.dtype == "float32" and e.value.dtype == "float16":
+                # Vectorizable conversions (c_helpers): a float16 rounding of a float32 value,
+                # and a float16 load.
+                inner = e.value
+                if isinstance(inner, Cast) and inner.value.dtype == "float32":
+                    return f"{HELPER_PREFIX}halfround_f32({strip_parens(text[id(inner.value)])})"
+                if isinstance(inner, Load):
+                    return f"{HELPER_PREFIX}halfload_f32(&{value})"
             return f"(({c_type(e.dtype)}){value})"
         if isinstance(e, Intrin):
             arg_dtype = e.args[0].dtype

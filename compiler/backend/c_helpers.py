@@ -103,11 +103,19 @@ def _build_helpers() -> dict[str, str]:
         helpers[f"max_{sfx}"] = f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) {{ return a > b ? a : b; }}\n"
     for sfx, (t, f) in _FLOAT_TYPES.items():
         helpers.update(_float_division_helpers(sfx, t, f))
-        # NaN wins, as in numpy's minimum/maximum.
-        helpers[f"min_{sfx}"] = (f"static inline {t} relaycc_min_{sfx}({t} a, {t} b) "
-                                 f"{{ return (a < b || isnan(a)) ? a : b; }}\n")
-        helpers[f"max_{sfx}"] = (f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) "
-                                 f"{{ return (a > b || isnan(a)) ? a : b; }}\n")
+        # NaN wins, as in numpy's minimum/maximum. Chosen with a mask, not `?:`: kernels built
+        # without if-conversion (the masked-load workaround) keep a loop with a branch scalar,
+        # and a relu epilogue is such a loop.
+        bits, size = ("uint32_t", 4) if sfx == "f32" else ("uint64_t", 8)
+        for name, less in (("min", "<"), ("max", ">")):
+            helpers[f"{name}_{sfx}"] = (
+                f"static inline {t} relaycc_{name}_{sfx}({t} a, {t} b) {{\n"
+                f"  {bits} ua, ub, m; {t} y;\n"
+                f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
+                f"  m = ({bits})0 - ({bits})((a {less} b) | (a != a));\n"
+                f"  ua = (ua & m) | (ub & ~m);\n"
+                f"  __builtin_memcpy(&y, &ua, {size});\n"
+                f"  return y;\n}}\n")
     return {HELPER_PREFIX + k: v for k, v in helpers.items()}
 
 

@@ -8,7 +8,8 @@ with their libraries, relaycc's own files, the C toolchain and the CPU), and the
 files themselves. A hit puts them into OUTDIR without running a pass or the C compiler.
 
 It lives beside the objects, under `<cache root>/builds/<2 hex>/<key>/`: a `manifest` (the
-format line, the sha256 of its body, then a JSON body listing each file) and the files under
+format line, the sha256 of its body, then the body: the files' total bytes as 8 bytes, for
+eviction, and a JSON list of the files) and the files under
 `files/`. An entry is assembled in a temporary directory and renamed into place, so a reader
 sees a whole entry or none; two builds storing the same key each build their own and the
 second rename loses harmlessly.
@@ -200,7 +201,8 @@ class BuildCache:
                     data = path.read_bytes()
                     stored.write_bytes(data)
                     records.append({"path": relative, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-            body = json.dumps({"files": records}, sort_keys=True).encode()
+            total = sum(int(r["size"]) for r in records).to_bytes(8, "little")
+            body = total + json.dumps({"files": records}, sort_keys=True).encode()
             (tmp / "manifest").write_bytes(FORMAT + hashlib.sha256(body).digest() + body)
             os.rename(tmp, final)
         except OSError:
@@ -219,9 +221,7 @@ class BuildCache:
                     if now - _mtime(entry) > _STALE_TMP_SECONDS:
                         shutil.rmtree(entry, ignore_errors=True)
                     continue
-                files = self._manifest(entry, touch=False)
-                size = sum(f.size for f in files) if files is not None else 0
-                entries.append((_mtime(entry / "manifest"), size, entry))
+                entries.append((_mtime(entry / "manifest"), _entry_bytes(entry), entry))
         total = sum(size for _, size, _ in entries)
         if total <= self.max_bytes:
             return
@@ -234,7 +234,7 @@ class BuildCache:
     def clear(self) -> None:
         shutil.rmtree(self.builds, ignore_errors=True)
 
-    def _manifest(self, entry: Path, touch: bool = True) -> list[_File] | None:
+    def _manifest(self, entry: Path) -> list[_File] | None:
         try:
             data = (entry / "manifest").read_bytes()
         except OSError:
@@ -242,13 +242,25 @@ class BuildCache:
         head = len(FORMAT) + _DIGEST_BYTES
         body = data[head:]
         if data[: len(FORMAT)] != FORMAT or hashlib.sha256(body).digest() != data[len(FORMAT) : head]:
-            return self._drop(entry) if touch else None
-        return [_File(f["path"], f["size"], f.get("sha256"), f.get("mtime_ns")) for f in json.loads(body)["files"]]
+            return self._drop(entry)
+        return [_File(f["path"], f["size"], f.get("sha256"), f.get("mtime_ns")) for f in json.loads(body[8:])["files"]]
 
     @staticmethod
     def _drop(entry: Path) -> None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
+
+
+def _entry_bytes(entry: Path) -> int:
+    """The bytes of an entry's files, as its manifest's head records them (trim reads no more:
+    it runs after every stored build)."""
+    head = len(FORMAT) + _DIGEST_BYTES
+    try:
+        with open(entry / "manifest", "rb") as stream:
+            data = stream.read(head + 8)
+    except OSError:
+        return 0
+    return int.from_bytes(data[head:], "little") if len(data) == head + 8 else 0
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

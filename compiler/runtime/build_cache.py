@@ -57,7 +57,16 @@ _DIGEST_BYTES = 32
 # Parameters are hashed in pieces on every core (hashlib releases the GIL), then the pieces'
 # digests are hashed: ResNet-50's 100 MB of weights is otherwise most of a cached build.
 _CHUNK_BYTES = 8 << 20
+# Below this, starting threads costs more than hashing on one core.
+_PARALLEL_BYTES = 4 * _CHUNK_BYTES
 _STALE_TMP_SECONDS = 3600
+
+
+@lru_cache(maxsize=1)
+def _hashing_pool() -> ThreadPoolExecutor:
+    """Threads kept for the process: starting them for each build is most of a small cached
+    build's time on a busy machine."""
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="relaycc-hash")
 
 
 class KeyHasher:
@@ -83,9 +92,8 @@ class KeyHasher:
         pieces = [memoryview(a).cast("B")[start : start + _CHUNK_BYTES]
                   for a in contiguous if a.nbytes
                   for start in range(0, a.nbytes, _CHUNK_BYTES)]
-        if len(pieces) > 1:
-            with ThreadPoolExecutor(min(len(pieces), os.cpu_count() or 1)) as pool:
-                digests = list(pool.map(lambda piece: hashlib.sha256(piece).digest(), pieces))
+        if sum(a.nbytes for a in contiguous) >= _PARALLEL_BYTES:
+            digests = list(_hashing_pool().map(lambda piece: hashlib.sha256(piece).digest(), pieces))
         else:
             digests = [hashlib.sha256(piece).digest() for piece in pieces]
         self.add(f"{label} bytes", b"".join(digests))

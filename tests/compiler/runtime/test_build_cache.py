@@ -108,7 +108,7 @@ def test_the_key_tells_apart_every_part_and_every_array_byte() -> None:
         hasher.add_arrays("params", arrays or {})
         return hasher.hexdigest()
 
-    weights = np.arange(3 << 20, dtype=np.float32)  # several hashing pieces
+    weights = np.arange(9 << 20, dtype=np.float32)  # hashed in pieces on several threads
     base = key(("a", b"xy"), ("b", b"z"), arrays={"w": weights})
     assert base == key(("a", b"xy"), ("b", b"z"), arrays={"w": weights.copy()})
     changed = weights.copy()

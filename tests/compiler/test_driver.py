@@ -425,3 +425,22 @@ def test_the_build_key_follows_the_c_compiler(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("CC", "cc")
     monkeypatch.setenv("OBJCOPY", str(wrapper))
     assert key() != original
+
+
+def test_a_cached_byoc_build_brings_the_codegens_library_sources_and_header(tmp_path: Path):
+    from compiler.runtime.compile_cache import CompileCache
+
+    conv = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1]))
+}"""
+    spec = CodegenSpec.from_json_file(_tests_dir() / "codegens" / "acme_npu" / "acme_npu.json")
+    options = BuildOptions(target="acme_npu, c", codegens=(spec,))
+    cache = CompileCache(tmp_path / "cache")
+    build(conv, tmp_path / "fresh", options, cache=cache)
+    again = build(conv, tmp_path / "again", options, cache=cache)
+    assert again.report["build_cache"]["hit"] is True
+    first, second = _files(tmp_path / "fresh"), _files(tmp_path / "again")
+    assert "src/acme_npu/acme_npu.c" in first and "include/relaycc_dlpack.h" in first
+    second.pop("metadata.json"), first.pop("metadata.json")
+    assert second == first

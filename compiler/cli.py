@@ -214,40 +214,32 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.progress_bar import compile_progress
 
     with compile_progress(planned_passes(options, params=bool(params))) as bar:
-        built = _build_model(model, data, options, params, args, bar)
-    if dump:
-        from compiler.driver import dump_code
-
-        dump_code(built, args.output, dump)
+        _build_model(model, data, options, params, args, bar, dump)
     return 0
 
 
 def _build_model(
     model: Path, data: bytes, options: BuildOptions, params: dict[str, np.ndarray] | None,
-    args: argparse.Namespace, bar: CompileProgress | None,
+    args: argparse.Namespace, bar: CompileProgress | None, dump: list[str],
 ) -> CompiledModel:
-    from compiler.driver import build
-    from compiler.parser import decode_source
     from compiler.runtime.compile_cache import CompileCache
 
     instruments = (bar,) if bar is not None else ()
     c_progress = bar.c_files if bar is not None else None
+    # The dumps are part of the build, so a cached build has them too.
     if is_onnx(model, data):
-        from compiler.driver import export, lower
-        from compiler.frontend.onnx import from_onnx, load_model
-        from compiler.parser.printer import astext
+        from compiler.driver import build_onnx
 
-        imported = from_onnx(load_model(data, str(model)))
-        names = {p.name_hint: p.name_hint for p in imported.module.main.params}
-        names.update(imported.onnx_names)
-        built = lower(imported.module, options, params, executor=args.executor, onnx_names=names,
-                      instruments=instruments)
-        export(built, args.output, astext(imported.module), build_library=args.executor,
-               cache=CompileCache.from_environment(), c_progress=c_progress)
-        return built
+        return build_onnx(data, args.output, options, params, source_name=str(model), executor=args.executor,
+                          cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress,
+                          dump_kinds=dump)
+    from compiler.driver import build
+    from compiler.parser import decode_source
+
     text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
     return build(text, args.output, options, params, source_name=str(model), executor=args.executor,
-                 cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress)
+                 cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress,
+                 dump_kinds=dump)
 
 
 def _with_flags(config: dict[str, object], args: argparse.Namespace) -> dict[str, object]:

@@ -450,6 +450,16 @@ class ExprEmitter:
             value = text[id(e.value)]
             if e.dtype == "bool":
                 return f"({value} != 0)"
+            if e.dtype == "float32" and e.value.dtype == "float16":
+                # Vectorizable conversions (c_helpers): a float16 rounding of a float32 value,
+                # and a float16 load.
+                inner = e.value
+                if isinstance(inner, Cast) and inner.value.dtype == "float32":
+                    if _half_exact(inner.value):
+                        return text[id(inner.value)]  # nothing to round: relu of a rounded value
+                    return f"{HELPER_PREFIX}halfround_f32({strip_parens(text[id(inner.value)])})"
+                if isinstance(inner, Load):
+                    return f"{HELPER_PREFIX}halfload_f32(&{value})"
             return f"(({c_type(e.dtype)}){value})"
         if isinstance(e, Intrin):
             arg_dtype = e.args[0].dtype
@@ -474,6 +484,20 @@ class ExprEmitter:
         if isinstance(a, (bool, int, float)):
             return c_literal(a, as_expr(a).dtype)
         raise TypeError(f"call_extern argument {a!r} is neither an expression nor a buffer")
+
+
+def _half_exact(e: PrimExpr) -> bool:
+    """Whether float32 `e` certainly holds a float16 value (or NaN), so rounding it to float16
+    changes nothing: a float16 rounding or load, a constant that is one, min/max of such."""
+    if isinstance(e, Cast):
+        return e.value.dtype == "float16"
+    if isinstance(e, Const):
+        value = float(e.value)
+        with np.errstate(over="ignore"):
+            return value != value or float(np.float16(value)) == value
+    if isinstance(e, Binary) and e.op in ("min", "max"):
+        return _half_exact(e.a) and _half_exact(e.b)
+    return False
 
 
 def _fits_int32(bound: tuple[int | None, int | None]) -> bool:

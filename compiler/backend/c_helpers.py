@@ -3,9 +3,11 @@
 Helpers exist where one C operator does not have the IR's (numpy's) semantics: integer
 division and modulo that must not trap and may have to round toward minus infinity, floor
 division and modulo of floats as numpy's `divmod` computes them, NaN-propagating float
-min/max, and integer abs; and float32 exp, erf and tanh that vectorize (`c_math`). Each comes
-in a few widths named by suffix (`_i32`, `_i64`, `_u32`, `_u64`, `_f32`, `_f64`); narrower
-integer types use the `_i32` variant, since C promotes them to int anyway. A module includes only the helpers its functions call, and the ones those call.
+min/max, integer abs, float16 conversions that vectorize (`halfload`, `halfstore`,
+`halfround`), and float32 exp, erf and tanh that vectorize (`c_math`). Each comes in a few
+widths named by suffix (`_i32`, `_i64`, `_u32`, `_u64`, `_f32`, `_f64`); narrower integer types
+use the `_i32` variant, since C promotes them to int anyway. A module includes only the helpers
+its functions call, and the ones those call.
 """
 
 from __future__ import annotations
@@ -104,15 +106,84 @@ def _build_helpers() -> dict[str, str]:
         helpers[f"max_{sfx}"] = f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) {{ return a > b ? a : b; }}\n"
     for sfx, (t, f) in _FLOAT_TYPES.items():
         helpers.update(_float_division_helpers(sfx, t, f))
-        # NaN wins, as in numpy's minimum/maximum.
-        helpers[f"min_{sfx}"] = (f"static inline {t} relaycc_min_{sfx}({t} a, {t} b) "
-                                 f"{{ return (a < b || isnan(a)) ? a : b; }}\n")
-        helpers[f"max_{sfx}"] = (f"static inline {t} relaycc_max_{sfx}({t} a, {t} b) "
-                                 f"{{ return (a > b || isnan(a)) ? a : b; }}\n")
+        # NaN wins, as in numpy's minimum/maximum. Chosen with a mask, not `?:`: kernels built
+        # without if-conversion (the masked-load workaround) keep a loop with a branch scalar,
+        # and a relu epilogue is such a loop.
+        bits, size = ("uint32_t", 4) if sfx == "f32" else ("uint64_t", 8)
+        for name, less in (("min", "<"), ("max", ">")):
+            helpers[f"{name}_{sfx}"] = (
+                f"static inline {t} relaycc_{name}_{sfx}({t} a, {t} b) {{\n"
+                f"  {bits} ua, ub, m; {t} y;\n"
+                f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
+                f"  m = ({bits})0 - ({bits})((a {less} b) | (a != a));\n"
+                f"  ua = (ua & m) | (ub & ~m);\n"
+                f"  __builtin_memcpy(&y, &ua, {size});\n"
+                f"  return y;\n}}\n")
     return {**{HELPER_PREFIX + k: v for k, v in helpers.items()}, **math_helpers()}
 
 
-HELPERS: dict[str, str] = _build_helpers()
+# float16 <-> float32 in integer and float32 operations gcc vectorizes on any SIMD unit: gcc 12
+# has no vector _Float16 without AVX512-FP16, so `(float)h` and `(_Float16)x` were one scalar
+# conversion each (F16C's one-lane vcvtph2ps/vcvtps2ph) and kept every loop around them scalar.
+# Exact as those instructions: ties to even, overflow to infinity, half subnormals, NaNs quieted
+# with their sign and top payload bits. Choices are made with masks, not `?:`, which gcc turns
+# into branches that stop vectorization. Below 2^-14, float32 addition of 0.5 rounds to the half
+# subnormal step 2^-24 (the float32 step in [0.5, 1)).
+_HALF_HELPERS = {
+    "halfround_f32": (
+        "static inline float relaycc_halfround_f32(float x) {\n"
+        "  uint32_t u, tb, m; float fa, t;\n"
+        "  __builtin_memcpy(&u, &x, 4);\n"
+        "  uint32_t a = u & 0x7fffffffu;\n"
+        "  uint32_t r = (a + 0x0fffu + ((a >> 13) & 1u)) & 0xffffe000u;\n"
+        "  m = 0u - (uint32_t)(r >= 0x47800000u);\n"
+        "  r = (0x7f800000u & m) | (r & ~m);\n"
+        "  __builtin_memcpy(&fa, &a, 4);\n"
+        "  t = (fa + 0.5f) - 0.5f;\n"
+        "  __builtin_memcpy(&tb, &t, 4);\n"
+        "  m = 0u - (uint32_t)(a < 0x38800000u);\n"
+        "  r = (tb & m) | (r & ~m);\n"
+        "  m = 0u - (uint32_t)(a > 0x7f800000u);\n"
+        "  r = (((a & 0xffffe000u) | 0x00400000u) & m) | (r & ~m);\n"
+        "  r |= u & 0x80000000u;\n"
+        "  __builtin_memcpy(&x, &r, 4);\n"
+        "  return x;\n}\n"),
+    "halfload_f32": (
+        "static inline float relaycc_halfload_f32(const _Float16* p) {\n"
+        "  uint16_t h; uint32_t sb, k; float y;\n"
+        "  __builtin_memcpy(&h, p, 2);\n"
+        "  uint32_t e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;\n"
+        "  uint32_t r = ((e + 112u) << 23) | (m << 13);\n"
+        "  k = 0u - (uint32_t)(e == 31u);\n"
+        "  r = ((0x7f800000u | (m << 13) | ((uint32_t)(m != 0u) << 22)) & k) | (r & ~k);\n"
+        "  float sub = (float)(int32_t)m * 0x1p-24f;\n"
+        "  __builtin_memcpy(&sb, &sub, 4);\n"
+        "  k = 0u - (uint32_t)(e == 0u);\n"
+        "  r = (sb & k) | (r & ~k);\n"
+        "  r |= ((uint32_t)h & 0x8000u) << 16;\n"
+        "  __builtin_memcpy(&y, &r, 4);\n"
+        "  return y;\n}\n"),
+    "halfstore_f32": (
+        "static inline void relaycc_halfstore_f32(_Float16* p, float x) {\n"
+        "  uint32_t u, tb, m; float fa, t;\n"
+        "  __builtin_memcpy(&u, &x, 4);\n"
+        "  uint32_t a = u & 0x7fffffffu;\n"
+        "  uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);\n"
+        "  m = 0u - (uint32_t)(r >= 0x47800000u);\n"
+        "  uint32_t h = (0x7c00u & m) | (((r - 0x38000000u) >> 13) & ~m);\n"
+        "  __builtin_memcpy(&fa, &a, 4);\n"
+        "  t = fa + 0.5f;\n"
+        "  __builtin_memcpy(&tb, &t, 4);\n"
+        "  m = 0u - (uint32_t)(a < 0x38800000u);\n"
+        "  h = ((tb - 0x3f000000u) & m) | (h & ~m);\n"
+        "  m = 0u - (uint32_t)(a > 0x7f800000u);\n"
+        "  h = ((0x7e00u | ((a >> 13) & 0x3ffu)) & m) | (h & ~m);\n"
+        "  h |= (u >> 16) & 0x8000u;\n"
+        "  uint16_t b = (uint16_t)h;\n"
+        "  __builtin_memcpy(p, &b, 2);\n}\n"),
+}
+
+HELPERS: dict[str, str] = {**_build_helpers(), **{HELPER_PREFIX + k: v for k, v in _HALF_HELPERS.items()}}
 _HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
 
 

@@ -59,7 +59,7 @@ from compiler.backend.c_signature import (
 from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
 from compiler.tir.dtypes import c_type
-from compiler.tir.expr import Binary, Buffer, CallExtern, Const, Intrin, Load, PrimExpr, Select, Var, cast
+from compiler.tir.expr import Binary, Buffer, CallExtern, Cast, Const, Intrin, Load, PrimExpr, Select, Var, cast
 from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
@@ -289,10 +289,16 @@ class _FunctionEmitter:
             raise ValueError(f"function {self.func.name} stores into its input buffer {s.buffer.name}")
         simp = ExprSimplifier(self.ranges)
         flat = self.flat_index(s.buffer, s.indices, simp)
-        decls, (index, value) = ExprEmitter(self, simp).emit([flat, s.value])
+        # A float32 value stored as float16 converts in a helper gcc vectorizes (c_helpers).
+        half = s.buffer.dtype == "float16" and isinstance(s.value, Cast) and s.value.value.dtype == "float32"
+        decls, (index, value) = ExprEmitter(self, simp).emit([flat, s.value.value if half else s.value])
         for d in decls:
             self.line(d)
-        self.line(f"{self.buffer_name(s.buffer)}[{strip_parens(index)}] = {strip_parens(value)};")
+        target = f"{self.buffer_name(s.buffer)}[{strip_parens(index)}]"
+        if half:
+            self.line(f"{HELPER_PREFIX}halfstore_f32(&{target}, {strip_parens(value)});")
+        else:
+            self.line(f"{target} = {strip_parens(value)};")
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer

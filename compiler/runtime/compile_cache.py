@@ -136,7 +136,7 @@ def object_key(
 ) -> str | None:
     """The cache key of compiling `source` (whose bytes are `text`) with `flags`, or None when
     the object may depend on something the key cannot see."""
-    headers = _included_headers(source, text, [Path(d) for d in include_dirs])
+    headers = included_headers(source, text, [Path(d) for d in include_dirs])
     if headers is None or _CLOCK_MACROS.search(text):
         return None
     digest = hashlib.sha256()
@@ -155,7 +155,7 @@ def _native(flags: Sequence[str]) -> bool:
     return any(f.endswith("=native") for f in flags)
 
 
-def _included_headers(
+def included_headers(
     source: Path, text: bytes, include_dirs: list[Path]
 ) -> list[tuple[bytes, bytes]] | None:
     """(name, text) of every header reachable from `text` through the include directories

@@ -612,6 +612,24 @@ def test_compile_takes_an_onnx_file_and_run_takes_inputs_by_onnx_or_relay_name(t
         np.testing.assert_allclose(np.load(tmp_path / "o.npz")["out0"], want, rtol=1e-5)
 
 
+def test_a_second_compile_of_an_onnx_model_comes_from_the_build_cache_with_its_dumps(tmp_path: Path) -> None:
+    model, w, b = _onnx_model(tmp_path / "m.onnx")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RELAYCC_CACHE_DIR=str(tmp_path / "cache"))
+    for out in ("a", "b"):
+        result = subprocess.run([sys.executable, "-m", "compiler", "compile", str(model), "-o", str(tmp_path / out),
+                                 "--dump-code", "relay"], capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+    first, second = (json.loads((tmp_path / d / "metadata.json").read_text()) for d in ("a", "b"))
+    assert "build_cache" not in first and second["build_cache"]["hit"] is True
+    assert second["interface"]["inputs"][0]["onnx_name"] == "gpu_0/data_0"
+    assert (tmp_path / "b" / "default.relay").read_text() == (tmp_path / "a" / "default.relay").read_text()
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    run = run_relaycc("run", tmp_path / "b", "--inputs", save_npz(tmp_path / "in.npz", **{"gpu_0/data_0": x}),
+                      "-o", tmp_path / "out.npz")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["out0"], np.maximum(x @ w.T + b, 0), rtol=1e-5)
+
+
 def test_compile_recognizes_onnx_by_its_first_byte_without_the_suffix(tmp_path: Path) -> None:
     model, _, _ = _onnx_model(tmp_path / "m.bin")
     result = run_relaycc("lower", model, "-o", tmp_path / "out")

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from compiler.diagnostics import InputError
@@ -300,3 +302,145 @@ def test_dump_code_writes_relay_tir_and_c_beside_the_artifacts(tmp_path):
     assert "Primitive=1" in (tmp_path / "m.relay").read_text()
     assert "primfn tvmgen_m_fused_add" in (tmp_path / "m.tir").read_text()
     assert "// ---- m_lib0.c" in (tmp_path / "m.c").read_text()
+
+
+DENSE = """#[version = "0.0.5"]
+def @main(%x: Tensor[(2, 8), float32], %w: Tensor[(4, 8), float32]) { nn.relu(nn.dense(%x, %w, units=4)) }"""
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_cached_build_writes_the_files_of_a_fresh_one_and_says_so(tmp_path: Path):
+    from compiler.runtime.compile_cache import CompileCache
+    from compiler.runtime.module import CompiledModule
+
+    cache = CompileCache(tmp_path / "cache")
+    w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    fresh = build(DENSE, tmp_path / "fresh", params={"w": w}, cache=cache, dump_kinds=("relay", "c"))
+    again = build(DENSE, tmp_path / "again", params={"w": w}, cache=cache, dump_kinds=("relay", "c"))
+    assert "build_cache" not in fresh.report and again.report["build_cache"]["hit"] is True
+    first, second = _files(tmp_path / "fresh"), _files(tmp_path / "again")
+    assert {"default.relay", "default.c", "libdefault.so", "default.tar"} <= set(first)
+    report = json.loads(second.pop("metadata.json"))
+    assert report.pop("build_cache")["key"] == again.report["build_cache"]["key"]
+    assert report == json.loads(first.pop("metadata.json"))
+    assert second == first
+    # What a caller may still ask of the model is there, lowered again on demand.
+    assert astext(again.lowered) == (tmp_path / "fresh" / "lowered.relay").read_text()
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    (out,) = CompiledModule(tmp_path / "again").run({"x": x}).outputs
+    np.testing.assert_allclose(out, np.maximum(x @ w.T, 0), rtol=1e-5)
+
+
+def test_a_changed_parameter_misses_the_build_cache(tmp_path: Path):
+    from compiler.runtime.compile_cache import CompileCache
+
+    cache = CompileCache(tmp_path / "cache")
+    w = np.ones((4, 8), np.float32)
+    build(DENSE, tmp_path / "a", params={"w": w}, cache=cache)
+    changed = w.copy()
+    changed[3, 7] = 2.0
+    model = build(DENSE, tmp_path / "b", params={"w": changed}, cache=cache)
+    assert "build_cache" not in model.report
+    assert (tmp_path / "a" / "libdefault.so").read_bytes() != (tmp_path / "b" / "libdefault.so").read_bytes()
+
+
+def test_without_a_cache_no_build_is_kept(tmp_path: Path):
+    build(ADD, tmp_path / "out", cache=None)
+    assert "build_cache" not in build(ADD, tmp_path / "out", cache=None).report
+
+
+def test_the_build_key_changes_with_every_input_of_the_build(tmp_path: Path):
+    from compiler.driver import build_key
+
+    library = tmp_path / "lib"
+    library.mkdir()
+    (library / "acme.h").write_text("#define ACME_SCALE 2\n")
+    (library / "acme.c").write_text('#include "acme.h"\nint acme_relu(void) { return ACME_SCALE; }\n')
+    doc = {"name": "acme", "patterns": [{"name": "relu", "pattern": "nn.relu(*)", "symbol": "acme_relu"}],
+           "library": {"sources": ["acme.c"]}}
+    (library / "acme.json").write_text(json.dumps(doc))
+
+    def codegen() -> CodegenSpec:
+        return CodegenSpec.from_json_file(library / "acme.json")
+
+    w = np.ones((4, 8), np.float32)
+    base = dict(source=("relay", DENSE.encode()), options=BuildOptions(codegens=(codegen(),)),
+                params={"w": w}, source_name="m.relay", executor=True, build_library=True, dump_kinds=())
+
+    def key(**changes: object) -> str | None:
+        return build_key(**{**base, **changes})
+
+    original = key()
+    assert original is not None and key() == original
+    variants = {
+        "text": key(source=("relay", DENSE.replace("nn.relu", "nn.relu").encode() + b" ")),
+        "kind": key(source=("onnx", DENSE.encode())),
+        "param value": key(params={"w": np.where(np.arange(32).reshape(4, 8) == 31, 2.0, w).astype(np.float32)}),
+        "param dtype": key(params={"w": w.astype(np.float16)}),
+        "param name": key(params={"v": w}),
+        "no params": key(params=None),
+        "target": key(options=BuildOptions(target="acme, c", codegens=(codegen(),))),
+        "opt level": key(options=BuildOptions(opt_level=2, codegens=(codegen(),))),
+        "pass config": key(options=BuildOptions(config={"relay.FuseOps.max_depth": 2}, codegens=(codegen(),))),
+        "cflags": key(options=BuildOptions(cflags=("-O2",), codegens=(codegen(),))),
+        "module name": key(options=BuildOptions(module_name="m", codegens=(codegen(),))),
+        "alignment": key(options=BuildOptions(workspace_byte_alignment=64, codegens=(codegen(),))),
+        "disabled pass": key(options=BuildOptions(disabled_passes=("FoldConstant",), codegens=(codegen(),))),
+        "layout": key(options=BuildOptions(desired_layout="NHWC", codegens=(codegen(),))),
+        "input shapes": key(options=BuildOptions(input_shapes={"x": (2, 8)}, codegens=(codegen(),))),
+        "no codegen": key(options=BuildOptions()),
+        "dumps": key(dump_kinds=("c",)),
+        "lower only": key(executor=False, build_library=False),
+        "source name": key(source_name="n.relay"),
+    }
+    (library / "acme.json").write_text(json.dumps({**doc, "passes": ["FoldConstant"]}))
+    variants["codegen document"] = key(options=BuildOptions(codegens=(codegen(),)))
+    (library / "acme.json").write_text(json.dumps(doc))
+    (library / "acme.c").write_text('#include "acme.h"\nint acme_relu(void) { return -ACME_SCALE; }\n')
+    variants["codegen library source"] = key(options=BuildOptions(codegens=(codegen(),)))
+    (library / "acme.c").write_text('#include "acme.h"\nint acme_relu(void) { return ACME_SCALE; }\n')
+    assert key(options=BuildOptions(codegens=(codegen(),))) == original
+    (library / "acme.h").write_text("#define ACME_SCALE 3\n")
+    variants["codegen header"] = key(options=BuildOptions(codegens=(codegen(),)))
+    assert None not in variants.values()
+    assert len({original, *variants.values()}) == len(variants) + 1
+
+
+def test_the_build_key_follows_the_c_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from compiler.driver import build_key
+
+    def key() -> str | None:
+        return build_key(("relay", ADD.encode()), BuildOptions(), None, source_name="m", executor=True,
+                         build_library=True, dump_kinds=())
+
+    original = key()
+    wrapper = tmp_path / "my-cc"
+    wrapper.write_text('#!/bin/sh\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    assert key() != original
+    monkeypatch.setenv("CC", "cc")
+    monkeypatch.setenv("OBJCOPY", str(wrapper))
+    assert key() != original
+
+
+def test_a_cached_byoc_build_brings_the_codegens_library_sources_and_header(tmp_path: Path):
+    from compiler.runtime.compile_cache import CompileCache
+
+    conv = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1]))
+}"""
+    spec = CodegenSpec.from_json_file(_tests_dir() / "codegens" / "acme_npu" / "acme_npu.json")
+    options = BuildOptions(target="acme_npu, c", codegens=(spec,))
+    cache = CompileCache(tmp_path / "cache")
+    build(conv, tmp_path / "fresh", options, cache=cache)
+    again = build(conv, tmp_path / "again", options, cache=cache)
+    assert again.report["build_cache"]["hit"] is True
+    first, second = _files(tmp_path / "fresh"), _files(tmp_path / "again")
+    assert "src/acme_npu/acme_npu.c" in first and "include/relaycc_dlpack.h" in first
+    second.pop("metadata.json"), first.pop("metadata.json")
+    assert second == first

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import ctypes
+
+import numpy as np
+import pytest
+
 from compiler.backend.c_helpers import HELPERS, helper_suffix, helpers_used
 
 
@@ -27,3 +32,96 @@ def test_narrow_types_use_the_int32_variant() -> None:
 def test_every_helper_is_static_inline_and_named_by_its_key() -> None:
     for name, text in HELPERS.items():
         assert text.startswith("static inline ") and f" {name}(" in text
+
+
+# The float16 helpers in loops as the kernels use them, built with the default flags
+# (-march=native: vectorized on this machine) and portably (baseline x86-64: SSE2 only).
+_HALF_LOOPS = """
+#include <stdint.h>
+{helpers}
+void half_to_float(const _Float16* restrict in, float* restrict out, int64_t n) {{
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = relaycc_halfload_f32(&in[i]);
+}}
+void float_to_half(const float* restrict in, _Float16* restrict out, int64_t n) {{
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) relaycc_halfstore_f32(&out[i], in[i]);
+}}
+void round_to_half(const float* restrict in, float* restrict out, int64_t n) {{
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = relaycc_halfround_f32(in[i]);
+}}
+"""
+
+
+@pytest.fixture(scope="module", params=["native", "portable"])
+def half_library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    from compiler.runtime.build import DEFAULT_CFLAGS, build_shared_library
+
+    work = tmp_path_factory.mktemp(f"half_{request.param}")
+    source = work / "half.c"
+    names = ("relaycc_halfload_f32", "relaycc_halfstore_f32", "relaycc_halfround_f32")
+    source.write_text(_HALF_LOOPS.format(helpers="".join(HELPERS[n] for n in names)))
+    flags = DEFAULT_CFLAGS if request.param == "native" else ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
+    library = ctypes.CDLL(str(build_shared_library([source], work / "libhalf.so", cflags=flags)))
+    for name in ("half_to_float", "float_to_half", "round_to_half"):
+        getattr(library, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    return library
+
+
+def _call(library: ctypes.CDLL, name: str, values: np.ndarray, out_dtype: type) -> np.ndarray:
+    out = np.empty(values.shape, out_dtype)
+    getattr(library, name)(values.ctypes.data, out.ctypes.data, values.size)
+    return out
+
+
+def _float_sweep() -> np.ndarray:
+    """Every half value, the float32 values around it and half-way to the next (the ties and
+    their neighbours), beyond the half range, and random floats of every exponent."""
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    halves = halves[np.isfinite(halves)]
+    ordered = np.sort(halves)
+    mids = ((ordered[:-1].astype(np.float64) + ordered[1:]) / 2).astype(np.float32)
+    points = np.concatenate([halves, mids, np.float32([65504, 65519.996, 65520, 65536, 1e38, 2.0**-25, 2.0**-26])])
+    points = np.concatenate([points, -points])
+    bits = points.view(np.uint32)
+    around = np.concatenate([bits - 1, bits, bits + 1]).view(np.float32)
+    rng = np.random.default_rng(11)
+    random = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    special = np.uint32([0x7F800000, 0xFF800000, 0x7F800001, 0xFFA00000, 0x7FC00000, 0x7FFFFFFF]).view(np.float32)
+    return np.concatenate([around, random, special])
+
+
+def _quiet_half(bits32: np.ndarray) -> np.ndarray:
+    """The float16 bits a NaN converts to (F16C's and gcc's rule): quiet, sign and top payload."""
+    return ((bits32 >> 16) & 0x8000 | 0x7E00 | (bits32 >> 13) & 0x3FF).astype(np.uint16)
+
+
+def test_half_loads_are_exact_for_all_65536_values(half_library: ctypes.CDLL) -> None:
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    got = _call(half_library, "half_to_float", halves, np.float32).view(np.uint32)
+    expected = halves.view(np.float16).astype(np.float32).view(np.uint32)
+    nan = np.isnan(halves.view(np.float16))
+    np.testing.assert_array_equal(got[~nan], expected[~nan])
+    np.testing.assert_array_equal(got[nan], expected[nan] | 0x00400000)  # quieted, as vcvtph2ps does
+
+
+def test_half_stores_round_to_nearest_even_like_numpy(half_library: ctypes.CDLL) -> None:
+    values = _float_sweep()
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = values.astype(np.float16).view(np.uint16)
+    got = _call(half_library, "float_to_half", values, np.uint16)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got[~nan], expected[~nan])
+    np.testing.assert_array_equal(got[nan], _quiet_half(values[nan].view(np.uint32)))
+
+
+def test_half_rounding_of_floats_is_the_round_trip_numpy_computes(half_library: ctypes.CDLL) -> None:
+    values = _float_sweep()
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = values.astype(np.float16).astype(np.float32).view(np.uint32)
+    got = _call(half_library, "round_to_half", values, np.float32).view(np.uint32)
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(got[~nan], expected[~nan])
+    quiet = _quiet_half(values[nan].view(np.uint32)).view(np.float16).astype(np.float32).view(np.uint32)
+    np.testing.assert_array_equal(got[nan], quiet | 0x00400000)

@@ -709,3 +709,34 @@ def test_a_split_that_loses_or_repeats_a_function_is_refused() -> None:
     for groups in ([[0]], [[0, 1], [1]]):
         with pytest.raises(ValueError, match="exactly one group"):
             emit_c_files(funcs, lambda bodies, groups=groups: groups)
+
+
+def half_epilogue() -> PrimFunc:
+    """A float16 kernel's epilogue as Float16ComputeInFloat32 leaves it: round, relu, round
+    again (a no-op on a rounded value), store as float16, read float16 back."""
+    a, h, f, g = Buffer("A", (N,)), Buffer("H", (N,), "float16"), Buffer("F", (N,)), Buffer("G", (N,))
+
+    def body(i: Var) -> list[Stmt]:
+        rounded = cast("float32", cast("float16", a[i] * Const(3.0, "float32")))
+        relu = cast("float32", cast("float16", maximum(rounded, Const(0.0, "float32"))))
+        return [Store(f, (i,), relu), Store(h, (i,), cast("float16", a[i] * Const(5.0, "float32"))),
+                Store(g, (i,), cast("float32", h[i]) + Const(1.0, "float32"))]
+
+    return elementwise("half_epilogue", [a], [h, f, g], body, ForKind.VECTORIZED)
+
+
+def test_float16_conversions_print_as_vectorizable_helpers_and_round_like_numpy(tmp_path) -> None:
+    func = half_epilogue()
+    text = emit_c_module([func])
+    assert text.count("relaycc_halfround_f32(") == 2  # the helper's definition and one call
+    assert "relaycc_halfstore_f32(&H[" in text and "relaycc_halfload_f32(&H[" in text
+    (tmp_path / "half.c").write_text(text)
+    library = load_library(build_shared_library([tmp_path / "half.c"], tmp_path / "libhalf.so"), prim_func_cdef(func))
+    a = rand(N) * 1e4
+    a[:4] = [np.nan, np.inf, 1e-6, -2.0**-20]
+    h, f, g = np.zeros(N, np.float16), np.zeros(N, np.float32), np.zeros(N, np.float32)
+    assert library.call("half_epilogue", a, h, f, g) == 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(f, np.maximum((a * 3).astype(np.float16), 0).astype(np.float32))
+        np.testing.assert_array_equal(h, (a * 5).astype(np.float16))
+        np.testing.assert_array_equal(g, (a * 5).astype(np.float16).astype(np.float32) + 1)

@@ -346,7 +346,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.profile:
         profile = module.profile(inputs, repeat=args.repeat or 1, threads=args.threads)
         result = profile.result
-        _print_profile(profile.rows(), sum(result.times_us) / len(result.times_us))
+        _print_profile(profile.rows(module.report.get("functions")), sum(result.times_us) / len(result.times_us))
     else:
         result = module.run(inputs, repeat=args.repeat or 1, threads=args.threads)
     if args.output is not None:
@@ -358,11 +358,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def _print_profile(rows: Sequence[dict[str, object]], run_us: float) -> None:
     width = max([len("kernel")] + [len(str(row["kernel"])) for row in rows])
-    print(f"{'kernel':<{width}}  {'calls':>5}  {'us':>12}  {'%':>6}")
-    for row in rows:
-        print(f"{row['kernel']:<{width}}  {row['calls']:>5}  {row['us']:>12.1f}  {row['percent']:>6.2f}")
+    shapes = ["x".join(str(d) for d in row["shape"]) if row.get("shape") else "" for row in rows]  # type: ignore[union-attr]  # a list
+    shape_width = max([len("shape"), *map(len, shapes)])
+    print(f"{'kernel':<{width}}  {'shape':<{shape_width}}  {'calls':>5}  {'us':>12}  {'%':>6}  {'GFLOP/s':>8}")
+    for row, shape in zip(rows, shapes):
+        rate = f"{row['gflops']:.1f}" if row.get("gflops") is not None else ""
+        print(f"{row['kernel']:<{width}}  {shape:<{shape_width}}  {row['calls']:>5}  {row['us']:>12.1f}  "
+              f"{row['percent']:>6.2f}  {rate:>8}")
     # Means, as the kernels' times are: a run the machine interrupted counts in both.
-    print(f"{'whole run (mean)':<{width}}  {'':>5}  {run_us:>12.1f}  {100.0:>6.2f}")
+    print(f"{'whole run (mean)':<{width}}  {'':<{shape_width}}  {'':>5}  {run_us:>12.1f}  {100.0:>6.2f}")
 
 
 def _ops(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ records, under the function's global name,
 
     {"kind": "prim_func" | "extern" | "shape_func", "target": "c" or the external compiler,
      "compiler": the Compiler name or None,
-     "workspace_bytes": ..., "io_bytes": ..., "constant_bytes": ...}
+     "workspace_bytes": ..., "io_bytes": ..., "constant_bytes": ...,
+     "flops": ..., "out_shape": [...]}
 
 * workspace: the PrimFunc's global-scope allocations, each rounded up to the kernel workspace
   alignment, max(64, workspace_byte_alignment) (compiler.tir.analysis.workspace_bytes, the
@@ -18,6 +19,9 @@ records, under the function's global name,
 * constants: the bytes of the non-scalar constants the function embeds. Lowered PrimFuncs take
   tensors as parameters (FuseOps lifts them), so this is 0 for them; external functions keep
   their constants inside (PartitionGraph binds them).
+* flops: 2 x the multiply-adds of the function's products (compiler.ops.flops), for GFLOP/s in
+  `relaycc run --profile`; 0 for a shape function and for the other PrimFuncs of a lowering.
+* out_shape: the shape of the function's (first) result, `?` for a dimension known at run time.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from compiler.backend.te_compiler import LoweredFunction
 from compiler.ir.expr import Constant, Function
 from compiler.ir.types import FuncType, TensorType, Type, flatten_tensor_types
 from compiler.ir.visitor import post_order
+from compiler.ops.flops import expr_flops
 from compiler.tir.analysis import io_bytes, workspace_bytes
 from compiler.tir.dtypes import itemsize
 
@@ -50,8 +55,11 @@ def update_function_metadata(
             "workspace_bytes": 0,
             "io_bytes": relay_io_bytes(func) if func is not None else 0,
             "constant_bytes": constants,
+            "flops": expr_flops(func.body) if func is not None else 0,
+            "out_shape": out_shape(func),
         }
         return
+    main = lowered.relay_function is not None and lowered.kind != "shape_func"
     for gv, prim_func in lowered.prim_funcs.items():
         metadata[gv.name_hint] = {
             "kind": lowered.kind if gv is lowered.global_var else "prim_func",
@@ -60,6 +68,8 @@ def update_function_metadata(
             "workspace_bytes": workspace_bytes(prim_func, workspace_byte_alignment),
             "io_bytes": io_bytes(prim_func),
             "constant_bytes": constants if gv is lowered.global_var and lowered.kind != "shape_func" else 0,
+            "flops": expr_flops(lowered.relay_function.body) if main and gv is lowered.global_var else 0,  # type: ignore[union-attr]  # main checks it
+            "out_shape": out_shape(lowered.relay_function) if main and gv is lowered.global_var else [],
         }
 
 
@@ -79,6 +89,18 @@ def constant_bytes(func: Function) -> int:
     return sum(
         int(node.data.nbytes) for node in post_order(func.body) if isinstance(node, Constant) and node.data.ndim > 0
     )
+
+
+def out_shape(func: Function | None) -> list[int | str]:
+    """The shape of `func`'s first tensor result (`?` for a dimension known at run time)."""
+    if func is None:
+        return []
+    ty = func.checked_type if func.has_type else None
+    ret = func.ret_type or (ty.ret_type if isinstance(ty, FuncType) else None)
+    tensors = [t for t in flatten_tensor_types(ret) if isinstance(t, TensorType)] if ret is not None else []
+    if not tensors:
+        return []
+    return [d if isinstance(d, int) else "?" for d in tensors[0].shape]
 
 
 def relay_io_bytes(func: Function) -> int:

@@ -47,16 +47,26 @@ class Profile:
     kernels: list[str]
     kernel_us: list[float]
 
-    def rows(self) -> list[dict[str, object]]:
-        """One row per kernel (its calls summed), slowest first, with its share of the run."""
+    def rows(self, functions: Mapping[str, Mapping[str, object]] | None = None) -> list[dict[str, object]]:
+        """One row per kernel (its calls summed), slowest first, with its share of the run; with
+        the report's `functions`, also its result shape and the GFLOP/s of its products (None
+        where a kernel does none)."""
         total_us: dict[str, float] = {}
         calls: dict[str, int] = {}
         for name, us in zip(self.kernels, self.kernel_us):
             total_us[name] = total_us.get(name, 0.0) + us
             calls[name] = calls.get(name, 0) + 1
         run_us = float(np.mean(self.result.times_us))
+        info = functions or {}
+
+        def extra(name: str, us: float) -> dict[str, object]:
+            entry = info.get(name, {})
+            flops = int(entry.get("flops", 0) or 0)  # type: ignore[call-overload]  # an int in reports
+            rate = round(flops * calls[name] / (us * 1e3), 2) if flops and us > 0 else None
+            return {"shape": entry.get("out_shape"), "gflops": rate}
+
         rows = [{"kernel": name, "calls": calls[name], "us": round(us, 3),
-                 "percent": round(100.0 * us / run_us, 2) if run_us > 0 else 0.0}
+                 "percent": round(100.0 * us / run_us, 2) if run_us > 0 else 0.0, **extra(name, us)}
                 for name, us in total_us.items()]
         return sorted(rows, key=lambda row: -float(row["us"]))  # type: ignore[arg-type]
 

@@ -64,7 +64,9 @@ async def run_module(module_id: str, body: RunRequest, client: str, state: Servi
             archive = await asyncio.wrap_future(future)
         except RunFailed as err:
             raise ProblemError(err.problem) from None
-    return await run_in_threadpool(_response, archive, body, settings.memory_bytes)
+    # The report's per-function shapes and operation counts make the profile's rows readable.
+    functions = await run_in_threadpool(_functions, state, module_id) if body.profile else None
+    return await run_in_threadpool(_response, archive, body, settings.memory_bytes, functions)
 
 
 def _encoded_inputs(body: RunRequest, state: ServiceState, module_id: str) -> bytes:
@@ -77,7 +79,11 @@ def _encoded_inputs(body: RunRequest, state: ServiceState, module_id: str) -> by
         raise ProblemError(compile_error_problem(err)) from None
 
 
-def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
+def _functions(state: ServiceState, module_id: str) -> object:
+    return (state.store.metadata(module_id) or {}).get("functions")
+
+
+def _response(archive: bytes, body: RunRequest, max_bytes: int, functions: object = None) -> RunResponse:
     # Checked by the worker already (service/jobs/worker.py); bounded here too, as the API's own guard.
     arrays = decode_npz(archive, "run result", max_bytes=max_bytes)
     times = arrays.pop(TIMES_KEY)
@@ -85,7 +91,7 @@ def _response(archive: bytes, body: RunRequest, max_bytes: int) -> RunResponse:
     arrays.pop(PROFILE_KEY, None)
     profile = None
     if timed is not None:
-        rows = Profile(RunResult([], [float(t) for t in times]), *timed).rows()
+        rows = Profile(RunResult([], [float(t) for t in times]), *timed).rows(functions if isinstance(functions, dict) else None)
         profile = [KernelTime.model_validate(row) for row in rows]
     # out0, out1, ..., as the worker checked (service/jobs/worker.py); answered in that order.
     outputs = {name: arrays[name] for name in result_names(len(arrays))}

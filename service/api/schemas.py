@@ -477,6 +477,10 @@ class KernelTime(BaseModel):
     calls: int = Field(description="How many times one run calls it.")
     us: float = Field(description="Its time per run in microseconds (mean over the timed runs), calls summed.")
     percent: float = Field(description="Its share of the whole run.")
+    shape: list[int | str] | None = Field(default=None, description="The shape of its result (`?` for a dimension "
+                                          "known at run time), when the report has it.")
+    gflops: float | None = Field(default=None, description="GFLOP/s of its products (2 operations per "
+                                 "multiply-add of a convolution, dense or matmul); null for a kernel without one.")
 
 
 class RunResponse(BaseModel):

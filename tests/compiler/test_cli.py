@@ -517,11 +517,29 @@ def test_run_with_profile_prints_every_kernel_and_the_whole_run(tmp_path: Path) 
 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["kernel", "calls", "us", "%"]
+    assert lines[0].split() == ["kernel", "shape", "calls", "us", "%", "GFLOP/s"]
     kernels = {line.split()[0] for line in lines[1:-2]}
     assert kernels == {"tvmgen_default_fused_add", "tvmgen_default_fused_multiply"}
     assert lines[-2].startswith("whole run (mean)")
     assert set(json.loads(lines[-1])) == {"median_us", "min_us"}
+
+
+def test_run_with_profile_gives_a_products_shape_and_gflops(tmp_path: Path) -> None:
+    model = write(tmp_path / "dense.relay", """#[version = "0.0.5"]
+def @main(%x: Tensor[(64, 256), float32], %w: Tensor[(128, 256), float32]) {
+  nn.relu(nn.dense(%x, %w, units=None))
+}
+""")
+    assert run_relaycc("compile", model, "-o", tmp_path / "out").returncode == 0
+
+    result = run_relaycc("run", tmp_path / "out", "--profile", "--threads", "1")
+
+    assert result.returncode == 0, result.stderr
+    (row,) = [line.split() for line in result.stdout.splitlines() if "nn_dense" in line]
+    name, shape, calls, us, _, gflops = row
+    assert shape == "64x128" and calls == "1"
+    # 2 operations per multiply-add, over the kernel's own time.
+    assert float(gflops) == pytest.approx(2 * 64 * 128 * 256 / (float(us) * 1e3), rel=0.02)
 
 
 def test_help_starts_without_the_compiler_numpy_or_the_service() -> None:

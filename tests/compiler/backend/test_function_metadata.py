@@ -42,11 +42,13 @@ def test_update_function_metadata_records_sizes_of_each_lowered_prim_func() -> N
     LowerTE("test", process_fn=collect)(parse(SOFTMAX_LIKE))
     assert collect.functions == {
         "test_fused_add": {"kind": "prim_func", "target": "c", "compiler": None,
-                           "workspace_bytes": 0, "io_bytes": 3 * 5 * 7 * 4, "constant_bytes": 0},
+                           "workspace_bytes": 0, "io_bytes": 3 * 5 * 7 * 4, "constant_bytes": 0,
+                           "flops": 0, "out_shape": [5, 7]},
         # The row maxima (5 x 1 floats, 20 bytes) live in the workspace, rounded up to the
         # 64-byte alignment of a kernel's own buffers.
         "test_fused_max_subtract": {"kind": "prim_func", "target": "c", "compiler": None,
-                                    "workspace_bytes": 64, "io_bytes": 2 * 5 * 7 * 4, "constant_bytes": 0},
+                                    "workspace_bytes": 64, "io_bytes": 2 * 5 * 7 * 4, "constant_bytes": 0,
+                                    "flops": 0, "out_shape": [5, 7]},
     }
 
 
@@ -68,7 +70,7 @@ def test_update_function_metadata_describes_external_function_by_its_compiler() 
         LowerTE("test", process_fn=collect)(mod)
     assert collect.functions == {
         "acme_add": {"kind": "extern", "target": "acme", "compiler": "acme",
-                     "workspace_bytes": 0, "io_bytes": 2 * 16, "constant_bytes": 16},
+                     "workspace_bytes": 0, "io_bytes": 2 * 16, "constant_bytes": 16, "flops": 0, "out_shape": [4]},
     }
 
 
@@ -84,10 +86,12 @@ def test_update_function_metadata_records_extern_functions_and_their_shape_funct
     assert collect.functions == {
         # Only the parameters count: the result's size is known at run time.
         "my_dyn": {"kind": "extern", "target": "c", "compiler": None,
-                   "workspace_bytes": 0, "io_bytes": 2 * 5 * 7 * 4, "constant_bytes": 0},
+                   "workspace_bytes": 0, "io_bytes": 2 * 5 * 7 * 4, "constant_bytes": 0,
+                   "flops": 0, "out_shape": ["?", "?"]},
         # Two input shapes and one output shape, each two int64 dims.
         "shape_func_add": {"kind": "shape_func", "target": "c", "compiler": None,
-                           "workspace_bytes": 0, "io_bytes": 3 * 2 * 8, "constant_bytes": 0},
+                           "workspace_bytes": 0, "io_bytes": 3 * 2 * 8, "constant_bytes": 0,
+                           "flops": 0, "out_shape": []},
     }
 
 
@@ -100,7 +104,8 @@ def test_update_function_metadata_function_form_fills_the_given_mapping() -> Non
     metadata: dict[str, dict[str, object]] = {"other": {}}
     update_function_metadata(LoweredFunction(gv, None, {gv: prim_func}, "c", None), metadata, workspace_byte_alignment=8)
     assert metadata["kernel"] == {"kind": "prim_func", "target": "c", "compiler": None,
-                                  "workspace_bytes": 64, "io_bytes": 2, "constant_bytes": 0}
+                                  "workspace_bytes": 64, "io_bytes": 2, "constant_bytes": 0,
+                                  "flops": 0, "out_shape": []}
     assert "other" in metadata
 
 
@@ -125,3 +130,17 @@ def test_relay_io_bytes_counts_static_parameters_and_results(text: str, expected
     assert isinstance(func, Function)
     infer_expr(func)
     assert relay_io_bytes(func) == expected
+
+
+def test_function_metadata_counts_the_products_operations() -> None:
+    collect = UpdateFunctionMetadata()
+    LowerTE("test", process_fn=collect)(parse(HEADER + """
+def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32]) -> Tensor[(1, 4, 8, 8), float32] {
+  %0 = fn (%a: Tensor[(1, 3, 8, 8), float32], %b: Tensor[(4, 3, 3, 3), float32], Primitive=1) -> Tensor[(1, 4, 8, 8), float32] {
+    nn.relu(nn.conv2d(%a, %b, padding=[1, 1, 1, 1]))
+  };
+  %0(%x, %w)
+}"""))
+    (info,) = collect.functions.values()
+    # Each of the 1x4x8x8 outputs sums 3 channels x 3x3 taps: 2 operations per multiply-add.
+    assert info["flops"] == 2 * (4 * 8 * 8) * (3 * 3 * 3) and info["out_shape"] == [1, 4, 8, 8]

@@ -252,6 +252,9 @@ def test_run_with_profile_times_every_kernel_the_report_calls(client: TestClient
     assert {row["kernel"] for row in profile} == {call["callee"] for call in report["calls"]}
     assert all(row["calls"] >= 1 and row["us"] >= 0 and 0 <= row["percent"] for row in profile)
     assert [row["us"] for row in profile] == sorted((row["us"] for row in profile), reverse=True)
+    # Each kernel's result shape from the report, and GFLOP/s where it does a product (the MLP's denses).
+    assert all(row["shape"] == report["functions"][row["kernel"]]["out_shape"] for row in profile)
+    assert any(row["gflops"] is not None and row["gflops"] > 0 for row in profile)
     assert plain.json()["profile"] is None
 
 

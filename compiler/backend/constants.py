@@ -184,6 +184,9 @@ def write_pool_bytes(stream: BinaryIO, pool: ConstantPool) -> None:
 
 # The octal escapes as a (256, 4) table of ASCII codes, and the pieces around a line.
 _OCTAL_CODES = np.frombuffer(_OCTAL.tobytes(), np.uint8).reshape(256, 4)
+# The same table one word per escape: gathering 4-byte words is several times faster in numpy
+# than gathering rows of four bytes (a 500 MB pool: 2 s rather than 15).
+_OCTAL_WORDS = _OCTAL_CODES.copy().view(np.uint32).reshape(256)
 _LINE_START = np.frombuffer(b'  "', np.uint8)
 _LINE_END = np.frombuffer(b'"\n', np.uint8)
 _BYTES_PER_LINE = 32
@@ -204,7 +207,8 @@ def write_pool_source(stream: BinaryIO, symbol: str, pool: ConstantPool, comment
             full = block.size // _BYTES_PER_LINE
             text = np.empty((full, width + 5), np.uint8)
             text[:, :3] = _LINE_START
-            text[:, 3 : 3 + width] = _OCTAL_CODES[block[: full * _BYTES_PER_LINE]].reshape(full, width)
+            escaped = _OCTAL_WORDS[block[: full * _BYTES_PER_LINE]]
+            text[:, 3 : 3 + width] = escaped.view(np.uint8).reshape(full, width)
             text[:, 3 + width :] = _LINE_END
             stream.write(memoryview(text.reshape(-1)))
             rest = block[full * _BYTES_PER_LINE :]

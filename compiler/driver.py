@@ -28,6 +28,7 @@ from compiler import __version__
 from compiler.backend.aot_executor import AOTExecutorCodegen, AOTResult
 from compiler.backend.codegen_c import emit_c_files, emit_c_module
 from compiler.backend.constants import ConstantPool, is_separate, write_pool_bytes, write_pool_source
+from compiler.backend.file_replace import replace_file
 from compiler.backend.function_metadata import UpdateFunctionMetadata
 from compiler.backend.interface_c import TensorInfo, c_prefix
 from compiler.backend.kernel_files import kernel_groups
@@ -564,7 +565,7 @@ def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
-    tmp.replace(path)
+    replace_file(tmp, path)
 
 
 def _write_stream(path: Path, write: Callable[[Any], None], *, text: bool = False) -> None:
@@ -573,7 +574,7 @@ def _write_stream(path: Path, write: Callable[[Any], None], *, text: bool = Fals
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") if text else open(tmp, "wb") as stream:
         write(stream)
-    tmp.replace(path)
+    replace_file(tmp, path)
 
 
 def _remove_stale_sources(src: Path, name: str, keep: set[str]) -> None:

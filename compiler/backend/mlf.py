@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.backend.file_replace import replace_file
 from compiler.backend.interface_c import TensorInfo
 from compiler.parser.metadata import ndarray_blob_parts
 
@@ -127,7 +128,7 @@ def write_mlf(
             info.uname = info.gname = "root"
             info.mode = 0o644
             tar.addfile(info, io.BufferedReader(_ChunkReader(chunks()), _COPY_BYTES))
-    tmp.replace(path)
+    replace_file(tmp, path)
     return path
 
 

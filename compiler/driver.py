@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from compiler import __version__
 from compiler.backend.aot_executor import AOTExecutorCodegen, AOTResult
 from compiler.backend.codegen_c import emit_c_files, emit_c_module
 from compiler.backend.constants import ConstantPool, is_separate, write_pool_bytes, write_pool_source
+from compiler.backend.file_replace import replace_file
 from compiler.backend.function_metadata import UpdateFunctionMetadata
 from compiler.backend.interface_c import TensorInfo, c_prefix
 from compiler.backend.kernel_files import kernel_groups
@@ -56,7 +57,7 @@ from compiler.config_registry import (
 )
 from compiler.diagnostics import CompileError, InputError
 from compiler.ir.module import IRModule
-from compiler.parser.printer import astext
+from compiler.parser.printer import astext, write_text
 from compiler.passes.alter_op_layout import AlterOpLayout
 from compiler.passes.bind_params import BindParams
 from compiler.passes.check_compilable import CheckCompilable
@@ -442,7 +443,7 @@ def export(
     outdir.mkdir(parents=True, exist_ok=True)
     name = model.options.module_name
     files = written if written is not None else []
-    _write(outdir / "lowered.relay", astext(model.lowered))
+    _write_stream(outdir / "lowered.relay", lambda stream: write_text(stream, model.lowered), text=True)
     files.append(outdir / "lowered.relay")
     if model.aot is not None:
         src = outdir / "src"
@@ -564,16 +565,16 @@ def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
-    tmp.replace(path)
+    replace_file(tmp, path)
 
 
-def _write_stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Like `_write`, for a file written piece by piece."""
+def _write_stream(path: Path, write: Callable[[Any], None], *, text: bool = False) -> None:
+    """Like `_write`, for a file written piece by piece (to a text stream with `text`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as stream:
+    with open(tmp, "w", encoding="utf-8") if text else open(tmp, "wb") as stream:
         write(stream)
-    tmp.replace(path)
+    replace_file(tmp, path)
 
 
 def _remove_stale_sources(src: Path, name: str, keep: set[str]) -> None:

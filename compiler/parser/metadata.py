@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 
@@ -400,24 +402,51 @@ def decode_ndarray(b64: str) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
 
 
-def encode_ndarray(array: np.ndarray) -> str:
-    """A numpy array -> TVM's base64 NDArray blob (CPU device, lanes 1)."""
+def ndarray_blob_parts(array: np.ndarray) -> tuple[bytes, memoryview]:
+    """TVM's NDArray blob of `array` (CPU device, lanes 1) in two parts: the header (magic,
+    device, dtype, shape, byte count) and the little-endian elements, a view of `array`'s own
+    memory when it is contiguous and little-endian already (so a large weight is not copied)."""
     array = np.asarray(array)
     dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
     if dtype not in _DL_TYPES:
         raise ValueError(f"cannot store dtype {dtype} in the metadata section")
     code, bits = _DL_TYPES[dtype]
-    if dtype == "bool":
-        raw = np.ascontiguousarray(array, dtype=np.uint8).tobytes()
-    else:
-        raw = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    stored = np.dtype(np.uint8) if dtype == "bool" else np.dtype(dtype).newbyteorder("<")
+    raw = np.ascontiguousarray(array, dtype=stored).reshape(-1).view(np.uint8)
     header = _HEADER.pack(NDARRAY_MAGIC, 0, 1, 0, array.ndim, code, bits, 1)
     shape = struct.pack(f"<{array.ndim}q", *array.shape)
-    return base64.b64encode(header + shape + struct.pack("<q", len(raw)) + raw).decode("ascii")
+    return header + shape + struct.pack("<q", raw.size), memoryview(raw)
+
+
+def encode_ndarray(array: np.ndarray) -> str:
+    """A numpy array -> TVM's base64 NDArray blob (CPU device, lanes 1)."""
+    head, raw = ndarray_blob_parts(array)
+    return base64.b64encode(head + raw).decode("ascii")
+
+
+# Base64 of this many bytes at a time (a multiple of 3, so the pieces join into one encoding).
+_B64_CHUNK = 3 << 20
+
+
+def write_ndarray_b64(stream: TextIO, array: np.ndarray) -> None:
+    """`encode_ndarray(array)` written to `stream` a few megabytes at a time."""
+    head, raw = ndarray_blob_parts(array)
+    first = -len(head) % 3  # elements that complete the header's last group of three
+    stream.write(base64.b64encode(head + raw[:first]).decode("ascii"))
+    for start in range(first, len(raw), _B64_CHUNK):
+        stream.write(base64.b64encode(raw[start : start + _B64_CHUNK]).decode("ascii"))
 
 
 def encode_metadata(constants: Sequence[np.ndarray], devices: Sequence[VirtualDevice] = ()) -> str:
-    """The JSON text of a metadata section holding `constants` as meta[relay.Constant][0..].
+    """The JSON text of a metadata section holding `constants` as meta[relay.Constant][0..]."""
+    out = io.StringIO()
+    write_metadata(out, constants, devices)
+    return out.getvalue()
+
+
+def write_metadata(stream: TextIO, constants: Sequence[np.ndarray], devices: Sequence[VirtualDevice] = ()) -> None:
+    """`encode_metadata`'s text written to `stream`, the blobs' base64 streamed from the arrays:
+    neither the base64 text nor the JSON document is ever held whole.
 
     Node indices follow TVM's depth-first discovery order: the root Map, its Array, then each
     Constant; the first Constant also discovers the shared unconstrained VirtualDevice and its
@@ -456,13 +485,28 @@ def encode_metadata(constants: Sequence[np.ndarray], devices: Sequence[VirtualDe
     nodes[2]["data"] = element_indices
     if devices:
         _add_devices(nodes, devices)
+    # The document is dumped with a placeholder per blob (base64 needs no JSON escaping), and
+    # each placeholder is replaced by its blob as the text is written.
+    placeholders = [_BLOB_PLACEHOLDER.format(i) for i in range(len(constants))]
     document = {
         "root": 1,
         "nodes": nodes,
-        "b64ndarrays": [encode_ndarray(np.asarray(c)) for c in constants],
+        "b64ndarrays": placeholders,
         "attrs": {"tvm_version": TVM_VERSION},
     }
-    return json.dumps(document, indent=2)
+    text = json.dumps(document, indent=2)
+    at = text.rindex('"b64ndarrays": ')  # the document's own key: only "attrs" follows it
+    stream.write(text[:at])
+    for placeholder, constant in zip(placeholders, constants):
+        found = text.index(json.dumps(placeholder), at)
+        stream.write(text[at : found + 1])
+        write_ndarray_b64(stream, np.asarray(constant))
+        at = found + len(placeholder) + 1
+    stream.write(text[at:])
+
+
+# No node of the document holds text of this form: node values are type keys, numbers and names.
+_BLOB_PLACEHOLDER = "<relaycc blob {} placeholder>"
 
 
 def _add_devices(nodes: list[dict[str, object]], devices: Sequence[VirtualDevice]) -> None:

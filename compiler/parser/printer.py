@@ -34,10 +34,11 @@ NaN literal, and writing text the parser rejects would only move the failure fur
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Union
+from typing import TextIO, Union
 
 import numpy as np
 
@@ -71,16 +72,24 @@ from compiler.ir.expr import (
 from compiler.ir.module import IRModule
 from compiler.ir.types import ANY, FuncType, Type, type_text
 from compiler.ir.visitor import free_vars, post_order
-from compiler.parser.metadata import encode_metadata
+from compiler.parser.metadata import write_metadata
 
 VERSION_HEADER = '#[version = "0.0.5"]'
 
 
-__all__ = ["astext", "format_attr_value", "scalar_literal", "type_text"]
+__all__ = ["astext", "write_text", "format_attr_value", "scalar_literal", "type_text"]
 
 
 def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
     """`obj` as Relay text; `show_types` adds `/* ty=... */` after calls whose type is known."""
+    out = io.StringIO()
+    write_text(out, obj, show_types)
+    return out.getvalue()
+
+
+def write_text(stream: TextIO, obj: IRModule | Expr, show_types: bool = False) -> None:
+    """`astext(obj)` written to `stream`, the metadata section's constants streamed: a model's
+    weights in base64 are never held in memory as one text."""
     printer = _Printer(show_types)
     if isinstance(obj, IRModule):
         text = printer.module(obj)
@@ -88,7 +97,8 @@ def astext(obj: IRModule | Expr, show_types: bool = False) -> str:
         text = printer.expression(obj)
     else:
         raise TypeError(f"cannot print {type(obj).__name__} as Relay text")
-    return text + printer.metadata_section()
+    stream.write(text)
+    printer.write_metadata_section(stream)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -382,10 +392,12 @@ class _Printer:
         block = self._body(expr, block)
         return _render_lines(block) + "\n"
 
-    def metadata_section(self) -> str:
+    def write_metadata_section(self, stream: TextIO) -> None:
         if not self.meta and not self.devices:
-            return ""
-        return "#[metadata]\n" + encode_metadata(self.meta, self.devices).rstrip("\n") + "\n"
+            return
+        stream.write("#[metadata]\n")
+        write_metadata(stream, self.meta, self.devices)  # JSON text, which never ends in a newline
+        stream.write("\n")
 
     # --- bodies ---
 

@@ -116,3 +116,33 @@ def test_only_a_large_pool_is_left_to_its_own_file():
         f'extern const uint8_t pool[{SEPARATE_POOL_BYTES} + 1] __attribute__((visibility("hidden"), aligned(64)));'
     ]
     assert emit_pool("pool", large)[0].startswith("static const uint8_t pool[")
+
+
+def test_a_strided_view_shares_the_slot_of_its_contiguous_equal():
+    pool = ConstantPoolBuilder()
+    matrix = np.arange(12, dtype="float32").reshape(3, 4)
+    assert pool.add(np.ascontiguousarray(matrix.T)) == 0
+    assert pool.add(matrix.T) == 0
+    assert pool.index_of(matrix.T) == 0
+    assert pool.build().arrays[0].flags.c_contiguous
+
+
+def test_arrays_of_the_same_digest_key_but_other_bytes_get_their_own_slots():
+    pool = ConstantPoolBuilder()
+    first = np.zeros(1000, "uint8")
+    second = first.copy()
+    second[999] = 1
+    assert pool.add(first) == 0
+    assert pool.add(second) == 1
+    np.testing.assert_array_equal(pool.build().arrays[1], second)
+
+
+def test_asking_again_about_the_same_array_object_gives_the_same_answer():
+    pool = ConstantPoolBuilder()
+    weights = np.arange(6, dtype="int16")
+    absent = np.arange(7, dtype="int16")
+    assert pool.index_of(weights) is None
+    assert pool.add(weights) == 0
+    assert pool.index_of(weights) == 0
+    assert pool.index_of(absent) is None
+    assert pool.index_of(absent) is None

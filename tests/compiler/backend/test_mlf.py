@@ -5,6 +5,7 @@ import struct
 import tarfile
 
 import numpy as np
+import pytest
 
 from compiler.backend.interface_c import TensorInfo
 from compiler.backend.mlf import PARAMS_MAGIC, mlf_metadata, params_bytes, write_mlf
@@ -74,3 +75,26 @@ def test_a_source_given_as_a_file_is_copied_into_the_archive(tmp_path):
     with tarfile.open(path) as tar:
         assert tar.extractfile("./codegen/host/src/m_lib0.c").read() == b"int x;"
         assert tar.extractfile("./codegen/host/src/m_lib1.c").read() == pool.read_bytes()
+
+
+def test_archived_parameters_hold_strided_bool_and_large_arrays(tmp_path):
+    matrix = np.arange(12, dtype="float32").reshape(3, 4)
+    params = {"t": matrix.T, "mask": np.array([True, False, True]),
+              "big": np.linspace(-1, 1, 5_000_000, dtype="float32")}
+    path = write_mlf(tmp_path / "m.tar", module_name="m", metadata={}, c_sources=[], header_name="tvmgen_m.h",
+                     header="", relay_text="", params=params)
+    with tarfile.open(path) as tar:
+        data = tar.extractfile("./parameters/m.params").read()
+    assert data == params_bytes(params)
+    back = read_params(data)
+    assert list(back) == ["t", "mask", "big"]
+    np.testing.assert_array_equal(back["t"], matrix.T)
+    np.testing.assert_array_equal(back["mask"], params["mask"])
+    np.testing.assert_array_equal(back["big"], params["big"])
+
+
+def test_a_parameter_of_an_unstorable_dtype_is_an_error_and_leaves_no_archive(tmp_path):
+    with pytest.raises(ValueError, match="complex64"):
+        write_mlf(tmp_path / "m.tar", module_name="m", metadata={}, c_sources=[], header_name="tvmgen_m.h",
+                  header="", relay_text="", params={"c": np.zeros(2, "complex64")})
+    assert not (tmp_path / "m.tar").exists()

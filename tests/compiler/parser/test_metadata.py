@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import struct
 from collections.abc import Callable
@@ -14,7 +15,16 @@ from compiler.diagnostics import ParseError, Source, Span
 from compiler.ir.expr import Constant
 from compiler.ir.types import DTYPES, TensorType
 from compiler.parser import astext, parse
-from compiler.parser.metadata import MetaAttrs, decode_metadata, encode_metadata, encode_ndarray
+from compiler.parser.metadata import (
+    MetaAttrs,
+    decode_metadata,
+    decode_ndarray,
+    encode_metadata,
+    encode_ndarray,
+    ndarray_blob_parts,
+    write_metadata,
+    write_ndarray_b64,
+)
 
 # TVM's own encoding of float32 [[1, 2], [3, 4]] (tvm-facts §1.4).
 FLOAT32_2X2_BLOB = "P6G0lvBAXt0AAAAAAAAAAAEAAAAAAAAAAgAAAAIgAQACAAAAAAAAAAIAAAAAAAAAEAAAAAAAAAAAAIA/AAAAQAAAQEAAAIBA"
@@ -249,3 +259,38 @@ def test_an_attributes_array_that_contains_itself_is_a_located_error_not_a_recur
         parse(CONV + attrs_section({"relay.attrs.Conv2DAttrs": [CONV_FIELDS]}, nodes), "m.relay")
     assert info.value.message == "meta[relay.attrs.Conv2DAttrs][0] field strides: values nest too deeply"
     assert (info.value.line, info.value.column) == (3, 21)
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5), (2, 3, 4), (1 << 20,)])
+def test_streamed_blob_base64_equals_the_blob_encoded_whole(shape):
+    # Headers of 0-3 dimensions leave every remainder mod 3; the megabyte-sized array crosses
+    # the writer's chunk boundary.
+    array = (np.arange(int(np.prod(shape)), dtype="float32") * 0.5).reshape(shape)
+    out = io.StringIO()
+    write_ndarray_b64(out, array)
+    assert out.getvalue() == encode_ndarray(array)
+    np.testing.assert_array_equal(decode_ndarray(out.getvalue()), array)
+
+
+def test_blob_parts_of_a_contiguous_array_view_its_memory_rather_than_copy_it():
+    array = np.arange(6, dtype="float32").reshape(2, 3)
+    head, raw = ndarray_blob_parts(array)
+    assert np.shares_memory(np.frombuffer(raw, np.uint8), array)
+    assert bytes(raw) == array.tobytes()
+    assert struct.unpack_from("<q", head, len(head) - 8)[0] == 24
+
+
+def test_written_metadata_section_is_the_json_of_tvms_node_graph():
+    constants = [sample("float32"), sample("int8", (4,)), sample("bool", (2, 2))]
+    out = io.StringIO()
+    write_metadata(out, constants)
+    document = json.loads(out.getvalue())
+    assert out.getvalue() == encode_metadata(constants)
+    assert document["b64ndarrays"] == [encode_ndarray(c) for c in constants]
+    for got, want in zip(constants_of(out.getvalue()), constants):
+        np.testing.assert_array_equal(got.data, want)
+
+
+def test_writing_a_blob_of_an_unsupported_dtype_is_an_error():
+    with pytest.raises(ValueError, match="complex64"):
+        write_ndarray_b64(io.StringIO(), np.zeros(2, "complex64"))

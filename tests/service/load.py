@@ -78,10 +78,12 @@ async def _client(
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
         serial = 0
         made = 0
-        # Every client gets through at least once, however slow a loaded machine makes the server.
+        # Every client gets through at least once, however slow a loaded machine makes the server,
+        # and the clients' first actions go round the kinds so that each kind is exercised even
+        # when a loaded machine leaves time for only one action per client.
         while made == 0 or time.monotonic() < deadline:
+            kind = kinds[index % len(kinds)] if made == 0 else rng.choices(kinds, weights)[0]
             made += 1
-            kind = rng.choices(kinds, weights)[0]
             started = time.monotonic()
             if kind == "cached_compile":
                 response = await http.post("/compile", json={"relay": RELAY + f"// cached {rng.randrange(CACHED_MODELS)}\n"})

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.backend.codegen_c import emit_c_module
+from compiler.backend.codegen_c import emit_c_files, emit_c_module
 from compiler.runtime.build import DEFAULT_CFLAGS, WARNING_FLAGS, compiler_command, needs_openmp
 from compiler.runtime.ffi import Library, aligned_empty, load_library, prim_func_cdef
 from compiler.tir.analysis import substitute, workspace_bytes
@@ -110,18 +110,18 @@ CHUNK_BYTES = 160_000
 def build_prim_library(funcs: Sequence[PrimFunc], directory: Path, stem: str = "prims") -> PrimLibrary:
     by_name = {f.name: f for f in funcs}
     objects = _object_cache(directory)
-    chunks = _chunks(funcs)
+    chunks, sources = _chunks(funcs)
     # Workers that build the same library start from opposite ends of its chunk list.
     order = list(range(len(chunks)))
     if os.environ.get("PYTEST_XDIST_WORKER", "gw0")[-1:] in "13579":
         order.reverse()
     with ThreadPoolExecutor(max_workers=max(1, min(len(chunks), os.cpu_count() or 1))) as pool:
-        built = dict(zip(order, pool.map(lambda i: _build_chunk(chunks[i], directory, objects), order)))
+        built = dict(zip(order, pool.map(lambda i: _build_chunk(chunks[i], sources[i], directory, objects), order)))
     broken = {name: why for _, _, failed in built.values() for name, why in failed.items()}
     warnings = [line for _, output, _ in built.values() for line in output.splitlines() if "warning:" in line]
-    sources = [built[i][0] for i in range(len(chunks))]
-    source = "\n".join(sources)
-    linked = [_object_path(objects, chunk) for chunk in sources if chunk]
+    built_sources = [built[i][0] for i in range(len(chunks))]
+    source = "\n".join(built_sources)
+    linked = [_object_path(objects, chunk) for chunk in built_sources if chunk]
     if not linked:
         return PrimLibrary(None, by_name, warnings, source, broken)
     library_path = directory / f"lib{stem}.so"
@@ -133,17 +133,25 @@ def build_prim_library(funcs: Sequence[PrimFunc], directory: Path, stem: str = "
     return PrimLibrary(library, by_name, warnings, source, broken)
 
 
-def _chunks(funcs: Sequence[PrimFunc]) -> list[list[PrimFunc]]:
-    chunks: list[list[PrimFunc]] = [[]]
-    size = 0
-    for func in funcs:
-        text = len(emit_c_module([func], workspace_alignment=WORKSPACE_ALIGNMENT))
-        if chunks[-1] and size + text > CHUNK_BYTES:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(func)
-        size += text
-    return chunks
+def _chunks(funcs: Sequence[PrimFunc]) -> tuple[list[list[PrimFunc]], list[str]]:
+    """The functions in groups of about CHUNK_BYTES of C, and each group's source. Every
+    function is emitted once (emitting is a third of a large library's build)."""
+    groups: list[list[int]] = [[]]
+
+    def split(bodies: Sequence[str]) -> list[list[int]]:
+        size = 0
+        for index, body in enumerate(bodies):
+            if groups[-1] and size + len(body) > CHUNK_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(index)
+            size += len(body)
+        return groups
+
+    if not funcs:
+        return [], []
+    sources = emit_c_files(funcs, split, workspace_alignment=WORKSPACE_ALIGNMENT)
+    return [[funcs[i] for i in group] for group in groups], sources
 
 
 def _object_cache(directory: Path) -> Path:
@@ -163,10 +171,9 @@ def _object_path(objects: Path, source: str) -> Path:
     return objects / f"{hashlib.sha256(source.encode()).hexdigest()}.o"
 
 
-def _build_chunk(funcs: list[PrimFunc], directory: Path, objects: Path) -> tuple[str, str, dict[str, str]]:
+def _build_chunk(funcs: list[PrimFunc], source: str, directory: Path, objects: Path) -> tuple[str, str, dict[str, str]]:
     """(source of the chunk's object, compiler output, functions left out with why); the
     source is empty when no function of the chunk builds."""
-    source = emit_c_module(funcs, workspace_alignment=WORKSPACE_ALIGNMENT)
     status, output = _object(source, objects)
     if status == 0:
         return source, output, {}

@@ -73,6 +73,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs = [lower_text(pool_text(*case), name) for name, case in CASES.items()]
     op, data, attrs = CASES["avg_padded"]
     funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "avg_then_negative_relu"))
+    op, data, attrs = CASES["max_long_rows"]
+    funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "max_then_negative_relu"))
     op, data, attrs = CASES["global_max"]
     funcs.append(lower_text(pool_text(op, data, attrs, "exp(%0)"), "global_max_then_exp"))
     return Library(funcs, Path(tmp_path_factory.mktemp("pool")))
@@ -117,6 +119,12 @@ def test_max_pool_rows_are_vectorized_inside_the_input(library: Library) -> None
 def test_pool_applies_the_fused_epilogue(library: Library) -> None:
     op, data, attrs = CASES["avg_padded"]
     (result,) = library.run("avg_then_negative_relu", [data])
+    np.testing.assert_allclose(result, np.maximum(-reference(op, [data], attrs), 0), rtol=1e-6, atol=1e-6)
+
+
+def test_vectorized_max_pool_applies_the_fused_epilogue(library: Library) -> None:
+    op, data, attrs = CASES["max_long_rows"]
+    (result,) = library.run("max_then_negative_relu", [data])
     np.testing.assert_allclose(result, np.maximum(-reference(op, [data], attrs), 0), rtol=1e-6, atol=1e-6)
 
 

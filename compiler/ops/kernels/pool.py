@@ -24,6 +24,9 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 
 # Output elements below which a pool runs on one core.
 PARALLEL_MIN_WORK = 1 << 15
+# Outputs of a row whose windows lie inside the input, taken a chunk at a time by the vectorized
+# max pool: its accumulators live on the stack.
+ROW_CHUNK = 64
 
 
 def merged_dims(buffer: te.Buffer, layout: Layout) -> tuple[int, ...]:
@@ -108,6 +111,14 @@ def pool2d_loops(
 
     result: te.PrimExpr = acc[zero]
     body: Stmt = seq(Store(acc, (zero,), init_value), reduce)
+    interior = _interior((w, ow), (kw, sw, dw), left)
+    if kind == "max" and interior[1] > interior[0]:
+        edge = Allocate(acc, seq(body, _store(out, window, epilogue, img, ch, y, x, result)))
+        row = _max_row(ctx, data, out, epilogue, window, (img, ch, y, x), (h, ow), interior, init_value, edge)
+        rows = n * c * oh
+        loop_kind = _kind_of_loop(ctx, rows, rows * ow * kh * kw)
+        return For(t, zero, te.const(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
+            y, t % oh, row))), loop_kind)
     if kind == "avg":
         lo_h, hi_h, lo_w, hi_w = (-top, h + bottom, -left, w + right) if count_include_pad else (0, h, 0, w)
         count = te.Buffer(ctx.fresh("count"), (2,), "int32", scope="local")
@@ -130,6 +141,62 @@ def pool2d_loops(
     loop_kind = _kind_of_loop(ctx, rows, rows * ow * kh * kw)
     return For(t, zero, te.const(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
         y, t % oh, row))), loop_kind)
+
+
+def _interior(widths: tuple[int, int], kernel: tuple[int, int, int], left: int) -> tuple[int, int]:
+    """The outputs [lo, hi) of a row whose every window column lies inside the input."""
+    (w, ow), (kw, sw, dw) = widths, kernel
+    lo = -(-left // sw)
+    hi = (w - 1 + left - (kw - 1) * dw) // sw + 1
+    return min(max(lo, 0), ow), min(max(hi, 0), ow)
+
+
+def _max_row(
+    ctx: KernelContext,
+    data: te.Buffer,
+    out: te.Buffer,
+    epilogue: Epilogue,
+    window: PoolWindow,
+    coords: tuple[te.Var, te.Var, te.Var, te.Var],
+    sizes: tuple[int, int],
+    interior: tuple[int, int],
+    lowest: te.PrimExpr,
+    edge: Stmt,
+) -> Stmt:
+    """One output row of a max pool: `edge` (the checked scalar window at `coords`' x) for the
+    outputs whose windows reach past the left or right border, and the others a chunk at a
+    time, kernel column by kernel column along the row, which the C compiler vectorizes (one
+    scalar window per output ran ResNet-50's pool at ~0.3 G elements/s). Kernel rows are still
+    checked: a row outside the input adds nothing. Same combination, same order, as the scalar
+    window, so NaNs win as there."""
+    img, ch, y, x = coords
+    h, ow = sizes
+    lo, hi = interior
+    (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
+    top, left = window.padding[0], window.padding[1]
+    zero = te.const(0)
+    edges: list[Stmt] = []
+    for start, stop in ((0, lo), (hi, ow)):
+        if stop > start:
+            edges.append(For(x, te.const(start), te.const(stop - start), edge))
+    chunk = min(ROW_CHUNK, hi - lo)
+    chunks = -(-(hi - lo) // chunk)
+    acc = te.Buffer(ctx.fresh("acc"), (chunk,), lowest.dtype, scope="local")
+    c, x0 = ctx.var("chunk"), ctx.var("x0")
+    width = te.const(chunk) if (hi - lo) % chunk == 0 else te.minimum(chunk, hi - x0)
+    iy, ky, kx = ctx.var("iy"), ctx.var("ky"), ctx.var("kx")
+    j, zj, sj = ctx.var("j"), ctx.var("j"), ctx.var("j")
+    value = te.cast(lowest.dtype, data[at(window.in_layout, (img, ch, iy, (x0 + j) * sw - left + kx * dw))])
+    update = For(j, zero, width, Store(acc, (j,), te.maximum(acc[j], value)), ForKind.VECTORIZED)
+    reduce = For(ky, zero, te.const(kh), LetStmt(iy, y * sh - top + ky * dh, IfThenElse(
+        te.logical_and(iy >= 0, iy < h), For(kx, zero, te.const(kw), update))))
+    body = seq(
+        For(zj, zero, width, Store(acc, (zj,), lowest), ForKind.VECTORIZED),
+        reduce,
+        For(sj, zero, width, _store(out, window, epilogue, img, ch, y, x0 + sj, acc[sj]), ForKind.VECTORIZED),
+    )
+    inner = For(c, zero, te.const(chunks), LetStmt(x0, c * chunk + lo, Allocate(acc, body)))
+    return seq(*edges, inner)
 
 
 def _store(

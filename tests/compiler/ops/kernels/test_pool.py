@@ -38,6 +38,10 @@ CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
         {"pool_size": [2, 2], "layout": "NHWC", "out_layout": "NCHW"},
     ),
     "max_parallel": ("nn.max_pool2d", f32(1, 16, 64, 64), {"pool_size": [2, 2], "strides": [2, 2]}),
+    # ResNet-50's pool, and rows of more than one chunk of vectorized outputs with a ragged end.
+    "max_resnet_stem": ("nn.max_pool2d", f32(1, 4, 23, 23), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}),
+    "max_long_rows": ("nn.max_pool2d", f32(2, 3, 5, 301), {"pool_size": [3, 2], "strides": [1, 2], "padding": [1, 0, 0, 2]}),
+    "max_dilated_wide": ("nn.max_pool2d", f32(1, 2, 9, 90), {"pool_size": [2, 3], "dilation": [1, 3], "padding": [0, 4]}),
     "avg_padded": ("nn.avg_pool2d", f32(2, 3, 7, 5), {"pool_size": [3, 3], "strides": [2, 2], "padding": [1]}),
     "avg_count_include_pad_ceil": (
         "nn.avg_pool2d", f32(1, 2, 5, 5),
@@ -69,6 +73,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs = [lower_text(pool_text(*case), name) for name, case in CASES.items()]
     op, data, attrs = CASES["avg_padded"]
     funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "avg_then_negative_relu"))
+    op, data, attrs = CASES["max_long_rows"]
+    funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "max_then_negative_relu"))
     op, data, attrs = CASES["global_max"]
     funcs.append(lower_text(pool_text(op, data, attrs, "exp(%0)"), "global_max_then_exp"))
     return Library(funcs, Path(tmp_path_factory.mktemp("pool")))
@@ -83,9 +89,42 @@ def test_pool_kernel_matches_reference(library: Library, name: str) -> None:
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
 
 
+def _with_nan_and_infinities() -> np.ndarray:
+    data = f32(1, 4, 23, 23)
+    data[0, 0, 5, 7] = np.nan  # an interior window's element
+    data[0, 1, 0, 0] = np.nan  # a corner: only windows at the left edge see it
+    data[0, 2, :, :] = -np.inf  # windows of -inf only: the lowest finite value wins, as in TVM
+    data[0, 3, 10, 22] = np.inf
+    return data
+
+
+def test_max_pool_keeps_nan_and_infinities_as_numpy_does(library: Library) -> None:
+    op, _, attrs = CASES["max_resnet_stem"]
+    data = _with_nan_and_infinities()
+    (result,) = library.run("max_resnet_stem", [data])
+    expected = reference(op, [data], attrs)
+    np.testing.assert_array_equal(result, expected)
+    assert np.isnan(result[0, 0]).sum() == np.isnan(expected[0, 0]).sum() > 0
+    assert (result[0, 2] == np.finfo(np.float32).min).all()
+    assert np.isposinf(result[0, 3]).any()
+
+
+def test_max_pool_rows_are_vectorized_inside_the_input(library: Library) -> None:
+    def vectorized(name: str) -> bool:
+        return any(isinstance(s, For) and s.kind is ForKind.VECTORIZED for s in walk_stmts(library.funcs[name].body))
+
+    assert vectorized("max_resnet_stem") and vectorized("max_long_rows") and vectorized("max_dilated_wide")
+
+
 def test_pool_applies_the_fused_epilogue(library: Library) -> None:
     op, data, attrs = CASES["avg_padded"]
     (result,) = library.run("avg_then_negative_relu", [data])
+    np.testing.assert_allclose(result, np.maximum(-reference(op, [data], attrs), 0), rtol=1e-6, atol=1e-6)
+
+
+def test_vectorized_max_pool_applies_the_fused_epilogue(library: Library) -> None:
+    op, data, attrs = CASES["max_long_rows"]
+    (result,) = library.run("max_then_negative_relu", [data])
     np.testing.assert_allclose(result, np.maximum(-reference(op, [data], attrs), 0), rtol=1e-6, atol=1e-6)
 
 

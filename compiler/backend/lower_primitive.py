@@ -40,8 +40,25 @@ from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
 
 View = TensorView | tuple  # a tensor view, or a tuple of views for tuple-typed nodes
 
-# Below this many output elements a loop nest is not worth an OpenMP fork/join.
-PARALLEL_MIN_ELEMENTS = 1 << 14
+# Below this many output elements an elementwise loop nest runs on one core. Such loops are
+# memory-bound: at two threads, [96..768, 256] float32 subtracts and transposes ran 0.5-1.1x
+# their one-thread time (per-call minimum over 300 runs, `relaycc run --threads`), the fork/join
+# and the other core's cache holding half of the operands eating what the second core brings.
+PARALLEL_MIN_ELEMENTS = 1 << 18
+# A reduction is parallel from this many elements read (and at least 64 results): means of
+# 24,576 and 32,768 elements ran 0.76x and 0.94x their one-thread time at two threads, of 196,608
+# 1.8x; a few microseconds either way below this, and one fork/join fewer per layer_norm.
+PARALLEL_MIN_REDUCED = 1 << 16
+PARALLEL_MIN_RESULTS = 64
+
+
+def parallel_axis(shape: Sequence[te.PrimExpr | int]) -> int | None:
+    """The axis of `shape` to run in parallel: the outermost one not of extent 1 (an OpenMP loop
+    of one iteration runs the whole nest on one core, as [1, C, H, W] tensors had it), or None."""
+    for k, extent in enumerate(shape):
+        if not (isinstance(extent, int) and extent == 1):
+            return k
+    return None
 
 
 def c_identifier(name: str) -> str:
@@ -526,10 +543,11 @@ class PrimitiveLowering:
         idx_vars = [te.Var(n, "int32") for n in names]
         body: Stmt = Store(out, tuple(idx_vars), te.cast(out.dtype, self._resolve(load(tuple(idx_vars)))))
         total = out.num_elements
+        big = self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_ELEMENTS
+        # The innermost axis stays serial: it is the one the C compiler vectorizes.
+        at = parallel_axis(shape[:-1]) if big else None
         for k in reversed(range(len(shape))):
-            kind = ForKind.SERIAL
-            if k == 0 and self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_ELEMENTS and len(shape) > 1:
-                kind = ForKind.PARALLEL
+            kind = ForKind.PARALLEL if k == at else ForKind.SERIAL
             body = For(idx_vars[k], te.const(0), te.as_expr(shape[k]), body, kind)
         return body
 
@@ -589,10 +607,14 @@ class PrimitiveLowering:
             body = Allocate(best, body)
         body = Allocate(acc, body)
         total = out.num_elements
+        reduced = total
+        for extent in red.extents:
+            reduced = reduced * extent if isinstance(reduced, int) and isinstance(extent, int) else None
+        big = (self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_RESULTS
+               and (reduced is None or reduced >= PARALLEL_MIN_REDUCED))
+        at = parallel_axis(out.shape) if big else None
         for k in reversed(range(len(out_vars))):
-            kind = ForKind.SERIAL
-            if k == 0 and self.ctx.parallel and isinstance(total, int) and total >= 64:
-                kind = ForKind.PARALLEL
+            kind = ForKind.PARALLEL if k == at else ForKind.SERIAL
             body = For(out_vars[k], te.const(0), te.as_expr(out.shape[k]), body, kind)
         return body
 

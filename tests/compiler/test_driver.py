@@ -147,12 +147,16 @@ def test_kernels_in_several_files_all_build_and_the_archive_lists_every_file(tmp
     assert model.report["calls"]
 
 
-def test_a_large_constant_pool_has_its_own_file_and_the_library_reads_it(tmp_path):
+# Without a working objcopy the pool's object comes from its C file, which the driver writes
+# only after the kernels have started compiling.
+@pytest.mark.parametrize("objcopy", ["objcopy", "no-such-objcopy-relaycc"])
+def test_a_large_constant_pool_has_its_own_file_and_the_library_reads_it(tmp_path, monkeypatch, objcopy):
     import numpy as np
 
     from compiler.backend.constants import SEPARATE_POOL_BYTES
     from compiler.runtime.module import CompiledModule
 
+    monkeypatch.setenv("OBJCOPY", objcopy)
     rng = np.random.default_rng(1)
     weight = rng.standard_normal((600, 512)).astype("float32")
     assert weight.nbytes >= SEPARATE_POOL_BYTES
@@ -178,6 +182,24 @@ def test_a_build_into_an_earlier_outdir_leaves_only_its_own_files(tmp_path):
     build(ADD, tmp_path, cache=None)
     assert sorted(p.name for p in (tmp_path / "src").glob("*.c")) == [
         "default_lib0.c", "default_lib1.c", "default_notes.c"]
+
+
+def test_a_build_that_fails_while_its_files_compile_leaves_no_library_or_report(tmp_path):
+    # The archive cannot be written (a directory holds its name) while the kernels compile.
+    (tmp_path / "default.tar" / "occupied").mkdir(parents=True)
+    with pytest.raises(OSError):
+        build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, cache=None)
+    assert not (tmp_path / "libdefault.so").exists() and not (tmp_path / "metadata.json").exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_kernel_file_the_compiler_rejects_is_named_in_the_error(tmp_path):
+    from compiler.runtime.build import BuildError
+
+    # A macro the kernels' standard headers refuse: every file fails, the first in order is told.
+    with pytest.raises(BuildError, match=r"C compiler failed on default_lib0\.c"):
+        build(ADD, tmp_path, BuildOptions(cflags=("-O1", "-fPIC", "-Dint32_t=float[")), cache=None)
+    assert not (tmp_path / "libdefault.so").exists()
 
 
 MLP = (Path(__file__).resolve().parents[1] / "models" / "seed001_mlp.relay").read_text()

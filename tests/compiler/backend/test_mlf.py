@@ -98,3 +98,25 @@ def test_a_parameter_of_an_unstorable_dtype_is_an_error_and_leaves_no_archive(tm
         write_mlf(tmp_path / "m.tar", module_name="m", metadata={}, c_sources=[], header_name="tvmgen_m.h",
                   header="", relay_text="", params={"c": np.zeros(2, "complex64")})
     assert not (tmp_path / "m.tar").exists()
+
+
+def test_the_archive_is_byte_for_byte_what_tarfile_writes_for_its_members(tmp_path):
+    pool = tmp_path / "pool.c"
+    pool.write_bytes(bytes(range(256)) * 40_000 + b"tail")  # not a whole number of tar blocks
+    params = {"w": np.linspace(0, 1, 1000, dtype="float32")}
+    path = write_mlf(tmp_path / "m.tar", module_name="m", metadata={"version": 7}, c_sources=["int x;", pool],
+                     header_name="tvmgen_m.h", header="/* h */", relay_text="#[version]", params=params)
+    with tarfile.open(path) as tar:
+        mtime = tar.getmembers()[0].mtime  # the time of writing, the same for every member
+    members = [("./metadata.json", json.dumps({"version": 7}, indent=2, sort_keys=True).encode() + b"\n"),
+               ("./codegen/host/include/tvmgen_m.h", b"/* h */"), ("./src/relay.txt", b"#[version]"),
+               ("./parameters/m.params", params_bytes(params)), ("./codegen/host/src/m_lib0.c", b"int x;"),
+               ("./codegen/host/src/m_lib1.c", pool.read_bytes())]
+    expected = io.BytesIO()
+    with tarfile.open(fileobj=expected, mode="w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.uid, info.gid, info.mode = len(data), mtime, 0, 0, 0o644
+            info.uname = info.gname = "root"
+            tar.addfile(info, io.BytesIO(data))
+    assert path.read_bytes() == expected.getvalue()

@@ -3,6 +3,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from compiler.runtime.build import (
     GLUE_OPT_LEVEL,
     Blob,
     BuildError,
+    LibraryBuilder,
     build_shared_library,
     compile_check,
     compiler_command,
@@ -287,3 +290,107 @@ def test_a_blob_is_linked_as_a_hidden_aligned_array_of_its_bytes(
     assert lib.call("misalignment") == 0
     exported = subprocess.run(["nm", "-D", "--defined-only", str(out)], capture_output=True, text=True).stdout
     assert "table" not in exported.split()
+
+
+# --- LibraryBuilder: files handed over while others are still being written --------------------
+
+
+def test_a_failing_file_among_several_is_named_with_the_compilers_message(tmp_path: Path) -> None:
+    kernels, glue, include = write_module(tmp_path / "m")
+    broken = write(tmp_path / "m" / "k_broken.c", "int broken(void) { return no_such_name; }\n")
+    with pytest.raises(BuildError) as raised:
+        build_shared_library([*kernels, broken], tmp_path / "libm.so", glue_sources=[glue], include_dirs=[include])
+    assert "C compiler failed on k_broken.c" in str(raised.value)
+    assert "no_such_name" in str(raised.value)
+    assert not (tmp_path / "libm.so").exists()
+
+
+def test_files_added_in_steps_link_into_one_library_and_progress_starts_at_seal(tmp_path: Path) -> None:
+    kernels, glue, include = write_module(tmp_path / "m")
+    seen: list[tuple[int, int]] = []
+    with LibraryBuilder(tmp_path / "libm.so", include_dirs=[include], jobs=2,
+                        progress=lambda done, total: seen.append((done, total))) as builder:
+        builder.add([glue], glue=True)
+        builder.add(kernels[:1])
+        builder.add(kernels[1:])
+        builder.seal()
+        out = builder.link()
+    assert load_library(out, "int32_t run(int32_t x);").call("run", 10) == 19
+    assert seen == [(done, 4) for done in range(5)]
+
+
+def test_the_library_is_the_same_whatever_order_the_files_compile_in(tmp_path: Path) -> None:
+    kernels, glue, include = write_module(tmp_path / "m")
+    # Sizes differ, so biggest-first starts them in another order than they were given.
+    write(kernels[0], KERNELS["k1.c"] + "/* " + "x" * 4000 + " */\n")
+    libraries = []
+    for jobs in (1, 3):
+        out = tmp_path / f"lib{jobs}.so"
+        build_shared_library(kernels, out, glue_sources=[glue], include_dirs=[include], jobs=jobs)
+        libraries.append(out.read_bytes())
+    assert libraries[0] == libraries[1]
+
+
+def test_an_error_while_files_compile_kills_the_compilers_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compiler that never finishes on its own; it records its process id, then becomes sleep.
+    pids = tmp_path / "pids"
+    script = write(tmp_path / "slowcc", f'#!/bin/sh\necho $$ >> {pids}\nexec sleep 600\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("CC", str(script))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    kernels, glue, include = write_module(tmp_path / "m")
+    with pytest.raises(RuntimeError, match="the caller failed"):
+        with LibraryBuilder(tmp_path / "libm.so", include_dirs=[include], jobs=2) as builder:
+            builder.add(kernels)
+            for _ in range(600):
+                if pids.exists() and len(pids.read_text().split()) == 2:
+                    break
+                time.sleep(0.05)
+            raise RuntimeError("the caller failed")
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2  # the third file was still waiting and never started
+    for pid in started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (tmp_path / "libm.so").exists()
+    assert list(scratch.iterdir()) == []  # no objects directory left behind
+
+
+def test_a_blob_whose_objcopy_fails_is_compiled_from_its_source_at_link_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OBJCOPY", "false")  # runs, and fails
+    data = bytes(range(256)) * 16 + b"\x05\x06\x07\x00"
+    (tmp_path / "table.bin").write_bytes(data)
+    blob = Blob(tmp_path / "table.bin", "table", len(data), 64, tmp_path / "table.c")
+    with LibraryBuilder(tmp_path / "libt.so") as builder:
+        builder.add_blob(blob)
+        builder.add([write(tmp_path / "reader.c", BLOB_READER)])
+        # The blob's C definition is written only now, after its object was asked for.
+        literal = "".join(f"\\{b:03o}" for b in data[:-1])
+        write(tmp_path / "table.c", '#include <stdint.h>\n__attribute__((visibility("hidden"), aligned(64))) '
+                                    f'const uint8_t table[4100] = "{literal}";\n')
+        out = builder.link()
+    lib = load_library(out, "int32_t at(int32_t i); int32_t misalignment(void);")
+    assert [lib.call("at", i) for i in (0, 255, 4096, 4098)] == [0, 255, 5, 7]
+
+
+def test_the_link_uses_gold_where_installed_unless_the_flags_choose_a_linker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    log = logging_compiler(tmp_path, monkeypatch)
+    kernels, glue, include = write_module(tmp_path / "m")
+    given = [f for f in DEFAULT_CFLAGS if f != "-shared"] + ["-fuse-ld=bfd"]
+    for cflags in (None, given):
+        out = build_shared_library(kernels, tmp_path / "libm.so", glue_sources=[glue], include_dirs=[include],
+                                   cflags=cflags)
+        assert load_library(out, "int32_t run(int32_t x);").call("run", 10) == 19
+    links = [line.split() for line in log.read_text().splitlines() if " -c " not in line]
+    linkers = [[f for f in line if f.startswith("-fuse-ld=")] for line in links]
+    assert linkers == [["-fuse-ld=gold"] if shutil.which("ld.gold") else [], ["-fuse-ld=bfd"]]

@@ -293,7 +293,7 @@ class LibraryBuilder:
         tmp = self.out_path.with_name(f".{self.out_path.name}.{uuid.uuid4().hex}.tmp")
         try:
             command = _link_command([obj for obj, _ in results], tmp, self.cflags, libraries, library_dirs,
-                                    any(openmp for _, openmp in results))
+                                    any(openmp for _, openmp in results), soname=self.out_path.name)
             self._track(command)
             os.replace(tmp, self.out_path)
         finally:
@@ -447,14 +447,18 @@ def _link_command(
     libraries: Sequence[str],
     library_dirs: Sequence[Path | str],
     openmp: bool,
+    soname: str,
 ) -> list[str]:
+    """`soname` is the library's final file name: gold writes the name it links into (our
+    temporary one) as the library's base version unless given a soname, which made two builds
+    of one model differ."""
     flags = list(DEFAULT_CFLAGS if cflags is None else cflags)
     flags += [f for f in (*_REQUIRED_FOR_SHARED,) if f not in flags]
     if openmp and "-fopenmp" not in flags:
         flags.append("-fopenmp")
     if not any(f.startswith("-fuse-ld=") for f in flags) and _has_gold():
         flags.append("-fuse-ld=gold")
-    command = [*c_compiler(), *flags, *[str(o) for o in objects], "-o", str(out_path)]
+    command = [*c_compiler(), *flags, *[str(o) for o in objects], "-o", str(out_path), f"-Wl,-soname,{soname}"]
     command += [f"-L{d}" for d in library_dirs]
     command += [f"-l{lib}" for lib in libraries]
     command.append("-lm")

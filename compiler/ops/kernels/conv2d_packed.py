@@ -26,15 +26,18 @@ scratch buffer of about `BAND_BYTES`, the band's pixels are the product's rows, 
 band overwrites the buffer. A whole padded copy was the largest buffer of a build's workspace
 (1.6 MiB on ResNet-50's first stride-2 layer, live beside the layer's input and output); a band
 of `BAND_BYTES` also stays in L2 between its copy and its product. The kernel rows shared by
-neighbouring bands are copied twice, and each band forks the threads twice (copy, product).
+neighbouring bands are copied twice. Threads share the bands, each with a buffer of its own
+(`band_threads` of them), rather than each band's copy and product: that forked the threads
+twice per band, which on a loaded 2-core machine made those layers 3-10x slower at 2 threads.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
-from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, inside_range, phases_of
-from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var
+from compiler.ops.kernels.conv2d_by_channels import Grid, inside_range, phases_of
+from compiler.ops.kernels.gemm import PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, gemm, index_var
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.dtypes import itemsize
@@ -101,14 +104,21 @@ def conv2d_packed_loops(
     return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer)
 
 
-def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int) -> int:
-    """Output rows per band: as many as fit the band's copy in `BAND_BYTES` (at least one), spread
-    evenly over the bands so the last one is not much shorter than the others."""
+def band_threads() -> int:
+    """Bands computed at once: the build machine's cores, each with its own copy (the scratch is
+    static). A run with fewer threads takes several slots per thread; one with more leaves the
+    extra threads idle in these layers."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
+    """Output rows per band: as many as fit the band's copy in `BAND_BYTES` (at least one), with
+    at least `slots` bands, spread evenly so the last one is not much shorter than the others."""
     (sh, _), (dh, _), (ph, pw) = grid.strides, grid.dilation, grid.phases
     halo = (kh - 1) * dh // sh
     row_bytes = ph * pw * channels * grid.wp * itemsize
     rows = min(oh, max(1, BAND_BYTES // row_bytes - halo))
-    bands = -(-oh // rows)
+    bands = min(oh, -(-(-(-oh // rows)) // slots) * slots)  # a multiple of the slots when rows allow
     return -(-oh // bands)
 
 
@@ -124,43 +134,55 @@ def _banded(
     edges: tuple[int, int, int],
     taps_outer: bool,
 ) -> Stmt:
-    """The copied path: for each image and band of `rows` output rows, the band's grid rows into
-    one scratch buffer, then the band's product. The last band may be shorter (its own product)."""
+    """The copied path: each (image, band of `rows` output rows) copies the band's grid rows into
+    its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
+    layer forks the threads once (a fork per band and step costs milliseconds on a loaded
+    machine); each slot's bands are consecutive. The last band may be shorter (its own product)."""
     n, c, kh, kw, oh, ow, wp, o = dims
-    rows = band_rows(grid, c, kh, oh, itemsize(dtype))
+    macs = n * o * oh * wp * c * kh * kw
+    slots = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
+    rows = band_rows(grid, c, kh, oh, itemsize(dtype), slots if n < slots else 1)
     (sh, _), (dh, _) = grid.strides, grid.dilation
     band = Grid(grid.strides, grid.dilation, grid.phases, rows + (kh - 1) * dh // sh, wp)
-    planes = grid.phases[0] * grid.phases[1] * c
-    size = planes * band.plane
+    size = grid.phases[0] * grid.phases[1] * c * band.plane
     # The last row's taps run past its plane by up to (KW - 1) * dw / sw elements, read only for
     # pixels past the output's width: a zeroed tail keeps those reads inside the buffer.
     slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane)
-    buffer = te.Buffer(ctx.fresh("grid"), (size + slack,), dtype)
+    full, last = divmod(oh, rows)
+    bands = full + (1 if last else 0)
+    items = n * bands
+    slots = min(slots, items)
+    per = -(-items // slots)
+    buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
+    slot, k, item = index_var(ctx, "slot"), index_var(ctx, "k"), index_var(ctx, "item")
+    img, b = index_var(ctx, "img"), index_var(ctx, "band")
+    at = slot * (size + slack)
 
     def read_band(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
-        return buffer[ci * band.plane + p + shift]
+        return buffer[at + ci * band.plane + p + shift]
 
-    full, last = divmod(oh, rows)
-    img, b = index_var(ctx, "img"), index_var(ctx, "band")
     y0 = b * rows
 
     def one_band(count: int) -> Stmt:
-        fill = _copy_band(ctx, buffer, data, img, y0, band, grid.hp, edges)
+        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges)
         product = _product(ctx, dims, band, nr, read_band, packed, store, dtype, taps_outer, (1, img, y0, count))
         return seq(fill, product)
 
-    body = one_band(rows) if not last else IfThenElse(b < full, one_band(rows), one_band(last))
-    bands = full + (1 if last else 0)
-    loop = For(img, _i(0), _i(n), For(b, _i(0), _i(bands), body))
-    if not slack:
-        return Allocate(buffer, loop)
-    s = index_var(ctx, "s")
-    tail = For(s, _i(0), _i(slack), Store(buffer, (_i(size) + s,), te.const(0, dtype)), ForKind.VECTORIZED)
-    return Allocate(buffer, seq(tail, loop))
+    body: Stmt = one_band(rows) if not last else IfThenElse(b < full, one_band(rows), one_band(last))
+    body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
+    if per * slots > items:
+        body = IfThenElse(item < items, body)
+    work = For(k, _i(0), _i(per), LetStmt(item, slot * per + k, body))
+    if slack:
+        s = index_var(ctx, "s")
+        tail = For(s, _i(0), _i(slack), Store(buffer, (at + size + s,), te.const(0, dtype)), ForKind.VECTORIZED)
+        work = seq(tail, work)
+    return Allocate(buffer, For(slot, _i(0), _i(slots), work, ForKind.PARALLEL if slots > 1 else ForKind.SERIAL))
 
 
 def _copy_band(
-    ctx: KernelContext, buffer: te.Buffer, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr, band: Grid,
+    ctx: KernelContext, buffer: te.Buffer, start: te.PrimExpr, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr,
+    band: Grid,
     hp: int, edges: tuple[int, int, int],
 ) -> Stmt:
     """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
@@ -183,7 +205,7 @@ def _copy_band(
             hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
 
             def at(y: te.PrimExpr, x: te.PrimExpr, base: int = base) -> te.PrimExpr:
-                return _i(base) + ci * band.plane + y * band.wp + x
+                return start + _i(base) + ci * band.plane + y * band.wp + x
 
             def zeros(y: te.PrimExpr, x_from: int, x_to: int, at: Callable[..., te.PrimExpr] = at) -> Stmt:
                 if x_to <= x_from:
@@ -206,8 +228,7 @@ def _copy_band(
                 For(yy, lo, hi - lo, inside),
                 For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
             ))))
-    kind = ForKind.PARALLEL if ctx.parallel and c * band.plane * ph * pw >= PARALLEL_MIN_COPY and c > 1 else ForKind.SERIAL
-    return For(ci, _i(0), _i(c), seq(*fills), kind)
+    return For(ci, _i(0), _i(c), seq(*fills))
 
 
 def _product(

@@ -45,8 +45,11 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 
 INDEX = "int64"
 FLOATS = ("float32",)
-# The band's copy of the padded input is at most this large (unless one output row needs more).
+# The band's copy of the padded input is at most this large, unless a band of `MIN_BAND_PIXELS`
+# needs more: a band of a 7x7 map with 512 channels streams 9 MiB of weights for 16 pixels
+# (measured 25% slower split in four bands than whole).
 BAND_BYTES = 256 << 10
+MIN_BAND_PIXELS = 64
 
 
 def _i(value: int) -> te.PrimExpr:
@@ -112,13 +115,23 @@ def band_threads() -> int:
 
 
 def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
-    """Output rows per band: as many as fit the band's copy in `BAND_BYTES` (at least one), with
-    at least `slots` bands, spread evenly so the last one is not much shorter than the others."""
+    """Output rows per band: as many as fit the band's copy in `BAND_BYTES`, but at least
+    `MIN_BAND_PIXELS` pixels (every band streams the whole weight), spread evenly so the last band
+    is not much shorter than the others, and as a multiple of `slots` bands when that keeps the
+    minimum (up if possible, else down: fewer larger bands)."""
     (sh, _), (dh, _), (ph, pw) = grid.strides, grid.dilation, grid.phases
     halo = (kh - 1) * dh // sh
     row_bytes = ph * pw * channels * grid.wp * itemsize
-    rows = min(oh, max(1, BAND_BYTES // row_bytes - halo))
-    bands = min(oh, -(-(-(-oh // rows)) // slots) * slots)  # a multiple of the slots when rows allow
+    least = min(oh, -(-MIN_BAND_PIXELS // grid.wp))
+    rows = min(oh, max(least, BAND_BYTES // row_bytes - halo))
+    bands = -(-oh // rows)
+    if slots > 1 and bands % slots:
+        up = -(-bands // slots) * slots
+        down = bands // slots * slots
+        if up <= oh and -(-oh // up) >= least:
+            bands = up
+        elif down:
+            bands = down
     return -(-oh // bands)
 
 
@@ -137,11 +150,12 @@ def _banded(
     """The copied path: each (image, band of `rows` output rows) copies the band's grid rows into
     its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
     layer forks the threads once (a fork per band and step costs milliseconds on a loaded
-    machine); each slot's bands are consecutive. The last band may be shorter (its own product)."""
+    machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
+    and the product's tiles are parallel. The last band may be shorter (its own product)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     macs = n * o * oh * wp * c * kh * kw
-    slots = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
-    rows = band_rows(grid, c, kh, oh, itemsize(dtype), slots if n < slots else 1)
+    threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
+    rows = band_rows(grid, c, kh, oh, itemsize(dtype), threads if n < threads else 1)
     (sh, _), (dh, _) = grid.strides, grid.dilation
     band = Grid(grid.strides, grid.dilation, grid.phases, rows + (kh - 1) * dh // sh, wp)
     size = grid.phases[0] * grid.phases[1] * c * band.plane
@@ -151,7 +165,8 @@ def _banded(
     full, last = divmod(oh, rows)
     bands = full + (1 if last else 0)
     items = n * bands
-    slots = min(slots, items)
+    # Fewer bands than threads: one copy, and the threads share each band's product instead.
+    slots = threads if items >= threads else 1
     per = -(-items // slots)
     buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
     slot, k, item = index_var(ctx, "slot"), index_var(ctx, "k"), index_var(ctx, "item")

@@ -122,6 +122,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True) -> PrimFunc:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
         if name in BANDED:
             patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[name][0])
+            patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
         return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
 
 
@@ -174,9 +175,9 @@ def grids(library: Library, name: str) -> list[Allocate]:
 def test_unpadded_1x1_reads_its_input_in_place_and_padding_is_copied_into_a_grid(library: Library) -> None:
     assert grids(library, "in_place_1x1") == []
     ((size,),) = [g.buffer.shape for g in grids(library, "same_padding_3x3")]
-    # Two threads, each a band of 5 of the 10 output rows: 7 padded rows of 12, 2 elements of
-    # slack for the last row's taps.
-    assert size == 2 * (8 * 7 * 12 + 2)
+    # One band (a band per thread would be under MIN_BAND_PIXELS): the 12 padded rows of 12, and
+    # 2 elements of slack for the last row's taps.
+    assert size == 8 * 12 * 12 + 2
 
 
 @pytest.mark.parametrize("name", sorted(BANDED))
@@ -198,10 +199,14 @@ def test_band_rows_fill_the_budget_and_spread_evenly() -> None:
     grid = Grid((1, 1), (1, 1), (1, 1), 58, 58)  # ResNet-50's 3x3 layers on 56x56, 64 channels
     rows = conv2d_packed.band_rows(grid, 64, 3, 56, 4)
     assert (64 * (rows + 2) * 58 * 4 <= conv2d_packed.BAND_BYTES, 56 % rows) == (True, 0)
-    assert conv2d_packed.band_rows(grid, 4096, 3, 56, 4) == 1  # one row even when it exceeds the budget
+    assert conv2d_packed.band_rows(grid, 4096, 3, 56, 4) == 2  # MIN_BAND_PIXELS even past the budget
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4) == 56  # a small input is one band
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4, slots=2) == 28  # or one per thread
     assert conv2d_packed.band_rows(grid, 64, 3, 7, 4, slots=2) == 4  # 7 rows: bands of 4 and 3
+    # ResNet-50's stride-2 layer to 7x7, 512 channels in 4 phases of 8 wide: a band per thread
+    # would be 32 pixels, so one band whose product the threads share.
+    strided = Grid((2, 2), (1, 1), (2, 2), 8, 8)
+    assert conv2d_packed.band_rows(strided, 512, 3, 7, 4, slots=2) == 7
 
 
 def test_bands_share_threads_in_one_parallel_loop(library: Library) -> None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from compiler.ops.kernels.conv2d_by_channels import Grid, inside_range, phases_of
+from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, inside_range, phases_of
 from compiler.ops.kernels.gemm import PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, gemm, index_var
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
@@ -168,6 +168,7 @@ def _banded(
     # Fewer bands than threads: one copy, and the threads share each band's product instead.
     slots = threads if items >= threads else 1
     per = -(-items // slots)
+    shared_copy = slots == 1 < threads and size >= PARALLEL_MIN_COPY  # the threads copy a lone band too
     buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
     slot, k, item = index_var(ctx, "slot"), index_var(ctx, "k"), index_var(ctx, "item")
     img, b = index_var(ctx, "img"), index_var(ctx, "band")
@@ -179,7 +180,7 @@ def _banded(
     y0 = b * rows
 
     def one_band(count: int) -> Stmt:
-        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges)
+        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, store, dtype, taps_outer, (1, img, y0, count))
         return seq(fill, product)
 
@@ -198,7 +199,7 @@ def _banded(
 def _copy_band(
     ctx: KernelContext, buffer: te.Buffer, start: te.PrimExpr, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr,
     band: Grid,
-    hp: int, edges: tuple[int, int, int],
+    hp: int, edges: tuple[int, int, int], parallel: bool,
 ) -> Stmt:
     """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
     places, zeros in the padding and past the grid's last row (a short last band reads none of
@@ -243,7 +244,7 @@ def _copy_band(
                 For(yy, lo, hi - lo, inside),
                 For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
             ))))
-    return For(ci, _i(0), _i(c), seq(*fills))
+    return For(ci, _i(0), _i(c), seq(*fills), ForKind.PARALLEL if parallel and c > 1 else ForKind.SERIAL)
 
 
 def _product(

@@ -50,6 +50,7 @@ FLOATS = ("float32",)
 # (measured 25% slower split in four bands than whole).
 BAND_BYTES = 256 << 10
 MIN_BAND_PIXELS = 64
+MAX_BAND_THREADS = 8
 
 
 def _i(value: int) -> te.PrimExpr:
@@ -108,10 +109,10 @@ def conv2d_packed_loops(
 
 
 def band_threads() -> int:
-    """Bands computed at once: the build machine's cores, each with its own copy (the scratch is
-    static). A run with fewer threads takes several slots per thread; one with more leaves the
-    extra threads idle in these layers."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """Bands computed at once: the build machine's cores (at most `MAX_BAND_THREADS`, as each has
+    a copy of its own in the static scratch). A run with fewer threads takes several slots per
+    thread; one with more leaves the extra threads idle in these layers."""
+    return max(1, min(MAX_BAND_THREADS, len(os.sched_getaffinity(0))))
 
 
 def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
@@ -198,8 +199,7 @@ def _banded(
 
 def _copy_band(
     ctx: KernelContext, buffer: te.Buffer, start: te.PrimExpr, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr,
-    band: Grid,
-    hp: int, edges: tuple[int, int, int], parallel: bool,
+    band: Grid, hp: int, edges: tuple[int, int, int], parallel: bool,
 ) -> Stmt:
     """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
     places, zeros in the padding and past the grid's last row (a short last band reads none of

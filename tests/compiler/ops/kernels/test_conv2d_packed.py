@@ -7,7 +7,8 @@ padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers 
 fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
 take. The `BANDED` cases are lowered with a copy budget of a few rows, so the padded input is
 copied and used in several bands (a shorter last one), and as if built on a 2-core machine, so
-the larger ones share their bands between two threads with a copy each. Which calls reach the kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
+the larger ones share their bands between two threads with a copy each. Which calls reach the
+kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
 """
 
 from __future__ import annotations

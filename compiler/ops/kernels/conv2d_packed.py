@@ -47,8 +47,10 @@ INDEX = "int64"
 FLOATS = ("float32",)
 # The band's copy of the padded input is at most this large, unless a band of `MIN_BAND_PIXELS`
 # needs more: a band of a 7x7 map with 512 channels streams 9 MiB of weights for 16 pixels
-# (measured 25% slower split in four bands than whole).
-BAND_BYTES = 256 << 10
+# (measured 25% slower split in four bands than whole). 128 KiB and 256 KiB ran ResNet-50 equally
+# fast (within the noise of a loaded machine, 1 and 2 threads); the smaller keeps two threads'
+# copies at 256 KiB.
+BAND_BYTES = 128 << 10
 MIN_BAND_PIXELS = 64
 MAX_BAND_THREADS = 8
 

@@ -199,7 +199,8 @@ def test_band_rows_fill_the_budget_and_spread_evenly() -> None:
     from compiler.ops.kernels.conv2d_by_channels import Grid
     grid = Grid((1, 1), (1, 1), (1, 1), 58, 58)  # ResNet-50's 3x3 layers on 56x56, 64 channels
     rows = conv2d_packed.band_rows(grid, 64, 3, 56, 4)
-    assert (64 * (rows + 2) * 58 * 4 <= conv2d_packed.BAND_BYTES, 56 % rows) == (True, 0)
+    assert 64 * (rows + 2) * 58 * 4 <= conv2d_packed.BAND_BYTES < 64 * (rows + 3) * 58 * 4  # 2 rows of taps below
+    assert conv2d_packed.band_rows(grid, 64, 3, 50, 4) == -(-50 // -(-50 // rows))  # 50 rows: even bands
     assert conv2d_packed.band_rows(grid, 4096, 3, 56, 4) == 2  # MIN_BAND_PIXELS even past the budget
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4) == 56  # a small input is one band
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4, slots=2) == 28  # or one per thread

@@ -204,8 +204,8 @@ def copy_to_grid(
         for rx in range(pw):
             base = (ry * pw + rx) * n * c * plane
             # Row i of the phase holds input row i * sh + ry - top when that is in [0, h).
-            y_lo, y_hi = _inside(hp, sh, ry - top, h)
-            x_lo, x_hi = _inside(wp, sw, rx - left, w)
+            y_lo, y_hi = inside_range(hp, sh, ry - top, h)
+            x_lo, x_hi = inside_range(wp, sw, rx - left, w)
             fills.append(_fill_phase(ctx, buffer, base, t, plane, wp, dtype, (y_lo, y_hi, hp), (x_lo, x_hi, wp),
                                      lambda i, j, ry=ry, rx=rx: src(img, ci, i * sh + ry - top, j * sw + rx - left)))
     body = LetStmt(img, t // c, LetStmt(ci, t % c, seq(*fills)))
@@ -219,7 +219,7 @@ def copy_to_grid(
     return seq(copy, tail)
 
 
-def _inside(extent: int, step: int, start: int, size: int) -> tuple[int, int]:
+def inside_range(extent: int, step: int, start: int, size: int) -> tuple[int, int]:
     """The range [lo, hi) of i in [0, extent) with `i * step + start` in [0, size)."""
     lo = min(extent, max(0, -(-(-start) // step)))
     hi = min(extent, max(0, -(-(size - start) // step)))

@@ -19,20 +19,40 @@ each carry their own (y, x) and cross output rows. Rows with `x >= OW` are compu
 stored ((WP - OW) / WP of the work: 3% on a 56-wide 3x3 layer). Strides and dilation read
 through the grid's phase planes; the input is copied into the grid when padding or a stride
 needs it, and read in place otherwise (a 1x1 stride-1 layer).
+
+The copy is made a band of output rows at a time: the grid rows one band reads (its rows and the
+kernel's `(KH - 1) * dh / sh` rows below them, of every phase and channel of one image) go into a
+scratch buffer of about `BAND_BYTES`, the band's pixels are the product's rows, then the next
+band overwrites the buffer. A whole padded copy was the largest buffer of a build's workspace
+(1.6 MiB on ResNet-50's first stride-2 layer, live beside the layer's input and output); a band
+of `BAND_BYTES` also stays in L2 between its copy and its product. The kernel rows shared by
+neighbouring bands are copied twice. Threads share the bands, each with a buffer of its own
+(`band_threads` of them), rather than each band's copy and product: that forked the threads
+twice per band, which on a loaded 2-core machine made those layers 3-10x slower at 2 threads.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
-from compiler.ops.kernels.conv2d_by_channels import Grid, copy_to_grid, phases_of
-from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var
+from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, inside_range, phases_of
+from compiler.ops.kernels.gemm import PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, gemm, index_var
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
+from compiler.tir.dtypes import itemsize
 from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
 
 INDEX = "int64"
 FLOATS = ("float32",)
+# The band's copy of the padded input is at most this large, unless a band of `MIN_BAND_PIXELS`
+# needs more: a band of a 7x7 map with 512 channels streams 9 MiB of weights for 16 pixels
+# (measured 25% slower split in four bands than whole). 128 KiB and 256 KiB ran ResNet-50 equally
+# fast (within the noise of a loaded machine, 1 and 2 threads); the smaller keeps two threads'
+# copies at 256 KiB.
+BAND_BYTES = 128 << 10
+MIN_BAND_PIXELS = 64
+MAX_BAND_THREADS = 8
 
 
 def _i(value: int) -> te.PrimExpr:
@@ -86,18 +106,147 @@ def conv2d_packed_loops(
             # Flat in the (image, channel) plane: rows past the last one are the next row's start.
             return te.cast(dtype, data[img, ci, _i(0), p + shift])
 
-        return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer)
-    total = phases[0] * phases[1] * n * c * grid.plane
-    buffer = te.Buffer(ctx.fresh("grid"), (total + max(0, last_read + 1 - grid.plane),), dtype)
+        return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh))
+    return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer)
 
-    def read_grid(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
-        return buffer[(img * c + ci) * grid.plane + p + shift]
 
-    def src(img: te.PrimExpr, ci: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr) -> te.PrimExpr:
-        return data[img, ci, y, x]
+def band_threads() -> int:
+    """Bands computed at once: the build machine's cores (at most `MAX_BAND_THREADS`, as each has
+    a copy of its own in the static scratch). A run with fewer threads takes several slots per
+    thread; one with more leaves the extra threads idle in these layers."""
+    return max(1, min(MAX_BAND_THREADS, len(os.sched_getaffinity(0))))
 
-    fill = copy_to_grid(ctx, buffer, src, (n, c, h, w), grid, (top, left), total, dtype)
-    return Allocate(buffer, seq(fill, _product(ctx, geometry, grid, nr, read_grid, packed, store, dtype, taps_outer)))
+
+def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
+    """Output rows per band: as many as fit the band's copy in `BAND_BYTES`, but at least
+    `MIN_BAND_PIXELS` pixels (every band streams the whole weight), spread evenly so the last band
+    is not much shorter than the others, and as a multiple of `slots` bands when that keeps the
+    minimum (up if possible, else down: fewer larger bands)."""
+    (sh, _), (dh, _), (ph, pw) = grid.strides, grid.dilation, grid.phases
+    halo = (kh - 1) * dh // sh
+    row_bytes = ph * pw * channels * grid.wp * itemsize
+    least = min(oh, -(-MIN_BAND_PIXELS // grid.wp))
+    rows = min(oh, max(least, BAND_BYTES // row_bytes - halo))
+    bands = -(-oh // rows)
+    if slots > 1 and bands % slots:
+        up = -(-bands // slots) * slots
+        down = bands // slots * slots
+        if up <= oh and -(-oh // up) >= least:
+            bands = up
+        elif down:
+            bands = down
+    return -(-oh // bands)
+
+
+def _banded(
+    ctx: KernelContext,
+    data: te.Buffer,
+    dims: tuple[int, int, int, int, int, int, int, int],
+    grid: Grid,
+    nr: int,
+    packed: Callable[[te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr],
+    store: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt],
+    dtype: str,
+    edges: tuple[int, int, int],
+    taps_outer: bool,
+) -> Stmt:
+    """The copied path: each (image, band of `rows` output rows) copies the band's grid rows into
+    its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
+    layer forks the threads once (a fork per band and step costs milliseconds on a loaded
+    machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
+    and the product's tiles are parallel. The last band may be shorter (its own product)."""
+    n, c, kh, kw, oh, ow, wp, o = dims
+    macs = n * o * oh * wp * c * kh * kw
+    threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
+    rows = band_rows(grid, c, kh, oh, itemsize(dtype), threads if n < threads else 1)
+    (sh, _), (dh, _) = grid.strides, grid.dilation
+    band = Grid(grid.strides, grid.dilation, grid.phases, rows + (kh - 1) * dh // sh, wp)
+    size = grid.phases[0] * grid.phases[1] * c * band.plane
+    # The last row's taps run past its plane by up to (KW - 1) * dw / sw elements, read only for
+    # pixels past the output's width: a zeroed tail keeps those reads inside the buffer.
+    slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane)
+    full, last = divmod(oh, rows)
+    bands = full + (1 if last else 0)
+    items = n * bands
+    # Fewer bands than threads: one copy, and the threads share each band's product instead.
+    slots = threads if items >= threads else 1
+    per = -(-items // slots)
+    shared_copy = slots == 1 < threads and size >= PARALLEL_MIN_COPY  # the threads copy a lone band too
+    buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
+    slot, k, item = index_var(ctx, "slot"), index_var(ctx, "k"), index_var(ctx, "item")
+    img, b = index_var(ctx, "img"), index_var(ctx, "band")
+    at = slot * (size + slack)
+
+    def read_band(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
+        return buffer[at + ci * band.plane + p + shift]
+
+    y0 = b * rows
+
+    def one_band(count: int) -> Stmt:
+        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
+        product = _product(ctx, dims, band, nr, read_band, packed, store, dtype, taps_outer, (1, img, y0, count))
+        return seq(fill, product)
+
+    body: Stmt = one_band(rows) if not last else IfThenElse(b < full, one_band(rows), one_band(last))
+    body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
+    if per * slots > items:
+        body = IfThenElse(item < items, body)
+    work = For(k, _i(0), _i(per), LetStmt(item, slot * per + k, body))
+    if slack:
+        s = index_var(ctx, "s")
+        tail = For(s, _i(0), _i(slack), Store(buffer, (at + size + s,), te.const(0, dtype)), ForKind.VECTORIZED)
+        work = seq(tail, work)
+    return Allocate(buffer, For(slot, _i(0), _i(slots), work, ForKind.PARALLEL if slots > 1 else ForKind.SERIAL))
+
+
+def _copy_band(
+    ctx: KernelContext, buffer: te.Buffer, start: te.PrimExpr, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr,
+    band: Grid, hp: int, edges: tuple[int, int, int], parallel: bool,
+) -> Stmt:
+    """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
+    places, zeros in the padding and past the grid's last row (a short last band reads none of
+    those). Columns split statically, rows at the band's bounds, so no loop tests per element."""
+    top, left, h = edges
+    _, c, _, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
+    (sh, sw), (ph, pw) = band.strides, band.phases
+    dtype = buffer.dtype
+    ci = index_var(ctx, "c")
+    fills: list[Stmt] = []
+    for ry in range(ph):
+        for rx in range(pw):
+            base = (ry * pw + rx) * c * band.plane
+            # Row i of the phase holds input row i * sh + ry - top when that is in [0, h).
+            y_lo, y_hi = inside_range(hp, sh, ry - top, h)
+            x_lo, x_hi = inside_range(band.wp, sw, rx - left, w)
+            lo, hi = index_var(ctx, "lo"), index_var(ctx, "hi")
+            lo_e = te.minimum(te.maximum(_i(y_lo) - y0, _i(0)), _i(band.hp))
+            hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
+
+            def at(y: te.PrimExpr, x: te.PrimExpr, base: int = base) -> te.PrimExpr:
+                return start + _i(base) + ci * band.plane + y * band.wp + x
+
+            def zeros(y: te.PrimExpr, x_from: int, x_to: int, at: Callable[..., te.PrimExpr] = at) -> Stmt:
+                if x_to <= x_from:
+                    return seq()
+                x = index_var(ctx, "xz")
+                return For(x, _i(x_from), _i(x_to - x_from), Store(buffer, (at(y, x),), te.const(0, dtype)),
+                           ForKind.VECTORIZED)
+
+            yy, xx, yz = index_var(ctx, "yy"), index_var(ctx, "xx"), index_var(ctx, "yz")
+            value = data[img, ci, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left)]
+            inside = seq(
+                zeros(yy, 0, x_lo),
+                For(xx, _i(x_lo), _i(x_hi - x_lo), Store(buffer, (at(yy, xx),), te.cast(dtype, value)),
+                    ForKind.VECTORIZED),
+                zeros(yy, x_hi, band.wp),
+            )
+            yz2 = index_var(ctx, "yz")
+            fills.append(LetStmt(lo, lo_e, LetStmt(hi, hi_e, seq(
+                For(yz, _i(0), lo, zeros(yz, 0, band.wp)),
+                For(yy, lo, hi - lo, inside),
+                For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
+            ))))
+    return For(ci, _i(0), _i(c), seq(*fills), ForKind.PARALLEL if parallel and c > 1 else ForKind.SERIAL)
 
 
 def _product(
@@ -110,27 +259,38 @@ def _product(
     store: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt],
     dtype: str,
     taps_outer: bool,
+    part: tuple[int, te.PrimExpr | None, te.PrimExpr, int],
 ) -> Stmt:
+    """The product over `part`: (images, the one image when that is 1 and fixed outside, first
+    output row, output rows); pixel p of the product is output (y0 + p / wp, p % wp) and reads
+    `grid`'s element p plus the tap's shift."""
     n, c, kh, kw, oh, ow, wp, o = dims
+    images, fixed, y0, count = part
 
-    def a_row(img: te.PrimExpr, p: te.PrimExpr) -> RowReader:
+    def image(b: te.PrimExpr) -> te.PrimExpr:
+        return b if fixed is None else fixed
+
+    planes = n * c if fixed is None else c  # (image, channel) planes of a phase of what `read` reads
+
+    def a_row(b: te.PrimExpr, p: te.PrimExpr) -> RowReader:
+        img = image(b)
         if taps_outer:
-            return RowReader((), lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], n * c), p))
-        return RowReader((), lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], n * c), p))
+            return RowReader((), lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], planes), p))
+        return RowReader((), lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], planes), p))
 
     def b_panel(img: te.PrimExpr, nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         return packed(nb, ks, j)
 
-    def store_row(img: te.PrimExpr, p: te.PrimExpr, oc0: te.PrimExpr, width: int,
+    def store_row(b: te.PrimExpr, p: te.PrimExpr, oc0: te.PrimExpr, width: int,
                   value: Callable[[te.PrimExpr], te.PrimExpr]) -> Stmt:
         # A grid row past the output's width is padding: computed, never stored.
         y, x, j = index_var(ctx, "y"), index_var(ctx, "x"), index_var(ctx, "j")
-        put = For(j, _i(0), _i(width), store(img, oc0 + j, y, x, value(j)), ForKind.VECTORIZED)
-        return LetStmt(y, p // wp, LetStmt(x, p % wp, IfThenElse(x < ow, put)))
+        put = For(j, _i(0), _i(width), store(image(b), oc0 + j, y, x, value(j)), ForKind.VECTORIZED)
+        return LetStmt(y, y0 + p // wp, LetStmt(x, p % wp, IfThenElse(x < ow, put)))
 
     spec = GemmSpec(
-        batch=n, m=oh * wp, n=o, k=(kh, kw, c) if taps_outer else (c, kh, kw), dtype=dtype, a_row=a_row, b_load=_unused,
-        store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
+        batch=images, m=count * wp, n=o, k=(kh, kw, c) if taps_outer else (c, kh, kw), dtype=dtype, a_row=a_row,
+        b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
     )
     return gemm(ctx, spec)
 

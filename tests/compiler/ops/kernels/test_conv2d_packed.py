@@ -5,7 +5,10 @@ run against a convolution written here in numpy.
 Covers both weight orders, blocks of one and two vectors (AVX2's 8 lanes and AVX-512's 16),
 padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers read in place,
 fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
-take. Which calls reach the kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
+take. The `BANDED` cases are lowered with a copy budget of a few rows, so the padded input is
+copied and used in several bands (a shorter last one), and as if built on a 2-core machine, so
+the larger ones share their bands between two threads with a copy each. Which calls reach the
+kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import pytest
 
 from compiler.backend.lower_primitive import lower_primitive
+from compiler.ops.kernels import conv2d_packed
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
@@ -71,6 +75,24 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "avx512_tile_of_32_channels": (f32(1, 7, 9, 9), f32(64, 7, 3, 3), 32, True, 16, (1, 1), (1, 1), (1, 1, 1, 1)),
     "block_of_4_takes_the_generic_kernel": (
         f32(1, 3, 6, 6), f32(8, 3, 3, 3), 4, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "bands_ragged_last": (f32(1, 4, 23, 13), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "bands_stride_2_phases": (f32(1, 3, 21, 17), f32(16, 3, 3, 3), 16, True, 8, (2, 2), (1, 1), (1, 1, 1, 1)),
+    "bands_dilated_taps_inner": (f32(1, 5, 19, 12), f32(8, 5, 3, 3), 8, False, 8, (1, 1), (2, 2), (2, 2, 2, 2)),
+    "bands_batch_2": (f32(2, 6, 14, 10), f32(16, 6, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "bands_asymmetric_padding": (f32(1, 4, 17, 11), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (2, 0, 1, 1)),
+    "bands_in_two_slots": (f32(1, 8, 30, 30), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "bands_batch_3_in_two_slots": (f32(3, 8, 13, 13), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+}
+# name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
+# copies of a band the scratch holds (one per thread when the layer is large enough for threads).
+BANDED = {
+    "bands_ragged_last": (1200, (3, 8), 1),  # 23 rows = 7 x 3 + 2
+    "bands_stride_2_phases": (1500, (2, 6), 1),  # 11 = 5 x 2 + 1, four phase planes per channel
+    "bands_dilated_taps_inner": (2560, (4, 5), 1),  # 19 = 4 x 4 + 3, 4 rows of dilated taps below each band
+    "bands_batch_2": (1440, (3, 5), 2),  # 14 = 4 x 3 + 2, per image
+    "bands_asymmetric_padding": (1152, (4, 5), 1),  # 18 = 4 x 4 + 2, two zero rows on top, one right column
+    "bands_in_two_slots": (6144, (4, 8), 2),  # 30 = 7 x 4 + 2, four bands per thread
+    "bands_batch_3_in_two_slots": (2400, (3, 5), 2),  # 13 = 4 x 3 + 1; 15 bands, 8 and 7 per thread
 }
 
 
@@ -97,7 +119,12 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True) -> PrimFunc:
     func = parse_expr(text)
     assert isinstance(func, Function)
     infer_expr(func)
-    return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
+        if name in BANDED:
+            patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[name][0])
+            patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
+        return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
 
 
 BIAS = f32(32)
@@ -149,7 +176,47 @@ def grids(library: Library, name: str) -> list[Allocate]:
 def test_unpadded_1x1_reads_its_input_in_place_and_padding_is_copied_into_a_grid(library: Library) -> None:
     assert grids(library, "in_place_1x1") == []
     ((size,),) = [g.buffer.shape for g in grids(library, "same_padding_3x3")]
-    assert 8 * 12 * 12 <= size < 8 * 12 * 12 + 64  # the padded planes and slack for the last tile's taps
+    # One band (a band per thread would be under MIN_BAND_PIXELS): the 12 padded rows of 12, and
+    # 2 elements of slack for the last row's taps.
+    assert size == 8 * 12 * 12 + 2
+
+
+@pytest.mark.parametrize("name", sorted(BANDED))
+def test_the_copy_holds_one_band_of_rows_within_its_budget(library: Library, name: str) -> None:
+    data, weight, _, _, _, strides, dilation, _ = CASES[name]
+    budget, (rows, bands), slots = BANDED[name]
+    ((size,),) = [g.buffer.shape for g in grids(library, name)]
+    oh, ow = expected_of(name).shape[2:]
+    assert -(-oh // rows) == bands and oh % rows  # several bands, a shorter last one
+    (kh, kw), (sh, sw), (dh, dw) = weight.shape[2:], strides, dilation
+    phases = (2 if sh > 1 and kh > 1 else 1) * (2 if sw > 1 and kw > 1 else 1)
+    width, tail = ow + (kw - 1) * dw // sw, (kw - 1) * dw // sw
+    assert int(size) == slots * (phases * data.shape[1] * (rows + (kh - 1) * dh // sh) * width + tail)
+    assert int(size) * 4 <= slots * (budget + tail * 4)
+
+
+def test_band_rows_fill_the_budget_and_spread_evenly() -> None:
+    from compiler.ops.kernels.conv2d_by_channels import Grid
+    grid = Grid((1, 1), (1, 1), (1, 1), 58, 58)  # ResNet-50's 3x3 layers on 56x56, 64 channels
+    rows = conv2d_packed.band_rows(grid, 64, 3, 56, 4)
+    assert 64 * (rows + 2) * 58 * 4 <= conv2d_packed.BAND_BYTES < 64 * (rows + 3) * 58 * 4  # 2 rows of taps below
+    assert conv2d_packed.band_rows(grid, 64, 3, 50, 4) == -(-50 // -(-50 // rows))  # 50 rows: even bands
+    assert conv2d_packed.band_rows(grid, 4096, 3, 56, 4) == 2  # MIN_BAND_PIXELS even past the budget
+    assert conv2d_packed.band_rows(grid, 1, 3, 56, 4) == 56  # a small input is one band
+    assert conv2d_packed.band_rows(grid, 1, 3, 56, 4, slots=2) == 28  # or one per thread
+    assert conv2d_packed.band_rows(grid, 64, 3, 7, 4, slots=2) == 4  # 7 rows: bands of 4 and 3
+    # ResNet-50's stride-2 layer to 7x7, 512 channels in 4 phases of 8 wide: a band per thread
+    # would be 32 pixels, so one band whose product the threads share.
+    strided = Grid((2, 2), (1, 1), (2, 2), 8, 8)
+    assert conv2d_packed.band_rows(strided, 512, 3, 7, 4, slots=2) == 7
+
+
+def test_bands_share_threads_in_one_parallel_loop(library: Library) -> None:
+    loops = [s for s in walk_stmts(library.funcs["bands_in_two_slots"].body)
+             if isinstance(s, For) and s.kind is ForKind.PARALLEL]
+    assert loops[0].var.name.startswith("slot") and loops[0].extent.value == 2
+    assert not any(isinstance(s, For) and s.kind is ForKind.PARALLEL
+                   for s in walk_stmts(library.funcs["bands_ragged_last"].body))  # too small for threads
 
 
 def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:

@@ -332,12 +332,15 @@ def test_the_library_is_the_same_whatever_order_the_files_compile_in(tmp_path: P
 
 
 def test_the_library_does_not_depend_on_the_directory_it_is_built_in(tmp_path: Path) -> None:
-    # The link writes a temporary file first; gold took its name for the library's base version.
+    # The link writes a temporary file first; gold took its name for the library's base version
+    # once the library used a versioned libc symbol (the executor's clock_gettime).
     kernels, glue, include = write_module(tmp_path / "m")
+    timed = write(tmp_path / "m" / "timed.c", "#include <time.h>\n"
+                  "long now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_nsec; }\n")
     libraries = []
     for place in ("one", "two/deeper"):
         out = tmp_path / place / "libm.so"
-        build_shared_library(kernels, out, glue_sources=[glue], include_dirs=[include])
+        build_shared_library([*kernels, timed], out, glue_sources=[glue], include_dirs=[include])
         libraries.append(out.read_bytes())
     assert libraries[0] == libraries[1]
 

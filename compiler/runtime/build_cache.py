@@ -2,14 +2,14 @@
 
 The compile cache (compile_cache.py) saves gcc's work per C file, but a build served from it
 still parses and lowers the model in Python (seconds for a ResNet-50). This cache sits above
-it: the key is the sha256 of everything that decides a build's files (the driver assembles it
+it: the key is a BLAKE3 hash of everything that decides a build's files (the driver assembles it
 with `KeyHasher`: the model's text or bytes, the bound parameters, every option, the codegens
 with their libraries, relaycc's own files, the C toolchain and the CPU), and the value is the
 files themselves. A hit puts them into OUTDIR without running a pass or the C compiler.
 
 It lives beside the objects, under `<cache root>/builds/<2 hex>/<key>/`: a `manifest` (the
-format line, the sha256 of its body, then the body: the files' total bytes as 8 bytes, for
-eviction, and a JSON list of the files) and the files under
+format line, the sha256 of its body, then the body: the files' total bytes as 8 bytes and a
+JSON list of the files) and the files under
 `files/`. An entry is assembled in a temporary directory and renamed into place, so a reader
 sees a whole entry or none; two builds storing the same key each build their own and the
 second rename loses harmlessly.
@@ -27,7 +27,10 @@ Integrity, as in the object cache, is checked on every hit, in two ways by size:
   own later builds into a linked OUTDIR never touch an entry.
 A damaged entry is removed and the build runs as if it had missed.
 
-Size bound and LRU eviction as for objects (`trim`); `RELAYCC_CACHE_DIR` and `off` decide
+Size bound and LRU eviction as for objects (`trim`), counting the bytes only the cache holds: a
+linked file still named by a build directory costs the cache nothing, so a model's entry larger
+than the whole bound (a GPT-2-sized build writes 8 GB) stays while its OUTDIR does, and goes
+with the next trim once that is deleted. `RELAYCC_CACHE_DIR` and `off` decide
 whether there is a cache at all (CompileCache.from_environment). The same warning holds:
 whoever can write the directory can put code into every library built from it, so the
 service builds without it.
@@ -42,11 +45,11 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import blake3
 import numpy as np
 
 from compiler.runtime.compile_cache import DEFAULT_MAX_BYTES
@@ -54,34 +57,30 @@ from compiler.runtime.compile_cache import DEFAULT_MAX_BYTES
 FORMAT = b"relaycc-build/1\n"
 LINK_BYTES = 1 << 20
 _DIGEST_BYTES = 32
-# Parameters are hashed in pieces on every core (hashlib releases the GIL), then the pieces'
-# digests are hashed: ResNet-50's 100 MB of weights is otherwise most of a cached build.
-_CHUNK_BYTES = 8 << 20
-# Below this, starting threads costs more than hashing on one core.
-_PARALLEL_BYTES = 4 * _CHUNK_BYTES
 _STALE_TMP_SECONDS = 3600
 
 
-@lru_cache(maxsize=1)
-def _hashing_pool() -> ThreadPoolExecutor:
-    """Threads kept for the process: starting them for each build is most of a small cached
-    build's time on a busy machine."""
-    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="relaycc-hash")
-
-
 class KeyHasher:
-    """A sha256 over labelled parts; each part is length-prefixed, so no two different
-    sequences of parts hash alike."""
+    """A BLAKE3 hash over labelled parts; each part is length-prefixed, so no two different
+    sequences of parts hash alike.
+
+    Hashing the bound parameters is most of a cached build (ResNet-50's 100 MB). BLAKE3 is a
+    cryptographic hash, as the key must be (whoever finds a collision is served another
+    model's library), and hashes 3 GB/s on one AVX2 core against sha256's 1.5 with the SHA
+    extensions (0.4 without them, as on Skylake Xeons); it spreads a large update over the
+    cores itself, without the GIL."""
 
     def __init__(self) -> None:
-        self._digest = hashlib.sha256(FORMAT)
+        self._digest = blake3.blake3(FORMAT, max_threads=blake3.blake3.AUTO)
 
     def add(self, label: str, data: bytes | str) -> None:
         payload = data.encode() if isinstance(data, str) else data
-        tag = label.encode()
-        self._digest.update(len(tag).to_bytes(8, "little") + tag)
-        self._digest.update(len(payload).to_bytes(8, "little"))
+        self._head(label, len(payload))
         self._digest.update(payload)
+
+    def _head(self, label: str, length: int) -> None:
+        tag = label.encode()
+        self._digest.update(len(tag).to_bytes(8, "little") + tag + length.to_bytes(8, "little"))
 
     def add_arrays(self, label: str, arrays: Mapping[str, np.ndarray]) -> None:
         """Names, dtypes, shapes and bytes of `arrays`, in name order."""
@@ -89,14 +88,10 @@ class KeyHasher:
         contiguous = [np.ascontiguousarray(arrays[name]) for name in names]
         header = [[name, a.dtype.str, list(a.shape)] for name, a in zip(names, contiguous)]
         self.add(label, json.dumps(header))
-        pieces = [memoryview(a).cast("B")[start : start + _CHUNK_BYTES]
-                  for a in contiguous if a.nbytes
-                  for start in range(0, a.nbytes, _CHUNK_BYTES)]
-        if sum(a.nbytes for a in contiguous) >= _PARALLEL_BYTES:
-            digests = list(_hashing_pool().map(lambda piece: hashlib.sha256(piece).digest(), pieces))
-        else:
-            digests = [hashlib.sha256(piece).digest() for piece in pieces]
-        self.add(f"{label} bytes", b"".join(digests))
+        self._head(f"{label} bytes", sum(a.nbytes for a in contiguous))
+        for a in contiguous:
+            if a.nbytes:
+                self._digest.update(memoryview(a).cast("B"))
 
     def hexdigest(self) -> str:
         return self._digest.hexdigest()
@@ -220,7 +215,8 @@ class BuildCache:
 
     def trim(self) -> None:
         """Remove the least recently used entries until the builds hold at most three quarters
-        of `max_bytes` (when they hold more than `max_bytes`), and stale temporary entries."""
+        of `max_bytes` (when they hold more than `max_bytes`), and stale temporary entries.
+        An entry holds the bytes no build directory shares with it (`_entry_bytes`)."""
         entries: list[tuple[float, int, Path]] = []
         now = time.time()
         for shard in _subdirs(self.builds):
@@ -260,15 +256,26 @@ class BuildCache:
 
 
 def _entry_bytes(entry: Path) -> int:
-    """The bytes of an entry's files, as its manifest's head records them (trim reads no more:
-    it runs after every stored build)."""
-    head = len(FORMAT) + _DIGEST_BYTES
-    try:
-        with open(entry / "manifest", "rb") as stream:
-            data = stream.read(head + 8)
-    except OSError:
-        return 0
-    return int.from_bytes(data[head:], "little") if len(data) == head + 8 else 0
+    """The bytes deleting `entry` would free: its copied files and those of its linked files
+    no build directory names any more (one link left, the entry's)."""
+    total = 0
+    pending = [entry / "files"]
+    while pending:
+        try:
+            items = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for item in items:
+            try:
+                if item.is_dir(follow_symlinks=False):
+                    pending.append(Path(item.path))
+                    continue
+                info = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_nlink <= 1:
+                total += info.st_size
+    return total
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

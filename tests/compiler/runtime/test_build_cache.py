@@ -100,6 +100,19 @@ def test_trim_evicts_the_least_recently_used_builds_beyond_the_bound(tmp_path: P
     assert [k for k in keys if cache.entry(k).exists()] == [keys[0], keys[4], keys[5]]
 
 
+def test_an_entry_larger_than_the_bound_stays_while_its_build_directory_shares_its_files(tmp_path: Path) -> None:
+    built = tmp_path / "built"
+    paths = _outdir(built)
+    cache = BuildCache(tmp_path / "cache", max_bytes=LINK_BYTES // 2)
+    cache.store(KEY, built, paths)  # the library is linked, so the entry costs the small files only
+    assert cache.restore(KEY, tmp_path / "again") is not None
+    for directory in (built, tmp_path / "again"):
+        for path in sorted(directory.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+    cache.trim()  # now the library's only name is the entry's
+    assert not cache.entry(KEY).exists()
+
+
 def test_the_key_tells_apart_every_part_and_every_array_byte() -> None:
     def key(*parts: tuple[str, bytes], arrays: dict[str, np.ndarray] | None = None) -> str:
         hasher = KeyHasher()

@@ -48,13 +48,15 @@ class Kernel:
     """A function main calls: `int32_t symbol(<dtype>* ..., [uint8_t* workspace])`.
 
     `prototype` is its declaration without the `;`; for PrimFuncs it is the one the C code
-    generator writes, so the two files agree on it exactly.
+    generator writes, so the two files agree on it exactly. `inplace` pairs (output, input)
+    positions whose buffers may be one (compiler/tir/inplace.py).
     """
 
     symbol: str
     param_dtypes: tuple[str, ...]
     takes_workspace: bool
     prototype: str
+    inplace: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,6 @@ class _Assembler:
             for t in step.outputs:
                 if t not in self.direct:
                     first[t] = last[t] = position
-                    self.sid_names[t] = f"sid_{len(self.sid_names)}"
             for t in step.inputs:
                 root = t.root()
                 if root in first:
@@ -139,13 +138,44 @@ class _Assembler:
         for _, src in self.copies:
             if src in first:
                 last[src] = len(self.steps)
+        in_place_at = self.write_in_place(first, last)
+        for t in sorted(first, key=first.__getitem__):
+            self.sid_names[t] = f"sid_{len(self.sid_names)}"
         buffers = [BufferLifetime(self.sid_names[t], t.bytes, first[t], last[t]) for t in first]
         kernel_alignment = kernel_workspace_alignment(self.gen.workspace_alignment)
         for position, step in enumerate(self.steps):
             if step.emitted and step.kernel.takes_workspace:
                 buffers.append(BufferLifetime(workspace_name(position), step.workspace_bytes, position, position,
                                               kernel_alignment))
-        return plan_memory(buffers, self.gen.workspace_alignment)
+        plan = plan_memory(buffers, self.gen.workspace_alignment)
+        # The report says where a buffer's value gave way to the next, so each value's own
+        # lifetime can still be read from it.
+        steps = {self.sid_names[t]: at for t, at in in_place_at.items()}
+        for row in plan.buffers:
+            if row["name"] in steps:
+                row["in_place_at"] = steps[str(row["name"])]
+        return plan
+
+    def write_in_place(self, first: dict[MainTensor, int], last: dict[MainTensor, int]) -> dict[MainTensor, list[int]]:
+        """A kernel's result takes the buffer of an input it may overwrite (Kernel.inplace)
+        when that input is an intermediate read by no later call: the result becomes an alias
+        of it, whose lifetime grows to the result's. Returns, per buffer so shared, the steps
+        at which a result was written over it."""
+        at: dict[MainTensor, list[int]] = {}
+        for position, step in enumerate(self.steps):
+            if not step.emitted or not step.kernel.inplace:
+                continue
+            roots = [t.root() for t in step.inputs]
+            for o, i in step.kernel.inplace:
+                out, src = step.outputs[o], roots[i]
+                if (out not in first or src not in first or last[src] != position or roots.count(src) != 1
+                        or src.bytes != out.bytes):
+                    continue
+                last[src] = last.pop(out)
+                del first[out]
+                out.alias_of = src
+                at.setdefault(src, []).append(position)
+        return at
 
     def workspace_allocations(self, plan: MemoryPlan) -> dict[str, list[dict[str, int | str]]]:
         """The report rows of the buffers inside each planned kernel workspace."""

@@ -23,6 +23,7 @@ from compiler.ir.types import ANY, FuncType, TensorType, TupleType, Type, is_dyn
 from compiler.ir.visitor import post_order
 from compiler.passes.infer_type import describe
 from compiler.tir.analysis import workspace_bytes, workspace_layout
+from compiler.tir.inplace import inplace_inputs
 from compiler.tir.stmt import PrimFunc
 
 DYNAMIC_MESSAGE = "the AOT executor needs static shapes"
@@ -371,7 +372,8 @@ class MainWalk:
         if takes_workspace:
             layout = workspace_layout(func, self.workspace_alignment)
             self.allocations[func.name] = tuple(Allocation(b.name, o, b.nbytes()) for b, o in layout.items())
-        kernel = Kernel(func.name, tuple(b.dtype for b in func.params), takes_workspace, prim_func_signature(func))
+        kernel = Kernel(func.name, tuple(b.dtype for b in func.params), takes_workspace, prim_func_signature(func),
+                        tuple(sorted(inplace_inputs(func).items())))
         self.kernels[func.name] = (kernel, ws)
         return kernel, ws
 

@@ -13,6 +13,7 @@ import re
 from compiler.backend.c_helpers import HELPER_PREFIX
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.dtypes import c_type
+from compiler.tir.inplace import shared_params
 from compiler.tir.stmt import Allocate, PrimFunc
 
 C_RESERVED = frozenset("""
@@ -64,11 +65,14 @@ def pointer_type(dtype: str, const: bool, type_map: dict[str, str] | None) -> st
 
 def signature_params(func: PrimFunc, names: CNames, restrict: bool,
                      type_map: dict[str, str] | None) -> list[tuple[str, str]]:
-    """(C type, C name) of each parameter, in calling-convention order."""
+    """(C type, C name) of each parameter, in calling-convention order. An input and an output
+    the executor may pass as one buffer (compiler/tir/inplace.py) are never `restrict`."""
     qualifier = " restrict" if restrict else ""
+    shared = shared_params(func) if restrict else set()
     params = []
     for k, buf in enumerate(func.params):
-        params.append((pointer_type(buf.dtype, k < func.num_inputs, type_map) + qualifier, names.take(buf.name)))
+        params.append((pointer_type(buf.dtype, k < func.num_inputs, type_map) + ("" if k in shared else qualifier),
+                       names.take(buf.name)))
     for var in func.scalar_params:
         params.append(("int64_t", names.take(var.name)))
     if has_workspace(func):

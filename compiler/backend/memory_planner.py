@@ -50,7 +50,7 @@ class MemoryPlan:
     offsets: dict[str, int]
     total_bytes: int
     peak_live_bytes: int
-    buffers: list[dict[str, int | str]]
+    buffers: list[dict[str, int | str | list[int]]]
     alignment: int = 16
 
 

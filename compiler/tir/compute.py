@@ -72,6 +72,11 @@ class Reduction:
     select_last: bool = False
 
 
+# What a kernel applies to each value it stores, at the output index it stores it to (bias,
+# relu, a residual add fused into an anchor). A kernel stores each output element once, with the
+# epilogue applied in that store: the executor may give the output the buffer of an input the
+# epilogue reads at the same index (compiler/tir/inplace.py), and a second store of an element
+# would then read the first one's result as that input.
 Epilogue = Callable[[PrimExpr, Index], PrimExpr]
 
 

@@ -30,3 +30,11 @@ def test_kernel_scratch_is_not_an_intermediate_but_is_reported():
 
 def test_a_plan_without_intermediates_has_a_zero_bound():
     assert two_largest_live_bytes({"workspace_bytes": 0, "buffers": []}) == 0
+
+
+def test_a_buffer_written_over_in_place_counts_each_value_it_held():
+    # One buffer holds a shortcut (steps 0-2) and, from step 2 on, the sum written over it: at
+    # step 2 both are live, as they would be in two buffers.
+    shared = {**buffer("sid_0", 400, 0, 5), "in_place_at": [2]}
+    plan = {"workspace_bytes": 500, "buffers": [shared, buffer("sid_1", 100, 1, 2)]}
+    assert two_largest_live_bytes(plan) == 800

@@ -57,6 +57,13 @@ def elementwise(name: str, shape: tuple[int, ...], n_inputs: int,
     return PrimFunc(name, (*ins, out), loop_nest(names, shape, body), n_inputs, func_type=func_type)
 
 
+def reverse_plus_one(name: str, n: int) -> PrimFunc:
+    """out[i] = in[n - 1 - i] + 1."""
+    src, out = te.Buffer("p0", (n,), F32), te.Buffer("T_out", (n,), F32)
+    body = loop_nest(["i"], (n,), lambda v: Store(out, (v[0],), src[n - 1 - v[0]] + 1.0))
+    return PrimFunc(name, (src, out), body, 1, func_type=FuncType((tt(n),), tt(n)))
+
+
 def _unflatten(flat: te.PrimExpr, shape: Sequence[int]) -> list[te.PrimExpr]:
     idx = []
     for k in range(len(shape)):
@@ -230,6 +237,21 @@ def test_dense_relu_dense_chain_needs_only_the_two_live_intermediates(tmp_path):
 
 def test_longer_chain_reuses_memory_of_dead_intermediates(tmp_path):
     low = Lowered()
+    # Reading the input reversed keeps each result out of its input's buffer.
+    step = low.prim(reverse_plus_one("tvmgen_default_fused_reverse_add_one", 64))
+    x = Var("x", tt(64))
+    value: Expr = x
+    for _ in range(6):
+        value = low.call(step, value)
+    built = build(low, low.main([x], value), tmp_path)
+    (out,) = built.run(np.arange(64, dtype=F32))
+    np.testing.assert_allclose(out, np.arange(64) + 6.0)
+    assert len(built.result.memory.buffers) == 5  # the sixth result is the output
+    assert built.result.workspace_bytes == 2 * 256
+
+
+def test_a_result_is_written_over_an_input_that_no_later_call_reads(tmp_path):
+    low = Lowered()
     step = low.prim(elementwise("tvmgen_default_fused_add_one", (64,), 1, lambda v: v + 1.0))
     x = Var("x", tt(64))
     value: Expr = x
@@ -238,8 +260,27 @@ def test_longer_chain_reuses_memory_of_dead_intermediates(tmp_path):
     built = build(low, low.main([x], value), tmp_path)
     (out,) = built.run(np.zeros(64, F32))
     np.testing.assert_allclose(out, np.full(64, 6.0))
-    assert len(built.result.memory.buffers) == 5  # the sixth result is the output
-    assert built.result.workspace_bytes == 2 * 256
+    res = built.result
+    assert [(b["name"], b["first_use"], b["last_use"]) for b in res.memory.buffers] == [("sid_0", 0, 5)]
+    assert res.memory.buffers[0]["in_place_at"] == [1, 2, 3, 4]  # where each next value took it over
+    assert res.workspace_bytes == 256
+    assert [c.args for c in res.calls] == [("%x",), *[("sid_0",)] * 5]
+    # The kernel's two buffers may be one, so neither is `restrict`.
+    assert "(const float* p0, float* T_out)" in emit_c_module(low.funcs)
+
+
+def test_an_input_read_again_later_keeps_its_buffer(tmp_path):
+    low = Lowered()
+    add_one = low.prim(elementwise("tvmgen_default_fused_add_one", (64,), 1, lambda v: v + 1.0))
+    add = low.prim(elementwise("tvmgen_default_fused_add", (64,), 2, lambda a, b: a + b))
+    x = Var("x", tt(64))
+    t0, t1 = Var("t0"), Var("t1")
+    body = Let(t0, low.call(add_one, x), Let(t1, low.call(add_one, t0), low.call(add, t1, t0)))
+    built = build(low, low.main([x], body), tmp_path)
+    (out,) = built.run(np.zeros(64, F32))
+    np.testing.assert_allclose(out, np.full(64, 3.0))
+    assert [(b["name"], b["first_use"], b["last_use"]) for b in built.result.memory.buffers] == [
+        ("sid_0", 0, 2), ("sid_1", 1, 2)]
 
 
 def test_constants_live_in_a_read_only_pool_with_aligned_offsets(tmp_path):
@@ -422,11 +463,11 @@ def test_run_with_workspace_uses_the_callers_memory(tmp_path):
     inc = low.prim(elementwise("tvmgen_default_fused_add", (16,), 1, lambda v: v + 1.0))
     x = Var("x", tt(16))
     built = build(low, low.main([x], low.call(inc, low.call(inc, low.call(inc, x)))), tmp_path)
-    assert built.result.workspace_bytes == 128
+    assert built.result.workspace_bytes == 64  # the second result is written over the first
     workspace = aligned_empty(built.result.workspace_bytes, 16)
     (out,) = built.run(np.zeros(16, F32), workspace=workspace)
     np.testing.assert_allclose(out, np.full(16, 3.0))
-    declaration = "static uint8_t tvmgen_default_global_workspace[128] __attribute__((aligned(16)));"
+    declaration = "static uint8_t tvmgen_default_global_workspace[64] __attribute__((aligned(16)));"
     assert declaration in built.result.main_source
 
 
@@ -529,7 +570,7 @@ def test_deep_let_chains_do_not_recurse():
         body = Let(vars_[k], calls[k], body)
     res = AOTExecutorCodegen().codegen(low.main([x], body))
     assert len(res.calls) == depth
-    assert res.workspace_bytes == 32
+    assert res.workspace_bytes == 16  # every result written over the one before
     assert res.calls[-1].outputs == ("output",)
 
 

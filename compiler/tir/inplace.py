@@ -1,0 +1,104 @@
+"""Which inputs of a kernel its output may overwrite: the facts the memory planner needs to put
+a result in the buffer of an input that dies at that call.
+
+A residual block ends in `relu(conv(x) + shortcut)`: the fused kernel reads `shortcut[i]` only
+to compute `out[i]`, so `out` could live in `shortcut`'s bytes once nothing later reads the
+shortcut. Without that, the block's two largest tensors (the shortcut and the sum) and the
+convolution's input are live at once: a third of ResNet-50's workspace.
+
+An input `P` may be written over by an output `O` when, in the kernel's loop nest:
+* both are static and have the same shape and dtype;
+* `O` is never read, and neither is passed to an extern call;
+* every read of `P` is inside the value of a store to `O` at exactly the index stored, and
+  every store to `O` reads `P` there: so `P[i]` is read while `O[i]` is computed, by the
+  statement that writes `O[i]`, and by nothing else.
+This rests on one more property the loop nests keep and this analysis cannot see: each output
+element is stored once (an anchor's epilogue is applied at its one store of each element,
+compiler/tir/compute.py). A second store of `O[i]` would read the first one's result as `P[i]`.
+
+The C kernel names such a pair without `restrict` (codegen_c.py), since the two then may be
+one buffer.
+"""
+
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+from compiler.tir.analysis import expr_equal, post_order, stmt_exprs, walk_stmts
+from compiler.tir.expr import Buffer, CallExtern, Load, PrimExpr, as_expr
+from compiler.tir.stmt import PrimFunc, Store
+
+
+_FOUND: WeakKeyDictionary[PrimFunc, dict[int, int]] = WeakKeyDictionary()
+
+
+def inplace_inputs(func: PrimFunc) -> dict[int, int]:
+    """For each output (by position among the outputs) an input (by position among the
+    inputs) its buffer may be, as the module docstring says; at most one input per output,
+    each input for at most one output. Asked by the C signature and the executor alike, so
+    kept per function."""
+    found = _FOUND.get(func)
+    if found is None:
+        found = _FOUND[func] = _find(func)
+    return dict(found)
+
+
+def shared_params(func: PrimFunc) -> set[int]:
+    """Positions in `func.params` of the buffers that may be one buffer."""
+    return {k for o, i in inplace_inputs(func).items() for k in (i, func.num_inputs + o)}
+
+
+def _find(func: PrimFunc) -> dict[int, int]:
+    if func.scalar_params:
+        return {}
+    stores: dict[Buffer, list[Store]] = {}
+    loads: dict[Buffer, list[tuple[Load, Store | None]]] = {}
+    passed: set[Buffer] = set()
+    for stmt in walk_stmts(func.body):
+        if isinstance(stmt, Store):
+            stores.setdefault(stmt.buffer, []).append(stmt)
+            # Only a store's value counts as read "where stored", not its indices.
+            roots = [(as_expr(i), None) for i in stmt.indices] + [(as_expr(stmt.value), stmt)]
+        else:
+            roots = [(e, None) for e in stmt_exprs(stmt)]
+        for root, owner in roots:
+            for e in post_order(root):
+                if isinstance(e, Load):
+                    loads.setdefault(e.buffer, []).append((e, owner))
+                elif isinstance(e, CallExtern):
+                    passed.update(a for a in e.args if isinstance(a, Buffer))
+    pairs: dict[int, int] = {}
+    taken: set[int] = set()
+    for o, out in enumerate(func.outputs):
+        if out in loads or out in passed or not out.is_static or out not in stores:
+            continue
+        for i, inp in enumerate(func.inputs):
+            if i in taken or inp in passed or not _same_layout(inp, out) or inp in func.outputs:
+                continue
+            if _read_only_where_stored(loads.get(inp, []), stores[out], inp):
+                pairs[o] = i
+                taken.add(i)
+                break
+    return pairs
+
+
+def _same_layout(a: Buffer, b: Buffer) -> bool:
+    return a.is_static and a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+
+
+def _read_only_where_stored(reads: list[tuple[Load, Store | None]], stores: list[Store], inp: Buffer) -> bool:
+    if not reads:
+        return False  # nothing to gain, and an unread input may be read by a later call
+    for load, store in reads:
+        if store is None or not any(s is store for s in stores) or not _same_index(load.indices, store.indices,
+                                                                                      inp.shape):
+            return False
+    read_by = {id(store) for _, store in reads}
+    return all(id(s) in read_by for s in stores)
+
+
+def _same_index(a: tuple[PrimExpr, ...], b: tuple[PrimExpr, ...], shape: tuple[PrimExpr | int, ...]) -> bool:
+    """Equal indices; along a dim of extent 1 every index in bounds is 0 (a broadcast reads
+    `0` where the store says `b`)."""
+    return len(a) == len(b) == len(shape) and all(
+        d == 1 or expr_equal(as_expr(x), as_expr(y)) for x, y, d in zip(a, b, shape))

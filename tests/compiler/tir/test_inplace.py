@@ -1,0 +1,109 @@
+"""Which inputs a kernel's output may be written over, on hand-built loop nests and on the
+kernels lowering makes of fused Relay functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.driver import BuildOptions, lower
+from compiler.parser import parse
+from compiler.tir.expr import Buffer, CallExtern, Const
+from compiler.tir.inplace import inplace_inputs, shared_params
+from compiler.tir.stmt import Evaluate, PrimFunc, Store, loop_nest, seq
+
+SHAPE = (4, 8)
+
+
+def kernel(body_of, n_inputs: int = 2, in_shape: tuple[int, ...] = SHAPE) -> PrimFunc:
+    ins = [Buffer(f"p{k}", in_shape) for k in range(n_inputs)]
+    out = Buffer("out", SHAPE)
+    return PrimFunc("k", (*ins, out), body_of(ins, out), n_inputs)
+
+
+def test_an_elementwise_output_may_be_written_over_its_first_input_of_the_same_shape() -> None:
+    func = kernel(lambda ins, out: loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), ins[0][v[0], v[1]] * 2.0
+                                                                              + ins[1][v[0], v[1]])))
+    assert inplace_inputs(func) == {0: 0}
+    assert shared_params(func) == {0, 2}
+
+
+def test_an_input_read_at_another_index_is_never_written_over() -> None:
+    # out[i, j] = p0[i, 7 - j]: writing out[i, 0] would destroy what out[i, 7] reads.
+    func = kernel(lambda ins, out: loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), ins[0][v[0], 7 - v[1]])),
+                  n_inputs=1)
+    assert inplace_inputs(func) == {}
+
+
+def test_an_input_read_outside_the_output_store_is_never_written_over() -> None:
+    def body(ins, out):
+        tmp = Buffer("tmp", SHAPE)
+        return seq(loop_nest(["i", "j"], SHAPE, lambda v: Store(tmp, tuple(v), ins[0][v[0], v[1]])),
+                   loop_nest(["a", "b"], SHAPE, lambda v: Store(out, tuple(v), tmp[v[0], v[1]] + ins[0][v[0], v[1]])))
+    assert inplace_inputs(kernel(body, n_inputs=1)) == {}
+
+
+def test_an_output_the_kernel_reads_back_shares_nothing() -> None:
+    def body(ins, out):
+        return seq(loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), ins[0][v[0], v[1]])),
+                   loop_nest(["a", "b"], SHAPE, lambda v: Store(out, tuple(v), out[v[0], v[1]] + 1.0)))
+    assert inplace_inputs(kernel(body, n_inputs=1)) == {}
+
+
+def test_a_store_of_the_output_that_does_not_read_the_input_disables_it() -> None:
+    # A zero fill before the real store would clobber the input it is about to read.
+    def body(ins, out):
+        return seq(loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), Const(0.0, "float32"))),
+                   loop_nest(["a", "b"], SHAPE, lambda v: Store(out, tuple(v), ins[0][v[0], v[1]] + 1.0)))
+    assert inplace_inputs(kernel(body, n_inputs=1)) == {}
+
+
+def test_a_buffer_passed_to_an_extern_call_shares_nothing() -> None:
+    def body(ins, out):
+        return seq(Evaluate(CallExtern("peek", (ins[0],))),
+                   loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), ins[0][v[0], v[1]])))
+    assert inplace_inputs(kernel(body, n_inputs=1)) == {}
+
+
+def test_inputs_of_another_shape_or_dtype_are_not_candidates() -> None:
+    # p0 is (1, 8) broadcast along rows: each element is read by four outputs.
+    func = kernel(lambda ins, out: loop_nest(["i", "j"], SHAPE, lambda v: Store(out, tuple(v), ins[0][0, v[1]])),
+                  n_inputs=1, in_shape=(1, 8))
+    assert inplace_inputs(func) == {}
+
+
+def test_a_dim_of_extent_one_is_the_same_index_whatever_it_is_written_as() -> None:
+    ins = [Buffer("p0", (1, 8))]
+    out = Buffer("out", (1, 8))
+    body = loop_nest(["b", "j"], (1, 8), lambda v: Store(out, tuple(v), ins[0][0, v[1]] + 1.0))
+    assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1)) == {0: 0}
+
+
+RESIDUAL = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 16, 14, 14), float32], %s: Tensor[(1, 16, 14, 14), float32],
+          %w: Tensor[(16, 16, K, K), float32], %a: Tensor[(32, 64), float32], %r: Tensor[(32, 48), float32],
+          %u: Tensor[(48, 64), float32]) {
+  %0 = nn.conv2d(%x, %w, padding=[P, P, P, P], channels=16, kernel_size=[K, K]);
+  %1 = add(%0, %s);
+  %2 = nn.dense(%a, %u, units=48);
+  %3 = add(%2, %r);
+  (nn.relu(%1), %3)
+}"""
+
+
+def _lowered_kernels(k: int, pad: int) -> list[PrimFunc]:
+    rng = np.random.default_rng(0)
+    params = {"w": rng.standard_normal((16, 16, k, k)).astype("float32"),
+              "u": rng.standard_normal((48, 64)).astype("float32")}
+    text = RESIDUAL.replace("K", str(k)).replace("P", str(pad))
+    return lower(parse(text), BuildOptions(), params).prim_funcs
+
+
+def test_convolution_and_dense_with_a_residual_epilogue_may_write_over_the_residual() -> None:
+    for k, pad in ((1, 0), (3, 1)):  # 1x1 reads its input in place; 3x3 copies it a band at a time
+        kernels = {f.name: f for f in _lowered_kernels(k, pad)}
+        conv = next(f for name, f in kernels.items() if "conv2d" in name)
+        assert [tuple(b.shape) for b in conv.inputs][-1] == (1, 16, 14, 14)
+        assert inplace_inputs(conv) == {0: len(conv.inputs) - 1}, (k, pad)
+        dense = next(f for name, f in kernels.items() if "dense" in name)
+        assert [tuple(b.shape) for b in dense.inputs][-1] == (32, 48)
+        assert inplace_inputs(dense) == {0: len(dense.inputs) - 1}

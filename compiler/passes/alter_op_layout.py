@@ -28,6 +28,14 @@ taps and spills the tile, at under half the speed). A layer with fewer than `FEW
 channels (an RGB stem) is packed OIHW[b]o instead, the taps innermost: there a loop over the
 channels would be a few trips (ResNet-50's 7x7 stem: 55-60 GFLOP/s this way, 40 the other).
 
+And a `nn.batch_matmul(%x, %y, transpose_b=True)` whose %y an injective op computes (attention's
+`q @ k^T`, k from a reshape and transpose of a dense's result) takes %y untransposed: the call
+becomes `nn.batch_matmul(%x, transpose(%y, axes=[0, 2, 1]), transpose_b=False)`, a transpose of a
+transpose being one transpose. The new transpose fuses into the kernel that makes %y, and the
+product reads whole panels of its B in place instead of packing B into a scratch on every call
+(compiler/ops/kernels/matmul.py). Only where the product would pack: enough rows for the tile
+(`DOT_MAX_ROWS`) and a column count of whole tile panels.
+
 What is left alone: weights that are runtime inputs, a float type other than float32 (or an
 out_dtype that differs), `?` dims, transposed data (`transpose_a`), a batch_matmul weight with
 more than one batch, and products with fewer rows than `DOT_MAX_ROWS` (a matrix-vector product
@@ -49,6 +57,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.ir.visitor import ExprMutator
 from compiler.ops.kernels.matmul import DOT_MAX_ROWS
+from compiler.ops.registry import OpPattern
 from compiler.passes.fold_constant import rewrite_and_fold
 from compiler.passes.fusion_graph import closed_function
 from compiler.passes.pass_infra import Pass, PassContext
@@ -178,6 +187,36 @@ def packed_conv2d(call: Call, args: tuple[Expr, ...], lanes: int) -> Call | None
     return Call(Op.get(CONV_PACKED), (args[0], packed), new_attrs, call.span)
 
 
+def _transpose(expr: Expr, axes: list[int]) -> Call:
+    """transpose(expr, axes), composed with `expr` when that is a transpose itself."""
+    if isinstance(expr, Call) and expr.op_name == "transpose" and expr.attrs["axes"] is not None:
+        inner = [int(a) % len(axes) for a in expr.attrs["axes"]]
+        axes, expr = [inner[a] for a in axes], expr.args[0]
+        if axes == sorted(axes):
+            return expr  # type: ignore[return-value]  # the identity: the untransposed operand itself
+    return Call(Op.get("transpose"), (expr,), ops.get("transpose").make_attrs({"axes": axes}))
+
+
+def untransposed_batch_matmul(call: Call, args: tuple[Expr, ...], lanes: int) -> Call | None:
+    """`call` (a batch_matmul with transpose_b) reading its B untransposed, as the module
+    docstring says; None when it is left alone."""
+    if call.op_name != "nn.batch_matmul" or not call.attrs["transpose_b"]:
+        return None
+    x, y, out = (_static(t) for t in (call.args[0].checked_type, call.args[1].checked_type, call.checked_type))
+    if x is None or y is None or out is None or len(y.shape) != 3:
+        return None
+    producer = args[1]
+    opdef = ops.get(producer.op_name) if isinstance(producer, Call) and isinstance(producer.op, Op) else None
+    if opdef is None or opdef.pattern > OpPattern.INJECTIVE:
+        return None
+    rows, columns = int(out.shape[1]), int(out.shape[2])
+    width = lanes if columns <= lanes else 2 * lanes
+    if rows < DOT_MAX_ROWS or columns % width:
+        return None
+    attrs = call.attrs.with_attr("transpose_b", False)
+    return Call(call.op, (args[0], _transpose(producer, [0, 2, 1])), attrs, call.span)
+
+
 class _Rewriter(ExprMutator):
     def __init__(self, lanes: int):
         super().__init__()
@@ -187,7 +226,8 @@ class _Rewriter(ExprMutator):
         return not closed_function(node)
 
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
-        packed = packed_call(pre, post.args, self.lanes) or packed_conv2d(pre, post.args, self.lanes)
+        packed = (packed_call(pre, post.args, self.lanes) or packed_conv2d(pre, post.args, self.lanes)
+                  or untransposed_batch_matmul(pre, post.args, self.lanes))
         return packed if packed is not None else post
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from compiler.ops.kernels.common import buffer_dims, unflatten
 from compiler.ops.kernels.dot import DotSpec, dot_gemm
-from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var, vector_lanes
+from compiler.ops.kernels.gemm import GemmSpec, Panels, RowReader, gemm, index_var, tile_shape, vector_lanes
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, Stmt, Store, seq
@@ -261,9 +261,23 @@ def batch_matmul_loops(
     spec = GemmSpec(
         batch=batch, m=m, n=n, k=(k,), dtype=out.dtype, a_row=a_row, b_load=b_load, store=store,
         b_batches=y_batch, b_batch_of=lambda b: b if y_batch > 1 else te.const(0),
-        parallel_min_macs=BATCH_PARALLEL_MIN_MACS,
+        parallel_min_macs=BATCH_PARALLEL_MIN_MACS, panels=_b_in_place(ctx, y, out.dtype, n, transpose_b),
     )
     return gemm(ctx, spec)
+
+
+def _b_in_place(ctx: KernelContext, y: te.Buffer, dtype: str, n: int, transpose_b: bool) -> Panels | None:
+    """B's rows as the tile's panels, read where they are, when a panel is a run of each row:
+    an attention product's B is a few hundred KiB of activations, packed again on every call
+    into a scratch as large as it, the largest buffer of a transformer block's workspace."""
+    _, width = tile_shape(ctx, dtype, n)
+    if transpose_b or n % width:
+        return None
+
+    def load(bb: te.PrimExpr, panel: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
+        return y[bb, ks[0], panel * width + j]
+
+    return Panels(width, load)
 
 
 def _plain_batch_matmul(

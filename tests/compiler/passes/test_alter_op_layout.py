@@ -252,3 +252,46 @@ def test_conv2d_runtime_weights_groups_odd_channels_other_layouts_and_dtypes_are
     assert altered(channels_last) is channels_last
     half = bound(CONV.replace("float32", "float16"), {"w": f32(32, 9, 3, 3).astype("float16"), "b": f32(32).astype("float16")})
     assert altered(half) is half
+
+
+ATTENTION = """def @main(%q: Tensor[(ROWS, 4, 16), float32], %k: Tensor[(32, 4, 16), float32]) {
+  %0 = transpose(%q, axes=[1, 0, 2]);
+  %1 = transpose(reshape(%k, newshape=[32, 4, 16]), axes=[1, 0, 2]);
+  nn.batch_matmul(%0, %1, transpose_a=False, transpose_b=True)
+}"""
+
+
+def test_attention_scores_take_k_untransposed_through_one_composed_transpose() -> None:
+    mod = altered(bound(ATTENTION.replace("ROWS", "20"), {}))
+    (product,) = calls(mod, "nn.batch_matmul")
+    assert not product.attrs["transpose_b"]
+    # transpose(transpose(reshape(k), [1, 0, 2]), [0, 2, 1]) is one transpose of reshape(k).
+    b = product.args[1]
+    assert isinstance(b, Call) and b.op_name == "transpose" and list(b.attrs["axes"]) == [1, 2, 0]
+    assert isinstance(b.args[0], Call) and b.args[0].op_name == "reshape"
+    q, k = f32(20, 4, 16), f32(32, 4, 16)
+    (before,) = run_main(bound(ATTENTION.replace("ROWS", "20"), {}), {"q": q, "k": k})
+    (after,) = run_main(mod, {"q": q, "k": k})
+    np.testing.assert_allclose(after, before, rtol=1e-6)
+    np.testing.assert_allclose(after, np.einsum("rhd,chd->hrc", q, k), rtol=1e-5, atol=1e-6)
+
+
+def test_a_transpose_that_undoes_the_product_s_is_dropped() -> None:
+    text = """def @main(%x: Tensor[(2, 20, 8), float32], %y: Tensor[(2, 8, 32), float32]) {
+  nn.batch_matmul(%x, transpose(%y, axes=[0, 2, 1]), transpose_a=False, transpose_b=True)
+}"""
+    mod = altered(bound(text, {}))
+    (product,) = calls(mod, "nn.batch_matmul")
+    assert not product.attrs["transpose_b"] and not calls(mod, "transpose")
+    assert product.args[1] is mod.main.params[1]
+
+
+def test_attention_with_few_rows_ragged_panels_or_a_parameter_b_keeps_transpose_b() -> None:
+    few_rows = altered(bound(ATTENTION.replace("ROWS", "4"), {}))  # dot products, no packing
+    param_b = """def @main(%x: Tensor[(2, 20, 8), float32], %y: Tensor[(2, 32, 8), float32]) {
+  nn.batch_matmul(%x, %y, transpose_a=False, transpose_b=True)
+}"""
+    ragged = ATTENTION.replace("ROWS", "20").replace("(32,", "(24,").replace("[32,", "[24,")  # a ragged panel
+    for mod in (few_rows, altered(bound(param_b, {})), altered(bound(ragged, {}))):
+        (product,) = calls(mod, "nn.batch_matmul")
+        assert product.attrs["transpose_b"]

@@ -86,6 +86,9 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, np.ndarray], dict[str, object]]] =
         "nn.batch_matmul", (f32(6, 64, 64), f32(6, 64, 64)),
         {"transpose_b": True},
     ),
+    # Whole panels of columns (64 is two vectors on AVX2 and on AVX-512): B read where it is.
+    "batch_matmul_b_in_place": ("nn.batch_matmul", (f32(4, 21, 37), f32(4, 37, 64)), {}),
+    "batch_matmul_b_in_place_shared_y": ("nn.batch_matmul", (f32(3, 9, 12), f32(1, 12, 64)), {}),
     "dense_pack_row_and_column_edges": (PACK, (f32(13, 37), packed(f32(21, 37), 16)), pack_attrs(21, 16)),
     "dense_pack_one_row": (PACK, (f32(1, 50), packed(f32(40, 50), 8)), pack_attrs(40, 8)),
     "dense_pack_primes_with_leading_dims": (PACK, (f32(2, 7, 23), packed(f32(29, 23), 16)), pack_attrs(29, 16)),
@@ -199,6 +202,13 @@ def test_dense_with_a_long_reduction_needs_no_workspace(library: Library) -> Non
 def test_transposed_or_short_reductions_pack_b_into_the_workspace(library: Library) -> None:
     assert len(workspace_buffers(library.funcs["matmul_transposed_both"])) == 1
     assert len(workspace_buffers(library.funcs["dense_fewer_rows_than_a_tile"])) == 1
+
+
+def test_batch_matmul_reads_whole_panels_of_b_in_place(library: Library) -> None:
+    # A transformer's attention products packed a B as large as their input on every call.
+    assert workspace_buffers(library.funcs["batch_matmul_b_in_place"]) == []
+    assert workspace_buffers(library.funcs["batch_matmul_b_in_place_shared_y"]) == []
+    assert len(workspace_buffers(library.funcs["batch_matmul_shared_y"])) == 1  # 19 columns: a ragged panel
 
 
 def test_batch_matmul_with_many_rows_packs_b_rather_than_taking_dot_products(library: Library) -> None:

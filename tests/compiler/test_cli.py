@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from compiler import cli
+from tests.e2e.cli_runner import relaycc
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +40,13 @@ def @main(%x: Tensor[(2, 2), float32]) {
 
 
 def run_relaycc(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`relaycc` in this process (cli.main with its output captured): a fresh interpreter per
+    call imports the compiler again, about a second of CPU each. Errors and usage go through
+    `run_relaycc_process`: the one-line message and exit status are the process's."""
+    return relaycc(*args)
+
+
+def run_relaycc_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     return subprocess.run(
         [sys.executable, "-m", "compiler", *map(str, args)],
@@ -118,7 +126,7 @@ def test_interpret_reports_parse_error_with_file_line_and_column(tmp_path: Path)
     model = write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)
     inputs = save_npz(tmp_path / "inputs.npz", x=np.zeros((2, 2), np.float32))
 
-    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
+    result = run_relaycc_process("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
 
     line = assert_one_line_error(result)
     assert re.search(r"bad\.relay:3:3\b", line), line
@@ -129,7 +137,7 @@ def test_interpret_reports_parse_error_with_file_line_and_column(tmp_path: Path)
 def test_interpret_reports_missing_inputs_file(tmp_path: Path) -> None:
     model = write(tmp_path / "double.relay", DOUBLE)
 
-    result = run_relaycc(
+    result = run_relaycc_process(
         "interpret", model, "--inputs", tmp_path / "absent.npz", "-o", tmp_path / "o.npz"
     )
 
@@ -140,7 +148,7 @@ def test_interpret_reports_missing_inputs_file(tmp_path: Path) -> None:
 def test_interpret_reports_missing_model_file(tmp_path: Path) -> None:
     inputs = save_npz(tmp_path / "inputs.npz", x=np.zeros((2, 2), np.float32))
 
-    result = run_relaycc(
+    result = run_relaycc_process(
         "interpret", tmp_path / "absent.relay", "--inputs", inputs, "-o", tmp_path / "o.npz"
     )
 
@@ -153,7 +161,7 @@ def test_interpret_reports_inputs_file_that_is_not_npz(tmp_path: Path) -> None:
     garbage = tmp_path / "inputs.npz"
     garbage.write_bytes(b"PK\x03\x04 this is not a zip archive")
 
-    result = run_relaycc("interpret", model, "--inputs", garbage, "-o", tmp_path / "o.npz")
+    result = run_relaycc_process("interpret", model, "--inputs", garbage, "-o", tmp_path / "o.npz")
 
     line = assert_one_line_error(result)
     assert "inputs.npz" in line
@@ -163,7 +171,7 @@ def test_interpret_reports_model_input_missing_from_inputs(tmp_path: Path) -> No
     model = write(tmp_path / "double.relay", DOUBLE)
     inputs = save_npz(tmp_path / "inputs.npz", y=np.zeros((2, 2), np.float32))
 
-    result = run_relaycc("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
+    result = run_relaycc_process("interpret", model, "--inputs", inputs, "-o", tmp_path / "o.npz")
 
     line = assert_one_line_error(result)
     assert re.search(r"\bx\b", line), line
@@ -179,7 +187,7 @@ def test_interpret_without_output_option_is_a_usage_error(tmp_path: Path) -> Non
 
 
 def test_unknown_subcommand_is_a_usage_error() -> None:
-    result = run_relaycc("frobnicate")
+    result = run_relaycc_process("frobnicate")
 
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -310,7 +318,7 @@ def test_ops_json_gives_the_catalog_for_the_named_operators() -> None:
 
 
 def test_ops_with_an_unknown_name_is_a_one_line_error() -> None:
-    assert "unknown operator 'nn.bogus'" in assert_one_line_error(run_relaycc("ops", "nn.bogus"))
+    assert "unknown operator 'nn.bogus'" in assert_one_line_error(run_relaycc_process("ops", "nn.bogus"))
 
 
 def test_inspect_describes_inputs_outputs_operators_and_compilability(tmp_path: Path) -> None:
@@ -339,7 +347,7 @@ def @main(%c: bool, %x: Tensor[(2), float32]) {
 
 
 def test_inspect_of_a_broken_model_is_its_located_error(tmp_path: Path) -> None:
-    line = assert_one_line_error(run_relaycc("inspect", write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)))
+    line = assert_one_line_error(run_relaycc_process("inspect", write(tmp_path / "bad.relay", UNKNOWN_OPERATOR)))
     assert re.search(r"bad\.relay:3:3: error: .*not_an_operator", line), line
 SUM_LIST = """#[version = "0.0.5"]
 type List[A] { Cons(A, List[A]), Nil }
@@ -354,7 +362,7 @@ def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
 
 def test_compile_of_a_match_is_one_located_error_and_interpret_runs_it(tmp_path: Path) -> None:
     model = write(tmp_path / "model.relay", SUM_LIST)
-    result = run_relaycc("compile", model, "-o", tmp_path / "out")
+    result = run_relaycc_process("compile", model, "-o", tmp_path / "out")
     line = assert_one_line_error(result)
     assert line == (
         f"{model}:4:3: error: the AOT executor cannot compile match expressions; run it with relaycc interpret"
@@ -373,7 +381,7 @@ def test_lowered_output_read_back_is_one_located_error_in_every_command(tmp_path
     lowered = tmp_path / "out" / "lowered.relay"
     inputs = save_npz(tmp_path / "in.npz", x=np.ones(3, np.float32), y=np.ones(3, np.float32))
     for command in (["inspect"], ["compile", "-o", tmp_path / "again"], ["interpret", "--inputs", inputs, "-o", tmp_path / "o.npz"]):
-        line = assert_one_line_error(run_relaycc(command[0], lowered, *command[1:]))
+        line = assert_one_line_error(run_relaycc_process(command[0], lowered, *command[1:]))
         assert re.match(rf"{re.escape(str(lowered))}:\d+:\d+: error: call_lowered refers to @tvmgen_default_fused_\w+, "
                         "a PrimFunc the text does not contain", line), line
 
@@ -482,7 +490,7 @@ def test_a_model_that_is_not_utf8_is_one_error_at_its_first_bad_byte(tmp_path: P
     model.write_bytes(b'#[version = "0.0.5"]\ndef @main(%x: float32) {\n  %x \xff\n}\n')
     inputs = save_npz(tmp_path / "in.npz", x=np.float32(1))
     extra = ["--inputs", inputs] if command == "interpret" else []
-    line = assert_one_line_error(run_relaycc(command, model, "-o", tmp_path / "out", *extra))
+    line = assert_one_line_error(run_relaycc_process(command, model, "-o", tmp_path / "out", *extra))
     assert line == f"{model}:3:6: error: cannot read {model}: not UTF-8 text (invalid start byte at byte 51)"
 
 
@@ -504,7 +512,7 @@ def test_run_without_inputs_fills_them_and_saves_what_the_model_computed(tmp_pat
     (["--threads", "0"], "--threads must be at least 1"),
 ])
 def test_run_refuses_contradictory_or_impossible_options(tmp_path: Path, flags: list[str], complaint: str) -> None:
-    result = run_relaycc("run", tmp_path / "out", *flags)
+    result = run_relaycc_process("run", tmp_path / "out", *flags)
 
     assert complaint in assert_one_line_error(result)
 
@@ -658,7 +666,7 @@ def test_compile_recognizes_onnx_by_its_first_byte_without_the_suffix(tmp_path: 
 def test_import_of_a_file_that_is_not_onnx_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\xff\xff garbage")
-    line = assert_one_line_error(run_relaycc("import", bad, "-o", tmp_path / "m.relay"))
+    line = assert_one_line_error(run_relaycc_process("import", bad, "-o", tmp_path / "m.relay"))
     assert "bad.onnx: not an ONNX model" in line
 
 
@@ -673,7 +681,7 @@ def test_import_of_unsupported_operators_lists_them_in_one_line(tmp_path: Path) 
     )
     path = tmp_path / "m.onnx"
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
-    line = assert_one_line_error(run_relaycc("compile", path, "-o", tmp_path / "out"))
+    line = assert_one_line_error(run_relaycc_process("compile", path, "-o", tmp_path / "out"))
     assert "NonZero (node 'nz', opset 17)" in line and "Det (node 'det', opset 17)" in line
 
 
@@ -702,9 +710,9 @@ def @main(%x: Tensor[(?, 3), float32]) {
 
 def test_pass_config_with_an_unknown_key_exits_non_zero_naming_it(tmp_path: Path) -> None:
     model = write(tmp_path / "m.relay", DOUBLE)
-    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--pass-config", "relay.bogus=1"))
+    line = assert_one_line_error(run_relaycc_process("compile", model, "-o", tmp_path / "out", "--pass-config", "relay.bogus=1"))
     assert "unknown pass_config key 'relay.bogus'" in line
-    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out",
+    line = assert_one_line_error(run_relaycc_process("compile", model, "-o", tmp_path / "out",
                                              "--pass-config", "relay.FuseOps.max_depth=deep"))
     assert "'relay.FuseOps.max_depth' takes an integer, got 'deep'" in line
 
@@ -712,7 +720,7 @@ def test_pass_config_with_an_unknown_key_exits_non_zero_naming_it(tmp_path: Path
 def test_a_config_file_with_an_unknown_pass_config_key_is_refused(tmp_path: Path) -> None:
     model = write(tmp_path / "m.relay", DOUBLE)
     config = write(tmp_path / "c.json", json.dumps({"pass_config": {"relay.bogus.key": 1}}))
-    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "out", "--config", config))
+    line = assert_one_line_error(run_relaycc_process("compile", model, "-o", tmp_path / "out", "--config", config))
     assert "unknown pass_config key 'relay.bogus.key'" in line
 
 
@@ -725,7 +733,7 @@ def test_compile_flags_reach_the_build(tmp_path: Path) -> None:
     # opt level 0: nothing fuses, so each operator is a kernel of its own.
     calls = json.loads((tmp_path / "out" / "metadata.json").read_text())["calls"]
     assert len(calls) == 2 and "FoldConstant" not in passes and "DeadCodeElimination" not in passes
-    line = assert_one_line_error(run_relaycc("lower", model, "-o", tmp_path / "o2", "--opt-level", "9"))
+    line = assert_one_line_error(run_relaycc_process("lower", model, "-o", tmp_path / "o2", "--opt-level", "9"))
     assert "opt level must be between 0 and 4, got 9" in line
 
 
@@ -755,7 +763,7 @@ def test_a_model_with_an_unknown_batch_compiled_with_input_shapes_runs(tmp_path:
     assert result.returncode == 0, result.stderr
     with np.load(tmp_path / "o.npz") as saved:
         np.testing.assert_array_equal(saved["out0"], 2 * x)
-    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--input-shapes", "y:[2,3]"))
+    line = assert_one_line_error(run_relaycc_process("compile", model, "-o", tmp_path / "o2", "--input-shapes", "y:[2,3]"))
     assert "--input-shapes names 'y', which is not an input of @main" in line
 
 
@@ -765,7 +773,7 @@ def test_dump_code_writes_the_requested_forms_beside_the_artifacts(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "default.relay").is_file() and (tmp_path / "out" / "default.c").is_file()
     assert not (tmp_path / "out" / "default.tir").exists()
-    line = assert_one_line_error(run_relaycc("compile", model, "-o", tmp_path / "o2", "--dump-code", "tri"))
+    line = assert_one_line_error(run_relaycc_process("compile", model, "-o", tmp_path / "o2", "--dump-code", "tri"))
     assert "--dump-code 'tri' is not one of relay, tir, c (did you mean 'tir'?)" in line
 
 
@@ -788,7 +796,7 @@ def test_run_reads_inputs_from_stdin_and_writes_outputs_to_stdout(tmp_path: Path
 
 def test_outputs_to_stdout_cannot_share_it_with_the_timing_line(tmp_path: Path) -> None:
     # Refused before anything is loaded: no build is needed to see it.
-    line = assert_one_line_error(run_relaycc("run", tmp_path / "out", "-o", "-", "--repeat", "2"))
+    line = assert_one_line_error(run_relaycc_process("run", tmp_path / "out", "-o", "-", "--repeat", "2"))
     assert "cannot be given with --repeat" in line
 
 
@@ -832,5 +840,5 @@ def test_a_model_without_main_is_one_located_line_for_compile_and_inspect(tmp_pa
     model.write_text('#[version = "0.0.5"]\ndef @f(%x: Tensor[(2), float32]) { %x }\n')
 
     for args in (("compile", model, "-o", tmp_path / "out"), ("inspect", model)):
-        line = assert_one_line_error(run_relaycc(*args))
+        line = assert_one_line_error(run_relaycc_process(*args))
         assert line.startswith(f"{model}:2:1: error: the module has no @main (it defines @f)"), line

@@ -119,7 +119,12 @@ def interpreted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str]
 
 
 def compile_and_run(d: Path, target: str) -> dict[str, np.ndarray]:
+    """The outputs of `d`'s model built for `target` and run on its inputs; a build another
+    test of this worker already ran (the numpy checks reuse the interpreter checks' builds of
+    the constants form) is not built and run again."""
     out = d / ("build_" + re.sub(r"\W+", "_", target))
+    if (out / "outputs.npz").exists():
+        return dict(np.load(out / "outputs.npz"))
     result = relaycc("compile", str(d / "model.relay"), "-o", str(out), "--target", target)
     assert result.returncode == 0, result.stderr
     result = relaycc("run", str(out), "--inputs", str(d / "in.npz"), "-o", str(out / "outputs.npz"))

@@ -30,6 +30,19 @@ def test_defined_symbols_are_the_global_definitions_of_the_sources():
     assert defined_symbols(spec(text=None)) == frozenset()
 
 
+def test_symbols_follow_a_changed_header_of_a_source_checked_before(tmp_path):
+    # Symbols are remembered per source; the header the source includes is part of that key.
+    header = tmp_path / "names.h"
+    text = '#include "names.h"\nint NAME(void) { return 0; }\n'
+    with_header = CodegenSpec("acme", "function_at_a_time", library=LibrarySpec(
+        (LibrarySource("named.c", text),), include_dirs=(tmp_path,)))
+    header.write_text("#define NAME acme_first\n")
+    assert defined_symbols(with_header) == {"acme_first"}
+    header.write_text("#define NAME acme_second\n")
+    assert defined_symbols(with_header) == {"acme_second"}
+    assert defined_symbols(with_header) == {"acme_second"}
+
+
 def test_check_library_accepts_a_library_defining_every_pattern_symbol():
     assert "acme_relu" in check_library(spec())
 

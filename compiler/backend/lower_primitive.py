@@ -295,8 +295,9 @@ class PrimitiveLowering:
                 if not shapes_equal(self._type(node), out_ty):
                     return None
                 # Kernels compute in their output buffer's dtype, so only a reduction (which
-                # accumulates in its own dtype) may have a dtype-changing epilogue.
-                if opdef.kernel is not None and _dtype(node) != _dtype(out):
+                # accumulates in its own dtype) or a kernel that casts at its store may have a
+                # dtype-changing epilogue.
+                if opdef.kernel is not None and _dtype(node) != _dtype(out) and not self._casts_at_store(opdef, node):
                     return None
                 anchor = node  # type: ignore[assignment]  # opdef is not None: a Call
                 continue
@@ -320,6 +321,11 @@ class PrimitiveLowering:
         if anchor is not out and anchor in out_nodes:
             return None
         return anchor
+
+    def _casts_at_store(self, opdef: OpDef, node: Expr) -> bool:
+        test = opdef.extras.get("casts_at_store")
+        return (callable(test) and isinstance(node, Call) and self.shapes is None
+                and bool(test(self.ctx, node.attrs, [self._type(a) for a in node.args], self._type(node))))
 
     def _reads_at_output_index(self, user: Expr, anchor: Expr, out_ty: Type) -> bool:
         """True when `user` (an elementwise/broadcast op) reads `anchor` at its own output index."""

@@ -84,17 +84,34 @@ def packed_block(attrs: Attrs) -> tuple[int, bool] | None:
     return int(kernel[4:-1]), kernel[:4] == "OHWI"
 
 
+def _packed_applies(ctx: KernelContext, attrs: Attrs, data_dtype: str, weight_dtype: str, dtype: str) -> bool:
+    packing = packed_block(attrs)
+    return (packing is not None and data_dtype == weight_dtype == dtype
+            and conv2d_packed.applies(dtype, attrs["groups"], packing[0], vector_lanes(ctx, dtype)))
+
+
+def _casts_at_store(ctx: KernelContext, attrs: Attrs, arg_types: Sequence[Type], out_type: Type) -> bool:
+    """Whether this call's kernel computes in the call's own dtype whatever its output buffer's:
+    the packed form does, casting each value as it stores it, so a fused chain may end in
+    another dtype (float16 ResNet-50's `cast` after a residual add) without a float32 copy of
+    the whole result in the workspace."""
+    data, weight = arg_types
+    return (isinstance(data, TensorType) and isinstance(weight, TensorType) and isinstance(out_type, TensorType)
+            and _packed_applies(ctx, attrs, data.dtype, weight.dtype, out_type.dtype))
+
+
 def _nchwc_kernel(
     ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
 ) -> Stmt:
     data, weight = input_buffers(inputs, NCHWC)
-    packing = packed_block(attrs)
-    float_ops = data.dtype == weight.dtype == out.dtype
-    if packing is not None and float_ops and conv2d_packed.applies(out.dtype, attrs["groups"], packing[0],
-                                                                   vector_lanes(ctx, out.dtype)):
+    assert isinstance(out_type, TensorType)
+    if _packed_applies(ctx, attrs, data.dtype, weight.dtype, out_type.dtype):
         g = conv_geometry(NCHWC, TensorType(data.shape, data.dtype), TensorType(weight.shape, weight.dtype), attrs, 2)
         window = (g.strides, g.dilation, g.pad_before)
-        return conv2d_packed.conv2d_packed_loops(ctx, data, weight, out, epilogue, window, packing[1])  # type: ignore[arg-type]  # 2-D
+        packing = packed_block(attrs)
+        assert packing is not None
+        return conv2d_packed.conv2d_packed_loops(ctx, data, weight, out, epilogue, window, packing[1],  # type: ignore[arg-type]  # 2-D
+                                                 out_type.dtype)
     return _generic_kernel(ctx, inputs, out, attrs, out_type, epilogue)
 
 
@@ -151,7 +168,7 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
         kernel=_nchwc_kernel,
-        extras={"batch_rows": batch_first("data_layout", "out_layout")},
+        extras={"batch_rows": batch_first("data_layout", "out_layout"), "casts_at_store": _casts_at_store},
         shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(

@@ -177,6 +177,11 @@ class OpDef:
     `extras["dynamic_extents"]` marks an op whose kernel accepts buffers with `?` dims (dim
     expressions of the kernel's scalar parameters); other kernels are refused them.
 
+    `extras["casts_at_store"]`, `test(ctx, attrs, arg_types, out_type)`, says whether a call's
+    kernel computes in the call's own dtype and casts each value it stores to its output
+    buffer's; a fused chain of another dtype may then be its epilogue (compiler/backend/
+    lower_primitive.py). Other kernels compute in their output buffer's dtype.
+
     `extras["evaluate"]`, for ops whose meaning needs the interpreter (they call a function
     value or make values that are not arrays, like memory.alloc_storage), is
     `evaluate(values, attrs, apply)`, where `apply(function_value, args)` runs a function value;

@@ -73,10 +73,12 @@ def conv2d_packed_loops(
     epilogue: Epilogue,
     window: tuple[tuple[int, int], tuple[int, int], tuple[int, int]],
     taps_outer: bool,
+    dtype: str | None = None,
 ) -> Stmt:
     """`data` NCHW, `weight` (O/b, I, KH, KW, b), or (O/b, KH, KW, I, b) when `taps_outer`,
     `out` NCHW; `window`: strides, dilation and the (top, left) padding (bottom and right follow
-    from the shapes)."""
+    from the shapes). The product and the epilogue compute in `dtype` (the output's when not
+    given); each stored value is cast to the output's."""
     n, c, h, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
     if taps_outer:
         outer, kh, kw, _, nr = (int(d) for d in weight.shape)  # type: ignore[arg-type]  # static shapes
@@ -90,13 +92,13 @@ def conv2d_packed_loops(
     grid = Grid((sh, sw), (dh, dw), phases, oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw)
     rows = oh * grid.wp
     last_read = rows - 1 + grid.max_shift((kh, kw))
-    dtype = out.dtype
+    dtype = dtype or out.dtype
     direct = top == left == 0 and (grid.hp, grid.wp) == (h, w) and (sh, sw) == (1, 1) and last_read < grid.plane
     geometry = (n, c, kh, kw, oh, ow, grid.wp, outer * nr)
 
     def store(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
         idx = (img, oc, y, x)
-        return Store(out, idx, te.cast(dtype, epilogue(value, idx)))
+        return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
     def packed(nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         return te.cast(dtype, weight[nb, ks[0], ks[1], ks[2], j])  # ks in the weight's order

@@ -675,3 +675,29 @@ def test_op_whose_loops_assume_static_extents_is_refused_not_crashed() -> None:
     # split along a `?` axis: its compute needs the extent to place the sections.
     with pytest.raises(UnsupportedError, match="cannot take `\\?` dims yet"):
         lower("fn (%p0: Tensor[(?, 8), float32], Primitive=1) { %0 = split(%p0, indices_or_sections=2); %0.0 }")
+
+
+PACKED_CONV_TO_FLOAT16 = """fn (%p0: Tensor[(1, 16, 6, 6), float32], %p1: Tensor[(1, 1, 1, 16, 16), float32],
+        %p2: Tensor[(1, 16, 6, 6), float32]) {
+  %0 = nn.contrib_conv2d_NCHWc(%p0, %p1, channels=16, kernel_size=[1, 1], data_layout="NCHW",
+                               kernel_layout="OHWI16o", out_layout="NCHW");
+  cast(nn.relu(add(%0, %p2)), dtype="float16")
+}"""
+
+
+def test_packed_conv_ending_in_a_float16_cast_stores_it_without_a_float32_copy(tmp_path) -> None:
+    # Float16ComputeInFloat32 leaves such chains after every residual add of a float16 ResNet:
+    # the product and the chain in float32, the value rounded once as it is stored.
+    func = lower(PACKED_CONV_TO_FLOAT16, "conv_to_f16")
+    assert temporaries(func) == []
+    assert func.outputs[0].dtype == "float16"
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((1, 16, 6, 6)).astype("float32")
+    w = rng.standard_normal((16, 16)).astype("float32")  # (O, I)
+    r = rng.standard_normal((1, 16, 6, 6)).astype("float32")
+    library = build_prim_library([func], tmp_path)
+    (out,) = library.run("conv_to_f16", [x, w.T.reshape(1, 1, 1, 16, 16), r])
+    conv = np.einsum("oi,nihw->nohw", w.astype("float64"), x).astype("float32")
+    want = np.maximum(conv + r, 0).astype("float16")
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out.astype("float32"), want.astype("float32"), rtol=1e-3, atol=1e-3)

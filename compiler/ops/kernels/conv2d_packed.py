@@ -127,13 +127,16 @@ def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots:
     fewest bands. A band has from half the rows whose copy fits the budget (smaller bands copy
     more rows twice and stream the weight more often) to as many as fit a quarter more (128 KiB
     and 256 KiB ran ResNet-50 equally fast), and at least `MIN_BAND_PIXELS` pixels (every band
-    streams the whole weight) whatever its copy takes."""
+    streams the whole weight) whatever its copy takes, then up to twice that many."""
     (sh, _), (dh, _), (ph, pw) = grid.strides, grid.dilation, grid.phases
     halo = (kh - 1) * dh // sh
     row_bytes = ph * pw * channels * grid.wp * itemsize
     least = min(oh, -(-MIN_BAND_PIXELS // grid.wp))
-    within = min(oh, max(least, BAND_BYTES // row_bytes - halo))
+    fit = BAND_BYTES // row_bytes - halo
+    within = min(oh, max(least, fit))
     most = min(oh, max(within, (BAND_BYTES + BAND_BYTES // 4) // row_bytes - halo))
+    if least > fit:
+        most = min(oh, 2 * least)  # the budget is overruled anyway: up to twice the fewest pixels
 
     def cost(rows: int) -> tuple[int, int, bool, int]:
         bands = -(-oh // rows)

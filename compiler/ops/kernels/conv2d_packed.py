@@ -28,9 +28,10 @@ band overwrites the buffer. A whole padded copy was the largest buffer of a buil
 of `BAND_BYTES` also stays in L2 between its copy and its product. The kernel rows shared by
 neighbouring bands are copied twice. All bands have one height (the last one overlaps the one
 before when they do not divide the output), so the product's loop nest is emitted once: a
-shorter last band with a product of its own made the kernel's C 43% larger. Threads share the bands, each with a buffer of its own
-(`band_threads` of them), rather than each band's copy and product: that forked the threads
-twice per band, which on a loaded 2-core machine made those layers 3-10x slower at 2 threads.
+shorter last band with a product of its own made the kernel's C 43% larger. Threads share the
+bands, each with a buffer of its own (`band_threads` of them), rather than each band's copy and
+product: that forked the threads twice per band, which on a loaded 2-core machine made those
+layers 3-10x slower at 2 threads.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ def _copy_band(
 ) -> Stmt:
     """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
     places, zeros in the padding and past the grid's last row (no band reaches past it, as the
-    last one ends at the output's last row). Columns split statically, rows at the band's bounds, so no loop tests per element."""
+    last one ends at the output's last row). Columns split statically, rows at the band's
+    bounds, so no loop tests per element."""
     top, left, h = edges
     _, c, _, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
     (sh, sw), (ph, pw) = band.strides, band.phases

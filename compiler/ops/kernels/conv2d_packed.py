@@ -122,8 +122,8 @@ def band_threads() -> int:
 
 def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
     """Output rows per band. Every band has this many rows: a last band that would be shorter
-    starts early instead, overlapping the one before (those rows are computed twice), so the
-    kernel holds one product loop. Chosen to compute the fewest rows in all, then the fewest on
+    starts early instead, overlapping the one before (those rows are computed twice, stored
+    once), so the kernel holds one product loop. Chosen to compute the fewest rows in all, then the fewest on
     the busiest of `slots` threads, then to keep the band's copy within `BAND_BYTES`, then the
     fewest bands. A band has from half the rows whose copy fits the budget (smaller bands copy
     more rows twice and stream the weight more often) to as many as fit a quarter more (128 KiB
@@ -164,7 +164,7 @@ def _banded(
     machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
     and the product's tiles are parallel. All bands have `rows` rows, so the product's loop nest
     is emitted once: when they do not divide the output, the last band ends at the last row and
-    recomputes rows of the one before (the same values, stored again)."""
+    recomputes rows of the one before, storing only its own (each output is stored once)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     macs = n * o * oh * wp * c * kh * kw
     threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
@@ -190,9 +190,17 @@ def _banded(
         return buffer[at + ci * band.plane + p + shift]
 
     y0 = index_var(ctx, "y0")
-    first_row = b * rows if oh % rows == 0 else te.minimum(b * rows, _i(oh - rows))
+    ragged = oh % rows != 0
+    first_row = te.minimum(b * rows, _i(oh - rows)) if ragged else b * rows
+
+    def once(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        # The rows the last band recomputes are not stored again: a result written over its
+        # residual input (compiler/tir/inplace.py) would add the residual twice.
+        return IfThenElse(y >= b * rows, store(img, oc, y, x, value))
+
     fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
-    product = _product(ctx, dims, band, nr, read_band, packed, store, dtype, taps_outer, (1, img, y0, rows))
+    product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
+                       (1, img, y0, rows))
     body: Stmt = LetStmt(y0, first_row, seq(fill, product))
     body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
     if per * slots > items:

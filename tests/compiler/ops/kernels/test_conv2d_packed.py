@@ -24,9 +24,11 @@ from compiler.ops.kernels import conv2d_packed
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
-from compiler.tir.analysis import walk_stmts
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
+from compiler.runtime.ffi import aligned_empty
+from compiler.tir.analysis import walk_stmts, workspace_bytes
+from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT
 from tests.compiler.ops.kernels.harness import Library, op_call, primitive
 
 RNG = np.random.default_rng(11)
@@ -116,20 +118,23 @@ def expected_of(name: str) -> np.ndarray:
     return numpy_conv(data, weight, strides, dilation, padding)
 
 
-def lower(text: str, name: str, lanes: int, parallel: bool = True) -> PrimFunc:
+def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str | None = None) -> PrimFunc:
+    """`bands_of`: the case whose band budget applies (default: `name`'s)."""
     func = parse_expr(text)
     assert isinstance(func, Function)
     infer_expr(func)
+    case = bands_of or name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
-        if name in BANDED:
-            patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[name][0])
+        if case in BANDED:
+            patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
         return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
 
 
 BIAS = f32(32)
 RESIDUAL = f32(1, 32, 10, 10)
+RAGGED_RESIDUAL = f32(1, 16, 23, 13)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +145,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     packed = inputs_of("same_padding_3x3")
     funcs.append(lower(primitive(call, [*packed, BIAS], "nn.relu(nn.bias_add(%0, %p2))"), "bias_relu", 8))
     funcs.append(lower(primitive(call, [*packed, RESIDUAL], "add(%0, %p2)"), "residual_add", 8))
+    ragged = op_call(OP, 2, attrs_of("bands_ragged_last"))
+    funcs.append(lower(primitive(ragged, [*inputs_of("bands_ragged_last"), RAGGED_RESIDUAL], "add(%0, %p2)"),
+                       "ragged_residual", 8, bands_of="bands_ragged_last"))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
     return Library(funcs, Path(tmp_path_factory.mktemp("conv2d_packed")))
@@ -207,6 +215,17 @@ def test_a_ragged_last_band_overlaps_the_one_before_so_the_tiles_are_emitted_onc
     tiles = [s for s in walk_stmts(library.funcs[name].body)
              if isinstance(s, Allocate) and s.buffer.name.startswith("acc")]
     assert len(tiles) <= 2
+
+
+def test_a_result_written_over_its_residual_input_gets_the_residual_once_in_overlapping_bands(
+        library: Library) -> None:
+    # The residual's buffer is the output's too, as when the AOT planner writes a residual
+    # block's result over its shortcut: rows the last band recomputes must not be stored again.
+    data, weight = inputs_of("bands_ragged_last")
+    residual = RAGGED_RESIDUAL.copy()
+    workspace = aligned_empty(workspace_bytes(library.funcs["ragged_residual"], WORKSPACE_ALIGNMENT), WORKSPACE_ALIGNMENT)
+    assert library.library.call("ragged_residual", data, weight, residual, residual, workspace) == 0
+    np.testing.assert_allclose(residual, expected_of("bands_ragged_last") + RAGGED_RESIDUAL, rtol=1e-5, atol=1e-5)
 
 
 def test_band_rows_divide_the_output_within_the_budget_when_they_can() -> None:

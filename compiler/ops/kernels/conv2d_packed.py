@@ -26,9 +26,12 @@ scratch buffer of about `BAND_BYTES`, the band's pixels are the product's rows, 
 band overwrites the buffer. A whole padded copy was the largest buffer of a build's workspace
 (1.6 MiB on ResNet-50's first stride-2 layer, live beside the layer's input and output); a band
 of `BAND_BYTES` also stays in L2 between its copy and its product. The kernel rows shared by
-neighbouring bands are copied twice. Threads share the bands, each with a buffer of its own
-(`band_threads` of them), rather than each band's copy and product: that forked the threads
-twice per band, which on a loaded 2-core machine made those layers 3-10x slower at 2 threads.
+neighbouring bands are copied twice. All bands have one height (the last one overlaps the one
+before when they do not divide the output), so the product's loop nest is emitted once: a
+shorter last band with a product of its own made the kernel's C 43% larger. Threads share the
+bands, each with a buffer of its own (`band_threads` of them), rather than each band's copy and
+product: that forked the threads twice per band, which on a loaded 2-core machine made those
+layers 3-10x slower at 2 threads.
 """
 
 from __future__ import annotations
@@ -120,24 +123,29 @@ def band_threads() -> int:
 
 
 def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots: int = 1) -> int:
-    """Output rows per band: as many as fit the band's copy in `BAND_BYTES`, but at least
-    `MIN_BAND_PIXELS` pixels (every band streams the whole weight), spread evenly so the last band
-    is not much shorter than the others, and as a multiple of `slots` bands when that keeps the
-    minimum (up if possible, else down: fewer larger bands)."""
+    """Output rows per band. Every band has this many rows: a last band that would be shorter
+    starts early instead, overlapping the one before (those rows are computed twice, stored
+    once), so the kernel holds one product loop. Chosen to compute the fewest rows in all, then the fewest on
+    the busiest of `slots` threads, then to keep the band's copy within `BAND_BYTES`, then the
+    fewest bands. A band has from half the rows whose copy fits the budget (smaller bands copy
+    more rows twice and stream the weight more often) to as many as fit a quarter more (128 KiB
+    and 256 KiB ran ResNet-50 equally fast), and at least `MIN_BAND_PIXELS` pixels (every band
+    streams the whole weight) whatever its copy takes, then up to twice that many."""
     (sh, _), (dh, _), (ph, pw) = grid.strides, grid.dilation, grid.phases
     halo = (kh - 1) * dh // sh
     row_bytes = ph * pw * channels * grid.wp * itemsize
     least = min(oh, -(-MIN_BAND_PIXELS // grid.wp))
-    rows = min(oh, max(least, BAND_BYTES // row_bytes - halo))
-    bands = -(-oh // rows)
-    if slots > 1 and bands % slots:
-        up = -(-bands // slots) * slots
-        down = bands // slots * slots
-        if up <= oh and -(-oh // up) >= least:
-            bands = up
-        elif down:
-            bands = down
-    return -(-oh // bands)
+    fit = BAND_BYTES // row_bytes - halo
+    within = min(oh, max(least, fit))
+    most = min(oh, max(within, (BAND_BYTES + BAND_BYTES // 4) // row_bytes - halo))
+    if least > fit:
+        most = min(oh, 2 * least)  # the budget is overruled anyway: up to twice the fewest pixels
+
+    def cost(rows: int) -> tuple[int, int, bool, int]:
+        bands = -(-oh // rows)
+        return bands * rows, -(-bands // slots) * rows, rows > within, bands
+
+    return min(range(max(least, within // 2), most + 1), key=cost)
 
 
 def _banded(
@@ -156,7 +164,9 @@ def _banded(
     its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
     layer forks the threads once (a fork per band and step costs milliseconds on a loaded
     machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
-    and the product's tiles are parallel. The last band may be shorter (its own product)."""
+    and the product's tiles are parallel. All bands have `rows` rows, so the product's loop nest
+    is emitted once: when they do not divide the output, the last band ends at the last row and
+    recomputes rows of the one before, storing only its own (each output is stored once)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     macs = n * o * oh * wp * c * kh * kw
     threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
@@ -167,8 +177,7 @@ def _banded(
     # The last row's taps run past its plane by up to (KW - 1) * dw / sw elements, read only for
     # pixels past the output's width: a zeroed tail keeps those reads inside the buffer.
     slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane)
-    full, last = divmod(oh, rows)
-    bands = full + (1 if last else 0)
+    bands = -(-oh // rows)
     items = n * bands
     # Fewer bands than threads: one copy, and the threads share each band's product instead.
     slots = threads if items >= threads else 1
@@ -182,14 +191,19 @@ def _banded(
     def read_band(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
         return buffer[at + ci * band.plane + p + shift]
 
-    y0 = b * rows
+    y0 = index_var(ctx, "y0")
+    ragged = oh % rows != 0
+    first_row = te.minimum(b * rows, _i(oh - rows)) if ragged else b * rows
 
-    def one_band(count: int) -> Stmt:
-        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
-        product = _product(ctx, dims, band, nr, read_band, packed, store, dtype, taps_outer, (1, img, y0, count))
-        return seq(fill, product)
+    def once(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        # The rows the last band recomputes are not stored again: a result written over its
+        # residual input (compiler/tir/inplace.py) would add the residual twice.
+        return IfThenElse(y >= b * rows, store(img, oc, y, x, value))
 
-    body: Stmt = one_band(rows) if not last else IfThenElse(b < full, one_band(rows), one_band(last))
+    fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
+    product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
+                       (1, img, y0, rows))
+    body: Stmt = LetStmt(y0, first_row, seq(fill, product))
     body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
     if per * slots > items:
         body = IfThenElse(item < items, body)
@@ -206,8 +220,9 @@ def _copy_band(
     band: Grid, hp: int, edges: tuple[int, int, int], parallel: bool,
 ) -> Stmt:
     """Grid rows [y0, y0 + band.hp) of every phase and channel of image `img`: input rows at their
-    places, zeros in the padding and past the grid's last row (a short last band reads none of
-    those). Columns split statically, rows at the band's bounds, so no loop tests per element."""
+    places, zeros in the padding and past the grid's last row (no band reaches past it, as the
+    last one ends at the output's last row). Columns split statically, rows at the band's
+    bounds, so no loop tests per element."""
     top, left, h = edges
     _, c, _, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
     (sh, sw), (ph, pw) = band.strides, band.phases

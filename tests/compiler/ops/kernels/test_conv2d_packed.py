@@ -6,7 +6,8 @@ Covers both weight orders, blocks of one and two vectors (AVX2's 8 lanes and AVX
 padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers read in place,
 fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
 take. The `BANDED` cases are lowered with a copy budget of a few rows, so the padded input is
-copied and used in several bands (a shorter last one), and as if built on a 2-core machine, so
+copied and used in several bands of one height (the last one overlapping the one before where
+they do not divide the output's rows), and as if built on a 2-core machine, so
 the larger ones share their bands between two threads with a copy each. Which calls reach the
 kernel (`packed_block`) is tested with the op, in test_conv_nchwc.py.
 """
@@ -23,9 +24,11 @@ from compiler.ops.kernels import conv2d_packed
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
-from compiler.tir.analysis import walk_stmts
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
+from compiler.runtime.ffi import aligned_empty
+from compiler.tir.analysis import walk_stmts, workspace_bytes
+from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT
 from tests.compiler.ops.kernels.harness import Library, op_call, primitive
 
 RNG = np.random.default_rng(11)
@@ -86,13 +89,13 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
 # name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
 # copies of a band the scratch holds (one per thread when the layer is large enough for threads).
 BANDED = {
-    "bands_ragged_last": (1200, (3, 8), 1),  # 23 rows = 7 x 3 + 2
-    "bands_stride_2_phases": (1500, (2, 6), 1),  # 11 = 5 x 2 + 1, four phase planes per channel
-    "bands_dilated_taps_inner": (2560, (4, 5), 1),  # 19 = 4 x 4 + 3, 4 rows of dilated taps below each band
-    "bands_batch_2": (1440, (3, 5), 2),  # 14 = 4 x 3 + 2, per image
-    "bands_asymmetric_padding": (1152, (4, 5), 1),  # 18 = 4 x 4 + 2, two zero rows on top, one right column
-    "bands_in_two_slots": (6144, (4, 8), 2),  # 30 = 7 x 4 + 2, four bands per thread
-    "bands_batch_3_in_two_slots": (2400, (3, 5), 2),  # 13 = 4 x 3 + 1; 15 bands, 8 and 7 per thread
+    "bands_ragged_last": (1440, (4, 6), 1),  # 23 rows: the last band starts at row 19, one row early
+    "bands_stride_2_phases": (2400, (4, 3), 1),  # 11 = 3 x 4 - 1, four phase planes per channel
+    "bands_dilated_taps_inner": (2880, (5, 4), 1),  # 19 = 4 x 5 - 1, 4 rows of dilated taps below each band
+    "bands_batch_2": (1440, (2, 7), 2),  # 14 = 7 x 2, per image
+    "bands_asymmetric_padding": (1152, (3, 6), 1),  # 18 = 6 x 3, two zero rows on top, one right column
+    "bands_in_two_slots": (6144, (3, 10), 2),  # 30 = 10 x 3, five bands per thread
+    "bands_batch_3_in_two_slots": (2880, (2, 7), 2),  # 13 = 7 x 2 - 1; 21 bands, 11 and 10 per thread
 }
 
 
@@ -115,20 +118,23 @@ def expected_of(name: str) -> np.ndarray:
     return numpy_conv(data, weight, strides, dilation, padding)
 
 
-def lower(text: str, name: str, lanes: int, parallel: bool = True) -> PrimFunc:
+def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str | None = None) -> PrimFunc:
+    """`bands_of`: the case whose band budget applies (default: `name`'s)."""
     func = parse_expr(text)
     assert isinstance(func, Function)
     infer_expr(func)
+    case = bands_of or name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
-        if name in BANDED:
-            patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[name][0])
+        if case in BANDED:
+            patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
         return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
 
 
 BIAS = f32(32)
 RESIDUAL = f32(1, 32, 10, 10)
+RAGGED_RESIDUAL = f32(1, 16, 23, 13)
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +145,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     packed = inputs_of("same_padding_3x3")
     funcs.append(lower(primitive(call, [*packed, BIAS], "nn.relu(nn.bias_add(%0, %p2))"), "bias_relu", 8))
     funcs.append(lower(primitive(call, [*packed, RESIDUAL], "add(%0, %p2)"), "residual_add", 8))
+    ragged = op_call(OP, 2, attrs_of("bands_ragged_last"))
+    funcs.append(lower(primitive(ragged, [*inputs_of("bands_ragged_last"), RAGGED_RESIDUAL], "add(%0, %p2)"),
+                       "ragged_residual", 8, bands_of="bands_ragged_last"))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
     return Library(funcs, Path(tmp_path_factory.mktemp("conv2d_packed")))
@@ -187,24 +196,55 @@ def test_the_copy_holds_one_band_of_rows_within_its_budget(library: Library, nam
     budget, (rows, bands), slots = BANDED[name]
     ((size,),) = [g.buffer.shape for g in grids(library, name)]
     oh, ow = expected_of(name).shape[2:]
-    assert -(-oh // rows) == bands and oh % rows  # several bands, a shorter last one
+    assert -(-oh // rows) == bands > 1
     (kh, kw), (sh, sw), (dh, dw) = weight.shape[2:], strides, dilation
     phases = (2 if sh > 1 and kh > 1 else 1) * (2 if sw > 1 and kw > 1 else 1)
     width, tail = ow + (kw - 1) * dw // sw, (kw - 1) * dw // sw
     assert int(size) == slots * (phases * data.shape[1] * (rows + (kh - 1) * dh // sh) * width + tail)
-    assert int(size) * 4 <= slots * (budget + tail * 4)
+    assert int(size) * 4 <= slots * (budget + budget // 4 + tail * 4)
 
 
-def test_band_rows_fill_the_budget_and_spread_evenly() -> None:
+@pytest.mark.parametrize("name", ["bands_ragged_last", "bands_stride_2_phases", "bands_dilated_taps_inner",
+                                  "bands_batch_3_in_two_slots"])
+def test_a_ragged_last_band_overlaps_the_one_before_so_the_tiles_are_emitted_once(library: Library, name: str) -> None:
+    oh = expected_of(name).shape[2]
+    rows = BANDED[name][1][0]
+    assert oh % rows
+    # One tile of the register block's rows and one of the pixels left over at the band's end:
+    # a shorter last band with a product of its own had two more.
+    tiles = [s for s in walk_stmts(library.funcs[name].body)
+             if isinstance(s, Allocate) and s.buffer.name.startswith("acc")]
+    assert len(tiles) <= 2
+
+
+def test_a_result_written_over_its_residual_input_gets_the_residual_once_in_overlapping_bands(
+        library: Library) -> None:
+    # The residual's buffer is the output's too, as when the AOT planner writes a residual
+    # block's result over its shortcut: rows the last band recomputes must not be stored again.
+    data, weight = inputs_of("bands_ragged_last")
+    residual = RAGGED_RESIDUAL.copy()
+    workspace = aligned_empty(workspace_bytes(library.funcs["ragged_residual"], WORKSPACE_ALIGNMENT), WORKSPACE_ALIGNMENT)
+    assert library.library.call("ragged_residual", data, weight, residual, residual, workspace) == 0
+    np.testing.assert_allclose(residual, expected_of("bands_ragged_last") + RAGGED_RESIDUAL, rtol=1e-5, atol=1e-5)
+
+
+def test_band_rows_divide_the_output_within_the_budget_when_they_can() -> None:
     from compiler.ops.kernels.conv2d_by_channels import Grid
     grid = Grid((1, 1), (1, 1), (1, 1), 58, 58)  # ResNet-50's 3x3 layers on 56x56, 64 channels
+    fit = conv2d_packed.BAND_BYTES // (64 * 58 * 4) - 2  # 2 rows of taps below each band
     rows = conv2d_packed.band_rows(grid, 64, 3, 56, 4)
-    assert 64 * (rows + 2) * 58 * 4 <= conv2d_packed.BAND_BYTES < 64 * (rows + 3) * 58 * 4  # 2 rows of taps below
-    assert conv2d_packed.band_rows(grid, 64, 3, 50, 4) == -(-50 // -(-50 // rows))  # 50 rows: even bands
+    assert 56 % rows == 0 and fit // 2 <= rows <= fit
+    assert conv2d_packed.band_rows(grid, 64, 3, 50, 4) == 5  # 10 bands of 5
+    # 23 rows divide by no height in range: the fewest rows computed (24), in the fewest bands.
+    assert conv2d_packed.band_rows(grid, 64, 3, 23, 4) == 6
     assert conv2d_packed.band_rows(grid, 4096, 3, 56, 4) == 2  # MIN_BAND_PIXELS even past the budget
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4) == 56  # a small input is one band
     assert conv2d_packed.band_rows(grid, 1, 3, 56, 4, slots=2) == 28  # or one per thread
-    assert conv2d_packed.band_rows(grid, 64, 3, 7, 4, slots=2) == 4  # 7 rows: bands of 4 and 3
+    assert conv2d_packed.band_rows(grid, 64, 3, 7, 4, slots=2) == 7  # bands of 4 would compute 8 rows
+    # ResNet-50's 3x3 layers on 14x14, 256 channels: bands of 4 rows fit the budget but compute
+    # 16 rows (two overlapping); two bands of 7 divide the rows, their copy a seventh over budget.
+    wide = Grid((1, 1), (1, 1), (1, 1), 16, 16)
+    assert conv2d_packed.band_rows(wide, 256, 3, 14, 4, slots=2) == 7
     # ResNet-50's stride-2 layer to 7x7, 512 channels in 4 phases of 8 wide: a band per thread
     # would be 32 pixels, so one band whose product the threads share.
     strided = Grid((2, 2), (1, 1), (2, 2), 8, 8)

@@ -97,6 +97,21 @@ def test_batch_matmul_check_accepts_float32_only() -> None:
     assert not check("batch_matmul", text.format(dt="int32"))
 
 
+ATTENTION = ("fn (%q: Tensor[(4, {rows}, 64), float32], %k: Tensor[(4, 64, {cols}), float32]) "
+             "{{ nn.batch_matmul(%q, {b}, transpose_b={tb}) }}")
+
+
+def test_attention_products_whose_b_the_host_reads_in_place_stay_on_the_host() -> None:
+    # Untransposed whole panels, or a transposed B an injective op makes (AlterOpLayout turns it).
+    assert not check("batch_matmul", ATTENTION.format(rows=128, cols=128, b="%k", tb=False))
+    assert not check("batch_matmul", ATTENTION.format(rows=128, cols=128, b="transpose(%k, axes=[0, 2, 1])", tb=True))
+    # A transposed parameter, few rows, or ragged panels: sgemm.
+    text = "fn (%q: Tensor[(4, 128, 64), float32], %k: Tensor[(4, 128, 64), float32]) { nn.batch_matmul(%q, %k, transpose_b=True) }"
+    assert check("batch_matmul", text)
+    assert check("batch_matmul", ATTENTION.format(rows=8, cols=128, b="%k", tb=False))
+    assert check("batch_matmul", ATTENTION.format(rows=128, cols=40, b="%k", tb=False))
+
+
 def test_conv2d_check_accepts_nchw_oihw_with_channel_bias() -> None:
     body = "nn.relu(nn.bias_add(nn.conv2d(%x, %w, padding=[1, 1, 1, 1]), %b))"
     assert check("conv2d_bias_relu", CONV.format(body=body))

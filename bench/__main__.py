@@ -5,7 +5,8 @@ peaks; a table on stdout and every figure in bench/results.json.
 Each measurement runs in a fresh worker process with its thread count set there (bench/suite.py).
 Each peer's output is checked against the numpy reference before its time counts. A row's time is
 the median of up to --repeat calls after one warm-up call (fewer once 3 s are spent, never fewer
-than 3). `--suite kernels` prints the kernel-level table instead (bench/kernels.py) and
+than 3); each row runs in --rounds fresh processes, interleaved with the other peers', and keeps
+its best round. `--suite kernels` prints the kernel-level table instead (bench/kernels.py) and
 `--suite interpreter` the reference interpreter against numpy.
 """
 
@@ -51,12 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated (default all: {','.join(PEERS)}; c and cblas are relaycc's targets)")
     parser.add_argument("--threads", type=thread_counts, default=[1, 2], help="comma-separated (default 1,2)")
     parser.add_argument("--repeat", type=int, default=50, help="timed calls per row at most (default 50)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="fresh processes per row, interleaved across peers; the row keeps the round with "
+                             "the lowest median and lists them all (default 2; --quick runs 1)")
     parser.add_argument("--quick", action="store_true", help="a few calls per row and short peaks (for tests)")
     parser.add_argument("--tiny", action="store_true", help="the models on tiny shapes (for tests)")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.suite == "kernels":
         from bench import kernels
 
@@ -70,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from bench import report, suite
 
-    settings = Settings.make(args.models, args.threads, args.peers, args.repeat, args.quick, args.tiny)
+    settings = Settings.make(args.models, args.threads, args.peers, args.repeat, args.quick, args.tiny, args.rounds)
     results = suite.run(settings, lambda line: print(line, file=sys.stderr, flush=True))
     args.output.write_text(json.dumps(results, indent=1) + "\n")
     print(report.render(results))

@@ -71,7 +71,12 @@ def run_table(results: dict[str, Any]) -> list[str]:
             peer = PEER_NAMES.get(row["peer"], row["peer"])
             if row.get("ok"):
                 share = row["gflops"] / fma[row["threads"]] * 100 if row["threads"] in fma else None
-                note = f"first call (compile) {row['compile_s']:.1f} s" if "compile_s" in row else ""
+                notes = []
+                if len(row.get("round_medians_ms", [])) > 1:
+                    notes.append("rounds " + " / ".join(f"{m:.3g}" for m in row["round_medians_ms"]))
+                if "compile_s" in row:
+                    notes.append(f"first call (compile) {row['compile_s']:.1f} s")
+                note = "; ".join(notes)
                 lines.append(f"{title:<42} {row['threads']:>3}  {peer:<17} {row['median_ms']:>10.3f} "
                              f"{row['gflops']:>8.1f} {_num(share, '.0f'):>5} {_num(row.get('ratio_c'), '.2f'):>7} "
                              f"{_num(row.get('ratio_cblas'), '.2f'):>10}  {note}")

@@ -36,13 +36,14 @@ class Settings:
     fma_seconds: float
     sgemm_size: int
     tiny: bool = False
+    rounds: int = 1  # fresh processes per row, interleaved across peers; the row keeps the best
 
     @staticmethod
     def make(models: Sequence[str], threads: Sequence[int], peers: Sequence[str], repeat: int, quick: bool,
-             tiny: bool = False) -> Settings:
+             tiny: bool = False, rounds: int | None = None) -> Settings:
         if quick:
-            return Settings(models, threads, peers, min(repeat, 3), 0.2, 1, 0.02, 256, tiny)
-        return Settings(models, threads, peers, repeat, 3.0, 3, 0.2, SGEMM_SIZE, tiny)
+            return Settings(models, threads, peers, min(repeat, 3), 0.2, 1, 0.02, 256, tiny, rounds or 1)
+        return Settings(models, threads, peers, repeat, 3.0, 3, 0.2, SGEMM_SIZE, tiny, rounds or 2)
 
 
 def worker_env(threads: int, *, own_blas: bool = False) -> dict[str, str]:
@@ -112,16 +113,21 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
             log(f"{name}: built for {target!r}: " + (f"{b['cold_s']:.2f} s cold, {b['cached_s']:.2f} s again"
                                                       if b.get("ok") else b.get("error", "failed")))
     for threads in settings.threads:
-        for peer in settings.peers:
-            row: dict[str, Any] = {"threads": threads, "peer": peer}
-            reason = model.unsupported.get(peer) or available(peer)
-            if peer == "onnxruntime" and reason is None and not entry["prepare"].get("onnx"):
-                reason = entry["prepare"].get("onnx_error") or entry["prepare"].get("error", "no ONNX model")
-            if peer in TARGETS and reason is None and not entry["builds"].get(peer, {}).get("ok"):
-                reason = f"build failed: {entry['builds'].get(peer, {}).get('error')}"
-            if reason is not None:
-                row.update(ok=False, skipped=reason)
-            else:
+        # Round after round over all peers, so a slow spell of the shared machine falls on every
+        # peer alike rather than on one; each round is a new process (its own page placement and
+        # neighbours), which is where most of a row's variance between runs came from.
+        tried: dict[str, list[dict[str, Any]]] = {peer: [] for peer in settings.peers}
+        for round_index in range(settings.rounds):
+            for peer in settings.peers:
+                reason = model.unsupported.get(peer) or available(peer)
+                if peer == "onnxruntime" and reason is None and not entry["prepare"].get("onnx"):
+                    reason = entry["prepare"].get("onnx_error") or entry["prepare"].get("error", "no ONNX model")
+                if peer in TARGETS and reason is None and not entry["builds"].get(peer, {}).get("ok"):
+                    reason = f"build failed: {entry['builds'].get(peer, {}).get('error')}"
+                if reason is not None:
+                    if round_index == 0:
+                        tried[peer].append({"ok": False, "skipped": reason})
+                    continue
                 job = {**base, "kind": "run", "peer": peer, "threads": threads, "repeat": settings.repeat,
                        "budget_s": settings.budget_s, "min_runs": settings.min_runs,
                        "onnx": entry["prepare"].get("onnx"),
@@ -129,17 +135,38 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
                 extra = {}
                 if peer == "torch.compile":
                     # A cache of its own: the first call is a cold compile, as relaycc's cold build is.
-                    extra["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / f"inductor-{threads}")
-                row.update(run_worker(job, workdir / f"run-{peer}-{threads}", threads, extra,
-                                      own_blas=peer == "numpy"))
-                if row.get("ok"):
-                    row["gflops"] = model.flops / (row["median_ms"] / 1e3) / 1e9
+                    extra["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / f"inductor-{threads}-{round_index}")
+                tried[peer].append(run_worker(job, workdir / f"run-{peer}-{threads}-{round_index}", threads, extra,
+                                              own_blas=peer == "numpy"))
+        for peer in settings.peers:
+            row: dict[str, Any] = {"threads": threads, "peer": peer, **best_round(tried[peer])}
+            if row.get("ok"):
+                row["gflops"] = model.flops / (row["median_ms"] / 1e3) / 1e9
             entry["runs"].append(row)
-            log(f"{name} {threads}t {peer}: " + (f"{row['median_ms']:.3f} ms" if row.get("ok") else
+            log(f"{name} {threads}t {peer}: " + (f"{row['median_ms']:.3f} ms" + _spread(row) if row.get("ok") else
                                                   row.get("skipped") or row.get("error") or
                                                   f"MISMATCH (error {row.get('rel_error', float('nan')):.2e})"))
     add_ratios(entry)
     return entry
+
+
+def best_round(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a peer's rounds: the round with the lowest median, with every round's median
+    beside it. A failed round (a mismatch, a dead worker) fails the row: speed never hides a wrong
+    answer. torch.compile's compile time is the first round's, the only cold one."""
+    failed = [r for r in rounds if not r.get("ok")]
+    if failed or not rounds:
+        return dict(failed[0]) if failed else {"ok": False, "error": "no round ran"}
+    best = dict(min(rounds, key=lambda r: r["median_ms"]))
+    best["round_medians_ms"] = [r["median_ms"] for r in rounds]
+    if "compile_s" in rounds[0]:
+        best["compile_s"] = rounds[0]["compile_s"]
+    return best
+
+
+def _spread(row: dict[str, Any]) -> str:
+    medians = row.get("round_medians_ms", [])
+    return f" (rounds {', '.join(f'{m:.3f}' for m in medians)})" if len(medians) > 1 else ""
 
 
 def add_ratios(entry: dict[str, Any]) -> None:
@@ -163,7 +190,8 @@ def run(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
             "machine": info,
             "settings": {"models": list(settings.models), "threads": list(settings.threads),
                          "peers": list(settings.peers), "repeat": settings.repeat, "budget_s": settings.budget_s,
-                         "min_runs": settings.min_runs, "tiny": settings.tiny},
+                         "min_runs": settings.min_runs, "tiny": settings.tiny,
+                         "rounds": settings.rounds},
             "peaks": peaks(settings, work, log),
             "models": [bench_model(name, settings, work, log) for name in settings.models],
         }

@@ -9,6 +9,7 @@ from bench.__main__ import main
     (["--threads", "0"], "thread counts must be at least 1"),
     (["--threads", "two"], "--threads takes numbers separated by commas"),
     (["--repeat", "0"], "--repeat must be at least 1"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
 ])
 def test_bad_options_are_usage_errors(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -12,7 +12,7 @@ from bench.__main__ import main
 def results(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "results.json"
     assert main(["--quick", "--tiny", "--models", "mlp_b1", "--peers", "numpy,c", "--threads", "1",
-                 "--output", str(path)]) == 0
+                 "--rounds", "2", "--output", str(path)]) == 0
     return json.loads(path.read_text())
 
 
@@ -21,6 +21,14 @@ def test_quick_run_writes_a_complete_results_file(results):
     (model,) = results["models"]
     assert [(r["peer"], r["threads"], r["ok"]) for r in model["runs"]] == [("numpy", 1, True), ("c", 1, True)]
     assert set(results["peaks"]["fma"]) == set(results["peaks"]["sgemm"]) == {"1"}
+
+
+def test_each_row_keeps_its_best_round_and_lists_all(results):
+    for row in results["models"][0]["runs"]:
+        assert len(row["round_medians_ms"]) == 2
+        assert row["median_ms"] == min(row["round_medians_ms"])
+    assert results["settings"]["rounds"] == 2
+    assert "rounds " in report.render(results)
 
 
 def test_ratio_is_relaycc_over_the_peer(results):

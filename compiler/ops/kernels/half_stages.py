@@ -22,9 +22,10 @@ becomes, with `W` the loop's extent,
 
 Each array is W floats, which gcc keeps in vector registers: the residual convolution of
 float16 ResNet-50 (1x1 64->256 + add) ran in 0.41x the time of the one-loop form (one thread,
-minimum of interleaved profiles), bit for bit the same output; every float16 convolution of
-the model at its float32 speed. Values are the same as the one loop's: each stage computes the same float32
-operations in the same order, and the helpers round exactly as the scalar ones do.
+minimum of interleaved profiles), bit for bit the same output, and every float16 convolution
+of the model at its float32 speed. Values are the same as the one loop's: each stage computes
+the same float32 operations in the same order, and the helpers round exactly as the scalar
+ones do.
 
 Only loops whose value has no select (a staged load would then be read where the loop's `?:`
 skipped it) and no extern call are staged; any other loop is returned as it is, so a float32

@@ -192,7 +192,68 @@ _HALF_HELPERS = {
         "  __builtin_memcpy(p, &b, 2);\n}\n"),
 }
 
-HELPERS: dict[str, str] = {**_build_helpers(), **{HELPER_PREFIX + k: v for k, v in _HALF_HELPERS.items()}}
+# float16 conversions of whole rows, for kernels that stage a float16 epilogue through small
+# local arrays (compiler/ops/kernels/half_stages.py): with F16C, one vcvtps2ph/vcvtph2ps pair
+# rounds 8 lanes (16 with AVX-512F) where the bit trick above takes ~15 operations, and gcc 12
+# vectorizes no float16 conversion itself. Same bits as the scalar helpers (ties to even
+# explicitly, not MXCSR's mode). Without F16C the loops run the scalar helpers, which gcc
+# vectorizes. Always inlined: `n` is a constant at every call, and an out-of-line copy (which gcc
+# chose for three calls in one kernel) spills the arrays the calls share and adds vzeroupper.
+_INTRINSICS_INCLUDE = "#if defined(__F16C__)\n#include <immintrin.h>\n#endif\n"
+_HALF_ROW_HELPERS = {
+    "halfroundn_f32": (
+        _INTRINSICS_INCLUDE +
+        "static inline __attribute__((always_inline))\n"
+        "void relaycc_halfroundn_f32(float* p, int64_t n) {\n"
+        "  int64_t i = 0;\n"
+        "#if defined(__AVX512F__)\n"
+        "  for (; i + 16 <= n; i += 16)\n"
+        "    _mm512_storeu_ps(p + i,\n"
+        "                     _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT)));\n"
+        "#endif\n"
+        "#if defined(__F16C__)\n"
+        "  for (; i + 8 <= n; i += 8)\n"
+        "    _mm256_storeu_ps(p + i,\n"
+        "                     _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT)));\n"
+        "#endif\n"
+        "  #pragma omp simd\n"
+        "  for (int64_t k = i; k < n; ++k) p[k] = relaycc_halfround_f32(p[k]);\n}\n"),
+    "halfwidenn_f32": (
+        _INTRINSICS_INCLUDE +
+        "static inline __attribute__((always_inline))\n"
+        "void relaycc_halfwidenn_f32(float* d, const _Float16* s, int64_t n) {\n"
+        "  int64_t i = 0;\n"
+        "#if defined(__AVX512F__)\n"
+        "  for (; i + 16 <= n; i += 16)\n"
+        "    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s + i))));\n"
+        "#endif\n"
+        "#if defined(__F16C__)\n"
+        "  for (; i + 8 <= n; i += 8)\n"
+        "    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));\n"
+        "#endif\n"
+        "  #pragma omp simd\n"
+        "  for (int64_t k = i; k < n; ++k) d[k] = relaycc_halfload_f32(s + k);\n}\n"),
+    "halfnarrown_f32": (
+        _INTRINSICS_INCLUDE +
+        "static inline __attribute__((always_inline))\n"
+        "void relaycc_halfnarrown_f32(_Float16* d, const float* s, int64_t n) {\n"
+        "  int64_t i = 0;\n"
+        "#if defined(__AVX512F__)\n"
+        "  for (; i + 16 <= n; i += 16)\n"
+        "    _mm256_storeu_si256((__m256i*)(d + i),\n"
+        "                        _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));\n"
+        "#endif\n"
+        "#if defined(__F16C__)\n"
+        "  for (; i + 8 <= n; i += 8)\n"
+        "    _mm_storeu_si128((__m128i*)(d + i),\n"
+        "                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));\n"
+        "#endif\n"
+        "  #pragma omp simd\n"
+        "  for (int64_t k = i; k < n; ++k) relaycc_halfstore_f32(d + k, s[k]);\n}\n"),
+}
+
+HELPERS: dict[str, str] = {**_build_helpers(),
+                           **{HELPER_PREFIX + k: v for k, v in {**_HALF_HELPERS, **_HALF_ROW_HELPERS}.items()}}
 _HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
 
 

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compiler.backend.c_expr import ExprEmitter, strip_parens
-from compiler.backend.c_helpers import HELPER_PREFIX, helpers_used
+from compiler.backend.c_helpers import HELPER_PREFIX, HELPERS, helpers_used
 from compiler.backend.c_signature import (
     CNames,
     check_func_name,
@@ -154,6 +154,8 @@ class _FunctionEmitter:
         return self.index_vars.get(id(var))
 
     def note_call(self, call: CallExtern) -> None:
+        if call.name in HELPERS:
+            return  # defined above the functions (c_helpers), not an extern to declare
         args = []
         for a in call.args:
             if isinstance(a, Buffer):
@@ -297,6 +299,10 @@ class _FunctionEmitter:
         target = f"{self.buffer_name(s.buffer)}[{strip_parens(index)}]"
         if half:
             self.line(f"{HELPER_PREFIX}halfstore_f32(&{target}, {strip_parens(value)});")
+        elif s.buffer.dtype == "float16" and isinstance(s.value, Load) and s.value.dtype == "float16":
+            # Copied as two bytes: gcc 12 moves a _Float16 through a vector register (a pinsrw
+            # and a pextrw per element) and vectorizes no loop of them; a 16-bit copy it does.
+            self.line(f"__builtin_memcpy(&{target}, &{strip_parens(value)}, 2);")
         else:
             self.line(f"{target} = {strip_parens(value)};")
 

@@ -12,6 +12,10 @@ An input `P` may be written over by an output `O` when, in the kernel's loop nes
 * every read of `P` is inside the value of a store to `O` at exactly the index stored, and
   every store to `O` reads `P` there: so `P[i]` is read while `O[i]` is computed, by the
   statement that writes `O[i]`, and by nothing else.
+A read may also be a copy of `P[i]` into a local array, `for j: L[j] = P[I(j)]`, when a later
+loop of the same sequence stores `O[I(j)]` for every j of the same range: a float16 epilogue
+staged through local arrays (compiler/ops/kernels/half_stages.py) reads a tile row's residual
+that way, all of it before the row's stores.
 This rests on one more property the loop nests keep and this analysis cannot see: each output
 element is stored once (an anchor's epilogue is applied at its one store of each element,
 compiler/tir/compute.py). A second store of `O[i]` would read the first one's result as `P[i]`.
@@ -24,9 +28,9 @@ from __future__ import annotations
 
 from weakref import WeakKeyDictionary
 
-from compiler.tir.analysis import expr_equal, post_order, stmt_exprs, walk_stmts
+from compiler.tir.analysis import expr_equal, post_order, stmt_exprs, substitute, walk_stmts
 from compiler.tir.expr import Buffer, CallExtern, Load, PrimExpr, as_expr
-from compiler.tir.stmt import PrimFunc, Store
+from compiler.tir.stmt import For, PrimFunc, Seq, Stmt, Store
 
 
 _FOUND: WeakKeyDictionary[PrimFunc, dict[int, int]] = WeakKeyDictionary()
@@ -54,7 +58,12 @@ def _find(func: PrimFunc) -> dict[int, int]:
     stores: dict[Buffer, list[Store]] = {}
     loads: dict[Buffer, list[tuple[Load, Store | None]]] = {}
     passed: set[Buffer] = set()
+    staged = _staged_reads(func.body)
     for stmt in walk_stmts(func.body):
+        if isinstance(stmt, Store) and id(stmt) in staged:
+            target, read = staged[id(stmt)]
+            loads.setdefault(read.buffer, []).append((read, target))
+            continue
         if isinstance(stmt, Store):
             stores.setdefault(stmt.buffer, []).append(stmt)
             # Only a store's value counts as read "where stored", not its indices.
@@ -80,6 +89,34 @@ def _find(func: PrimFunc) -> dict[int, int]:
                 taken.add(i)
                 break
     return pairs
+
+
+def _staged_reads(body: Stmt) -> dict[int, tuple[Store, Load]]:
+    """The copies `L[j] = P[I(j)]` into a local array (by id of the copy's store) that a later
+    loop of the same sequence follows with a store `O[I(j)]` over the same range: that store,
+    and the read with the copy's loop variable renamed to the store's."""
+    found: dict[int, tuple[Store, Load]] = {}
+    for seq_ in walk_stmts(body):
+        if not isinstance(seq_, Seq):
+            continue
+        for k, first in enumerate(seq_.stmts):
+            copy = first.body if isinstance(first, For) else None
+            if not (isinstance(copy, Store) and copy.buffer.scope == "local" and isinstance(copy.value, Load)
+                    and copy.value.buffer.scope == "global" and len(copy.indices) == 1
+                    and as_expr(copy.indices[0]) is first.var):
+                continue
+            for later in seq_.stmts[k + 1:]:
+                store = later.body if isinstance(later, For) else None
+                if not (isinstance(later, For) and isinstance(store, Store) and store.buffer.scope == "global"
+                        and expr_equal(as_expr(later.begin), as_expr(first.begin))
+                        and expr_equal(as_expr(later.extent), as_expr(first.extent))):
+                    continue
+                read = substitute(copy.value, {first.var: later.var})
+                assert isinstance(read, Load)
+                if _same_index(read.indices, store.indices, read.buffer.shape):
+                    found[id(copy)] = (store, read)
+                    break
+    return found
 
 
 def _same_layout(a: Buffer, b: Buffer) -> bool:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 
 from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, inside_range, phases_of
 from compiler.ops.kernels.gemm import PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, gemm, index_var
+from compiler.ops.kernels.half_stages import stage_half_conversions
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.dtypes import itemsize
@@ -302,7 +303,10 @@ def _product(
                   value: Callable[[te.PrimExpr], te.PrimExpr]) -> Stmt:
         # A grid row past the output's width is padding: computed, never stored.
         y, x, j = index_var(ctx, "y"), index_var(ctx, "x"), index_var(ctx, "j")
-        put = For(j, _i(0), _i(width), store(image(b), oc0 + j, y, x, value(j)), ForKind.VECTORIZED)
+        # A tile row's channels are a plane apart in NCHW: a float16 epilogue is staged so its
+        # roundings convert whole rows (half_stages.py) rather than gather and scatter per step.
+        put = stage_half_conversions(
+            ctx, For(j, _i(0), _i(width), store(image(b), oc0 + j, y, x, value(j)), ForKind.VECTORIZED))
         return LetStmt(y, y0 + p // wp, LetStmt(x, p % wp, IfThenElse(x < ow, put)))
 
     spec = GemmSpec(

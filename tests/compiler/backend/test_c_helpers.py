@@ -31,7 +31,10 @@ def test_narrow_types_use_the_int32_variant() -> None:
 
 def test_every_helper_is_static_inline_and_named_by_its_key() -> None:
     for name, text in HELPERS.items():
-        assert text.startswith("static inline ") and f" {name}(" in text
+        body = text
+        while body.startswith("#"):  # the whole-row float16 helpers include <immintrin.h> with F16C
+            body = body.split("\n", 1)[1]
+        assert body.startswith("static inline ") and f" {name}(" in text
 
 
 # The float16 helpers in loops as the kernels use them, built with the default flags
@@ -51,7 +54,21 @@ void round_to_half(const float* restrict in, float* restrict out, int64_t n) {{
   #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = relaycc_halfround_f32(in[i]);
 }}
+void widen_row(const _Float16* restrict in, float* restrict out, int64_t n) {{
+  relaycc_halfwidenn_f32(out, in, n);
+}}
+void narrow_row(const float* restrict in, _Float16* restrict out, int64_t n) {{
+  relaycc_halfnarrown_f32(out, in, n);
+}}
+void round_row(const float* restrict in, float* restrict out, int64_t n) {{
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+  relaycc_halfroundn_f32(out, n);
+}}
 """
+# Scalar helpers in loops gcc vectorizes, and the whole-row helpers (F16C's instructions under
+# -march=native here, the scalar helpers portably), by what they compute.
+LOADS, STORES = ("half_to_float", "widen_row"), ("float_to_half", "narrow_row")
+ROUNDINGS = ("round_to_half", "round_row")
 
 
 @pytest.fixture(scope="module", params=["native", "portable"])
@@ -60,11 +77,12 @@ def half_library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
     work = tmp_path_factory.mktemp(f"half_{request.param}")
     source = work / "half.c"
-    names = ("relaycc_halfload_f32", "relaycc_halfstore_f32", "relaycc_halfround_f32")
-    source.write_text(_HALF_LOOPS.format(helpers="".join(HELPERS[n] for n in names)))
+    names = ("relaycc_halfroundn_f32", "relaycc_halfwidenn_f32", "relaycc_halfnarrown_f32")
+    helpers = "".join(helpers_used(" ".join(f"{n}(" for n in names)))
+    source.write_text(_HALF_LOOPS.format(helpers=helpers))
     flags = DEFAULT_CFLAGS if request.param == "native" else ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
     library = ctypes.CDLL(str(build_shared_library([source], work / "libhalf.so", cflags=flags)))
-    for name in ("half_to_float", "float_to_half", "round_to_half"):
+    for name in (*LOADS, *STORES, *ROUNDINGS):
         getattr(library, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     return library
 
@@ -97,31 +115,43 @@ def _quiet_half(bits32: np.ndarray) -> np.ndarray:
     return ((bits32 >> 16) & 0x8000 | 0x7E00 | (bits32 >> 13) & 0x3FF).astype(np.uint16)
 
 
-def test_half_loads_are_exact_for_all_65536_values(half_library: ctypes.CDLL) -> None:
+@pytest.mark.parametrize("name", LOADS)
+def test_half_loads_are_exact_for_all_65536_values(half_library: ctypes.CDLL, name: str) -> None:
     halves = np.arange(1 << 16, dtype=np.uint16)
-    got = _call(half_library, "half_to_float", halves, np.float32).view(np.uint32)
+    got = _call(half_library, name, halves, np.float32).view(np.uint32)
     expected = halves.view(np.float16).astype(np.float32).view(np.uint32)
     nan = np.isnan(halves.view(np.float16))
     np.testing.assert_array_equal(got[~nan], expected[~nan])
     np.testing.assert_array_equal(got[nan], expected[nan] | 0x00400000)  # quieted, as vcvtph2ps does
 
 
-def test_half_stores_round_to_nearest_even_like_numpy(half_library: ctypes.CDLL) -> None:
+@pytest.mark.parametrize("name", STORES)
+def test_half_stores_round_to_nearest_even_like_numpy(half_library: ctypes.CDLL, name: str) -> None:
     values = _float_sweep()
     with np.errstate(over="ignore", invalid="ignore"):
         expected = values.astype(np.float16).view(np.uint16)
-    got = _call(half_library, "float_to_half", values, np.uint16)
+    got = _call(half_library, name, values, np.uint16)
     nan = np.isnan(values)
     np.testing.assert_array_equal(got[~nan], expected[~nan])
     np.testing.assert_array_equal(got[nan], _quiet_half(values[nan].view(np.uint32)))
 
 
-def test_half_rounding_of_floats_is_the_round_trip_numpy_computes(half_library: ctypes.CDLL) -> None:
+@pytest.mark.parametrize("name", ROUNDINGS)
+def test_half_rounding_of_floats_is_the_round_trip_numpy_computes(half_library: ctypes.CDLL, name: str) -> None:
     values = _float_sweep()
     with np.errstate(over="ignore", invalid="ignore"):
         expected = values.astype(np.float16).astype(np.float32).view(np.uint32)
-    got = _call(half_library, "round_to_half", values, np.float32).view(np.uint32)
+    got = _call(half_library, name, values, np.float32).view(np.uint32)
     nan = np.isnan(values)
     np.testing.assert_array_equal(got[~nan], expected[~nan])
     quiet = _quiet_half(values[nan].view(np.uint32)).view(np.float16).astype(np.float32).view(np.uint32)
     np.testing.assert_array_equal(got[nan], quiet | 0x00400000)
+
+
+@pytest.mark.parametrize("name", ROUNDINGS[1:])
+def test_a_row_rounds_its_tail_past_the_last_whole_vector_too(half_library: ctypes.CDLL, name: str) -> None:
+    # 16 + 8 + 3 values: one AVX-512 vector, one AVX2 vector and three lanes on their own.
+    values = np.float32([1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-25, 3 * 2.0**-25, 65520, -65519, 1e-8] * 4)[:27]
+    got = _call(half_library, name, values, np.float32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got.view(np.uint32), values.astype(np.float16).astype(np.float32).view(np.uint32))

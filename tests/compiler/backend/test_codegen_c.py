@@ -741,3 +741,32 @@ def test_float16_conversions_print_as_vectorizable_helpers_and_round_like_numpy(
         np.testing.assert_array_equal(f, np.maximum((a * 3).astype(np.float16), 0).astype(np.float32))
         np.testing.assert_array_equal(h, (a * 5).astype(np.float16))
         np.testing.assert_array_equal(g, (a * 5).astype(np.float16).astype(np.float32) + 1)
+
+
+def half_rows() -> PrimFunc:
+    """A float16 copy in reverse order, and a row of float32 rounded to float16 by the whole-row
+    helper (what compiler/ops/kernels/half_stages.py emits)."""
+    h, a = Buffer("H", (N,), "float16"), Buffer("A", (N,))
+    copy, rounded = Buffer("C", (N,), "float16"), Buffer("R", (N,))
+    row = Buffer("row", (N,), scope="local")
+    copies = for_range("i", N, lambda i: Store(copy, (i,), h[N - 1 - i]), ForKind.VECTORIZED)
+    fill = for_range("j", N, lambda j: Store(row, (j,), a[j]), ForKind.VECTORIZED)
+    call = Evaluate(CallExtern("relaycc_halfroundn_f32", (row, Const(N, "int64")), "void"))
+    out = for_range("k", N, lambda k: Store(rounded, (k,), row[k]), ForKind.VECTORIZED)
+    return PrimFunc("half_rows", (h, a, copy, rounded), seq(copies, Allocate(row, seq(fill, call, out))), 2)
+
+
+def test_float16_copies_move_two_bytes_and_row_helpers_are_not_declared_as_externs(tmp_path) -> None:
+    func = half_rows()
+    text = emit_c_module([func])
+    assert "__builtin_memcpy(&C[i], &H[" in text
+    assert text.count("relaycc_halfroundn_f32(") == 2  # its definition and the call: no prototype
+    (tmp_path / "rows.c").write_text(text)
+    library = load_library(build_shared_library([tmp_path / "rows.c"], tmp_path / "librows.so"), prim_func_cdef(func))
+    h = np.arange(N, dtype=np.uint16).view(np.float16)
+    h[:3] = np.uint16([0x7C01, 0xFE00, 0x0001]).view(np.float16)  # a signalling NaN is copied as it is
+    a = rand(N) * 1e3
+    copy, rounded = np.zeros(N, np.float16), np.zeros(N, np.float32)
+    assert library.call("half_rows", h, a, copy, rounded) == 0
+    np.testing.assert_array_equal(copy.view(np.uint16), h[::-1].view(np.uint16))
+    np.testing.assert_array_equal(rounded, a.astype(np.float16).astype(np.float32))

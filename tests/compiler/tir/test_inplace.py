@@ -7,9 +7,10 @@ import numpy as np
 
 from compiler.driver import BuildOptions, lower
 from compiler.parser import parse
-from compiler.tir.expr import Buffer, CallExtern, Const
+from compiler.tir.analysis import walk_stmts
+from compiler.tir.expr import Buffer, CallExtern, Const, Var, as_expr
 from compiler.tir.inplace import inplace_inputs, shared_params
-from compiler.tir.stmt import Evaluate, PrimFunc, Store, loop_nest, seq
+from compiler.tir.stmt import Allocate, Evaluate, For, PrimFunc, Store, loop_nest, seq
 
 SHAPE = (4, 8)
 
@@ -107,3 +108,41 @@ def test_convolution_and_dense_with_a_residual_epilogue_may_write_over_the_resid
         dense = next(f for name, f in kernels.items() if "dense" in name)
         assert [tuple(b.shape) for b in dense.inputs][-1] == (32, 48)
         assert inplace_inputs(dense) == {0: len(dense.inputs) - 1}
+
+
+def _staged_row(copy_first: bool, shift: int = 0) -> PrimFunc:
+    """out[i, j] = p0[i, j] + 1 as a float16 epilogue stages it: row i of p0 copied into a local
+    array, then the row of out stored (or the other way round)."""
+    p0, out = Buffer("p0", SHAPE), Buffer("out", SHAPE)
+    row = Buffer("row", (8,), scope="local")
+    i, j, k = Var("i", "int32"), Var("j", "int32"), Var("k", "int32")
+    copy = For(j, as_expr(0), as_expr(8), Store(row, (j,), p0[i, (j + shift) % 8 if shift else j]))
+    put = For(k, as_expr(0), as_expr(8), Store(out, (i, k), row[k] + 1.0))
+    body = For(i, as_expr(0), as_expr(4), Allocate(row, seq(copy, put) if copy_first else seq(put, copy)))
+    return PrimFunc("k", (p0, out), body, 1)
+
+
+def test_an_input_copied_into_a_local_row_before_the_row_is_stored_may_be_written_over() -> None:
+    assert inplace_inputs(_staged_row(copy_first=True)) == {0: 0}
+
+
+def test_an_input_copied_after_the_output_row_is_stored_is_never_written_over() -> None:
+    assert inplace_inputs(_staged_row(copy_first=False)) == {}
+
+
+def test_an_input_row_copied_from_other_columns_than_stored_is_never_written_over() -> None:
+    assert inplace_inputs(_staged_row(copy_first=True, shift=1)) == {}
+
+
+def test_a_float16_convolution_staged_through_rows_may_still_write_over_its_residual() -> None:
+    rng = np.random.default_rng(1)
+    for k, pad in ((1, 0), (3, 1)):
+        text = RESIDUAL.replace("K", str(k)).replace("P", str(pad)).replace("float32", "float16")
+        params = {"w": rng.standard_normal((16, 16, k, k)).astype("float16"),
+                  "u": rng.standard_normal((48, 64)).astype("float16")}
+        kernels = {f.name: f for f in lower(parse(text), BuildOptions(), params).prim_funcs}
+        conv = next(f for name, f in kernels.items() if "conv2d" in name)
+        assert any(isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.dtype == "float16"
+                   for s in walk_stmts(conv.body)), "the residual is read through a staged row"
+        residual = [b.dtype for b in conv.inputs].index("float16")
+        assert inplace_inputs(conv) == {0: residual}, (k, pad)

@@ -11,10 +11,10 @@ As in TVM, contrib_conv2d_NCHWc needs `channels` and `kernel_size` (its relation
 shape from them rather than from the blocked weight); here the weight is checked against them.
 The depthwise op is a convolution with one input channel per group, `groups` = input channels.
 
-Beyond TVM's uses, data may stay NCHW with only the weight blocked: `data_layout="NCHW"`,
-`kernel_layout="OIHW[b]o"`, `out_layout="NCHW"` is what AlterOpLayout makes of a float32
-nn.conv2d with a constant weight, and such a call (one group, b one or two vectors) runs the
-register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
+Beyond TVM's uses, the weight may be blocked by output channels only, OIHW[b]o or OHWI[b]o,
+on NCHW data (the stem) or NCHW[x]c data (OHWI[b]o), with an NCHW or NCHW[b]c result: what
+AlterOpLayout makes of a float32 nn.conv2d with a constant weight. Such a call (one group, b one
+or two vectors) runs the register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
-"""conv2d on NCHW data with a weight packed at compile time: pixels as the rows of the register
-tile, `b` output channels (one or two vectors) as its columns.
+"""conv2d with a weight packed at compile time: pixels as the rows of the register tile, `b`
+output channels (one or two vectors) as its columns.
+
+Data is NCHW or channel-blocked NCHW[x]c, the result NCHW or NCHW[b]c. AlterOpLayout gives
+convolutions NCHW[b]c results (compiler/passes/blocked_activations.py): a tile row, b channels of
+one pixel, is then one contiguous store, and a fused residual is read likewise, where NCHW puts
+each of its channels a plane apart. Blocked data read in place (a 1x1 stride-1 layer) is reduced
+over (channel block, channel in block); the copied path unblocks it into its grid.
 
 The weight is OHWI[b]o, (O/b, KH, KW, I, b), or OIHW[b]o, (O/b, I, KH, KW, b): either is the
 panel layout the register-blocked product reads (compiler/ops/kernels/gemm.py:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from compiler.driver import BuildOptions, build
 from compiler.ir.expr import Call
@@ -133,3 +134,69 @@ def test_a_function_without_packed_convolutions_is_left_alone() -> None:
 }"""
     before = bound(text, {})
     assert altered(before) is before
+
+
+def random_chain(seed: int) -> tuple[str, dict[str, np.ndarray]]:
+    """A chain of packed convolutions (channels multiples of 8, 1x1 or 3x3, stride 1 or 2) with
+    operators drawn between them: those the blocked layout is carried through and those that
+    send it back to NCHW."""
+    rng = np.random.default_rng(seed)
+    params: dict[str, np.ndarray] = {}
+    lines: list[str] = []
+    channels, size, value = 8, 12, "%x"
+
+    def let(expr: str) -> str:
+        lines.append(f"  %{len(lines)} = {expr};")
+        return f"%{len(lines) - 1}"
+
+    def const(name: str, *shape: int) -> str:
+        params[name] = rng.uniform(-1, 1, shape).astype("float32")
+        return f"%{name}"
+
+    for layer in range(4):
+        out = int(rng.choice([8, 16, 24, 32]))
+        k, stride = int(rng.choice([1, 3])), int(rng.choice([1, 1, 2]))
+        pad = k // 2
+        w = const(f"w{layer}", out, channels, k, k)
+        value = let(f"nn.conv2d({value}, {w}, strides=[{stride}, {stride}], padding=[{pad}, {pad}, {pad}, {pad}], "
+                    f"channels={out}, kernel_size=[{k}, {k}])")
+        channels, size = out, (size + 2 * pad - k) // stride + 1
+        conv, conv_shape = value, (channels, size)
+        for step in range(int(rng.integers(1, 4))):
+            kind = rng.choice(["relu", "bias", "scale", "residual", "pool", "sigmoid", "clip", "concat", "one_channel"])
+            name = f"c{layer}_{step}"
+            if kind == "relu":
+                value = let(f"nn.relu({value})")
+            elif kind == "bias":
+                value = let(f"nn.bias_add({value}, {const(name, channels)})")
+            elif kind == "scale":
+                value = let(f"multiply({value}, {const(name, channels, 1, 1)})")
+            elif kind == "residual" and value != conv and (channels, size) == conv_shape:
+                value = let(f"add({value}, {conv})")
+            elif kind == "pool" and size >= 2:
+                value = let(f"nn.max_pool2d({value}, pool_size=[2, 2], strides=[2, 2])")
+                size //= 2
+            elif kind == "sigmoid":
+                value = let(f"sigmoid({value})")
+            elif kind == "clip":
+                value = let(f"clip({value}, a_min=-0.5f, a_max=0.5f)")
+            elif kind == "concat":
+                value = let(f"concatenate(({value}, {value}), axis=1)")
+                channels *= 2
+            elif kind == "one_channel":
+                value = let(f"add({value}, {const(name, 1, 1, size)})")
+    body = "\n".join(lines)
+    text = f"def @main(%x: Tensor[(1, 8, 12, 12), float32]) {{\n{body}\n  nn.global_avg_pool2d({value})\n}}"
+    return text, params
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_conv_chains_compute_what_they_did_before_blocking(seed: int, tmp_path: Path) -> None:
+    text, params = random_chain(seed)
+    before = bound(text, params)
+    assert calls(altered(before), "nn.contrib_conv2d_NCHWc")
+    x = {"x": f32(1, 8, 12, 12)}
+    expected = run_main(before, x)[0]
+    build(with_params(text, params), tmp_path, BuildOptions(), params=params)
+    (out,) = CompiledModule(tmp_path).run(x).outputs
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)

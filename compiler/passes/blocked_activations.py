@@ -18,7 +18,8 @@ through what does not care about it, so consecutive convolutions need no transfo
 * `nn.bias_add` on the channel axis, which becomes an `add` of the blocked bias;
 * `nn.max_pool2d`, `nn.avg_pool2d` and the global pools, which take the layout as an attribute.
 Every other use sees NCHW again (one `layout_transform` back per value), and so does the
-function's result, so a function's type never changes.
+function's result, so a function's type never changes. A function where no convolution reads
+another's blocked result is left as it was: there the transforms would be all it gained.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def block_activations(func: Function) -> Function:
     rewriter = _Blocker()
     for node in post_order(func.body, seen=rewriter.new, descend=lambda n: not isinstance(n, Function)):
         rewriter.visit(node)
-    if not rewriter.blocked:
-        return func
+    if not rewriter.chained:
+        return func  # no convolution reads another's blocked result: the transforms would only cost
     return Function(func.params, rewriter.plain(func.body), func.ret_type, func.attrs, func.span)
 
 
@@ -71,6 +72,7 @@ class _Blocker:
         self.new: dict[Expr, Expr] = {}
         self.blocked: dict[Expr, str] = {}
         self.restored: dict[Expr, Expr] = {}
+        self.chained = False  # whether some convolution reads blocked data
 
     def plain(self, node: Expr) -> Expr:
         """`node`'s rewritten value in NCHW."""
@@ -144,6 +146,7 @@ class _Blocker:
         layout = f"NCHW{block}c"
         source = self.blocked.get(call.args[0])
         data_layout = source if source is not None and taps_outer else PLAIN
+        self.chained |= data_layout != PLAIN
         arg = self.new[call.args[0]] if data_layout != PLAIN else self.plain(call.args[0])
         new_attrs = attrs.with_attr("data_layout", data_layout).with_attr("out_layout", layout)
         self.new[call] = Call(call.op, (arg, self.new[call.args[1]]), new_attrs, call.span)

@@ -106,26 +106,36 @@ def test_built_blocked_model_matches_the_interpreter(tmp_path: Path) -> None:
 
 OTHERS = """def @main(%x: Tensor[(1, 8, 6, 6), float32], %r: Tensor[(1, 1, 6, 6), float32]) {
   %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=16, kernel_size=[3, 3]);
-  %1 = add(%0, %r);
-  %2 = nn.bias_add(%0, %wb, axis=3);
-  %3 = concatenate((%0, %0), axis=1);
-  (%1, %2, %3, %0)
+  %1 = nn.conv2d(%0, %w2, channels=16, kernel_size=[1, 1]);
+  %2 = add(%1, %r);
+  %3 = nn.bias_add(%1, %wb, axis=3);
+  %4 = concatenate((%1, %1), axis=1);
+  (%2, %3, %4, %1)
 }"""
 
 
 def test_uses_that_need_nchw_get_one_transform_back_per_value() -> None:
-    params = {"w": f32(16, 8, 3, 3), "wb": f32(6)}
+    params = {"w": f32(16, 8, 3, 3), "w2": f32(16, 16, 1, 1), "wb": f32(6)}
     before = bound(OTHERS, params)
     mod = altered(before)
-    (conv,) = calls(mod, "nn.contrib_conv2d_NCHWc")
-    assert conv.attrs["out_layout"] == "NCHW16c"
+    first, second = sorted(calls(mod, "nn.contrib_conv2d_NCHWc"), key=lambda c: str(c.attrs["data_layout"]))
+    assert (first.attrs["data_layout"], second.attrs["data_layout"]) == ("NCHW", "NCHW16c")
     # A one-channel operand, a bias on the width and a concatenate see NCHW, as does the result.
     assert transforms(mod) == [("NCHW16c", "NCHW")]
     (back,) = calls(mod, "layout_transform")
-    assert back.args[0] is conv
+    assert back.args[0] is second
     inputs = {"x": f32(1, 8, 6, 6), "r": f32(1, 1, 6, 6)}
     for got, want in zip(run_main(mod, inputs), run_main(before, inputs)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_lone_convolution_keeps_its_nchw_result() -> None:
+    text = """def @main(%x: Tensor[(1, 8, 6, 6), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=16, kernel_size=[3, 3]))
+}"""
+    mod = altered(bound(text, {"w": f32(16, 8, 3, 3)}))
+    (conv,) = calls(mod, "nn.contrib_conv2d_NCHWc")
+    assert conv.attrs["out_layout"] == "NCHW" and not transforms(mod)
 
 
 def test_a_function_without_packed_convolutions_is_left_alone() -> None:

@@ -11,10 +11,10 @@ As in TVM, contrib_conv2d_NCHWc needs `channels` and `kernel_size` (its relation
 shape from them rather than from the blocked weight); here the weight is checked against them.
 The depthwise op is a convolution with one input channel per group, `groups` = input channels.
 
-Beyond TVM's uses, data may stay NCHW with only the weight blocked: `data_layout="NCHW"`,
-`kernel_layout="OIHW[b]o"`, `out_layout="NCHW"` is what AlterOpLayout makes of a float32
-nn.conv2d with a constant weight, and such a call (one group, b one or two vectors) runs the
-register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
+Beyond TVM's uses, the weight may be blocked by output channels only, OIHW[b]o or OHWI[b]o,
+on NCHW data (the stem) or NCHW[x]c data (OHWI[b]o), with an NCHW or NCHW[b]c result: what
+AlterOpLayout makes of a float32 nn.conv2d with a constant weight. Such a call (one group, b one
+or two vectors) runs the register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
 """
 
 from __future__ import annotations
@@ -75,13 +75,25 @@ _generic_kernel = conv_kernel(NCHWC, 2)
 
 
 def packed_block(attrs: Attrs) -> tuple[int, bool] | None:
-    """(b, whether the taps come before the input channels) of a call on NCHW data with an
-    OIHW[b]o or OHWI[b]o weight and NCHW output, else None."""
+    """(b, whether the taps come before the input channels) of a call with an OIHW[b]o or
+    OHWI[b]o weight on NCHW or NCHW[x]c data (OHWI[b]o only for blocked data) whose output is
+    NCHW or NCHW[b]c, else None."""
     kernel = attrs["kernel_layout"]
-    plain = attrs["data_layout"] == "NCHW" and attrs["out_layout"] in ("", "NCHW")
-    if not plain or kernel[:4] not in ("OIHW", "OHWI") or not kernel.endswith("o") or not kernel[4:-1].isdigit():
+    if kernel[:4] not in ("OIHW", "OHWI") or not kernel.endswith("o") or not kernel[4:-1].isdigit():
         return None
-    return int(kernel[4:-1]), kernel[:4] == "OHWI"
+    block, taps_outer = int(kernel[4:-1]), kernel[:4] == "OHWI"
+    data_layout = attrs["data_layout"]
+    out_layout = attrs["out_layout"] or data_layout
+    data_ok = data_layout == "NCHW" or (taps_outer and _channel_block(data_layout) is not None)
+    if not data_ok or (out_layout != "NCHW" and _channel_block(out_layout) != block):
+        return None
+    return block, taps_outer
+
+
+def _channel_block(layout: str) -> int | None:
+    """x of an NCHW[x]c layout, else None."""
+    inner = layout[4:-1]
+    return int(inner) if layout.startswith("NCHW") and layout.endswith("c") and inner.isdigit() else None
 
 
 def _packed_applies(ctx: KernelContext, attrs: Attrs, data_dtype: str, weight_dtype: str, dtype: str) -> bool:

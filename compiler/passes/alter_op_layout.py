@@ -20,7 +20,9 @@ and a multiple of a vector's lanes of output channels becomes
     nn.contrib_conv2d_NCHWc(%x, <W packed OHWI[b]o>, ..., data_layout="NCHW",
                             kernel_layout="OHWI<b>o", out_layout="NCHW")
 
-data and result stay NCHW (no layout_transform between convolutions), only the weight is blocked:
+and then (compiler/passes/blocked_activations.py) its result becomes NCHW[b]c and its data the
+blocked result of the convolution before it, the blocked layout carried through the elementwise
+operators and pools between them. The weight is blocked as
 b output channels (two vectors, or one when the count is not a multiple of two) innermost, then
 the input channels, so the kernel's reduction runs over input channels with the taps outside
 (compiler/ops/kernels/conv2d_packed.py; with the taps innermost gcc keeps a tap's inputs across
@@ -58,6 +60,7 @@ from compiler.ir.types import TensorType
 from compiler.ir.visitor import ExprMutator
 from compiler.ops.kernels.matmul import DOT_MAX_ROWS
 from compiler.ops.registry import OpPattern
+from compiler.passes.blocked_activations import block_activations
 from compiler.passes.fold_constant import rewrite_and_fold
 from compiler.passes.fusion_graph import closed_function
 from compiler.passes.pass_infra import Pass, PassContext
@@ -237,5 +240,7 @@ class AlterOpLayout(Pass):
     opt_level: ClassVar[int] = 3
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        # The packing is folded into the weight constant here, before fusion sees it.
-        return rewrite_and_fold(mod, ctx, _Rewriter(configured_lanes(ctx.config)).visit)
+        # The packing is folded into the weight constant here, before fusion sees it; so are the
+        # blocked forms of the constants the blocked activations meet (a bias, a scale).
+        mod = rewrite_and_fold(mod, ctx, _Rewriter(configured_lanes(ctx.config)).visit)
+        return rewrite_and_fold(mod, ctx, block_activations)

@@ -1,5 +1,11 @@
-"""conv2d on NCHW data with a weight packed at compile time: pixels as the rows of the register
-tile, `b` output channels (one or two vectors) as its columns.
+"""conv2d with a weight packed at compile time: pixels as the rows of the register tile, `b`
+output channels (one or two vectors) as its columns.
+
+Data is NCHW or channel-blocked NCHW[x]c, the result NCHW or NCHW[b]c. AlterOpLayout gives
+convolutions NCHW[b]c results (compiler/passes/blocked_activations.py): a tile row, b channels of
+one pixel, is then one contiguous store, and a fused residual is read likewise, where NCHW puts
+each of its channels a plane apart. Blocked data read in place (a 1x1 stride-1 layer) is reduced
+over (channel block, channel in block); the copied path unblocks it into its grid.
 
 The weight is OHWI[b]o, (O/b, KH, KW, I, b), or OIHW[b]o, (O/b, I, KH, KW, b): either is the
 panel layout the register-blocked product reads (compiler/ops/kernels/gemm.py:
@@ -57,6 +63,9 @@ FLOATS = ("float32",)
 BAND_BYTES = 128 << 10
 MIN_BAND_PIXELS = 64
 MAX_BAND_THREADS = 8
+# How a tile row element is stored: (image, first channel of the tile's block, channel in the
+# block, y, x, value).
+Store6 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
 
 
 def _i(value: int) -> te.PrimExpr:
@@ -79,16 +88,19 @@ def conv2d_packed_loops(
     taps_outer: bool,
     dtype: str | None = None,
 ) -> Stmt:
-    """`data` NCHW, `weight` (O/b, I, KH, KW, b), or (O/b, KH, KW, I, b) when `taps_outer`,
-    `out` NCHW; `window`: strides, dilation and the (top, left) padding (bottom and right follow
-    from the shapes). The product and the epilogue compute in `dtype` (the output's when not
-    given); each stored value is cast to the output's."""
-    n, c, h, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
+    """`data` NCHW or NCHW[x]c, `weight` (O/b, I, KH, KW, b), or (O/b, KH, KW, I, b) when
+    `taps_outer`, `out` NCHW or NCHW[b]c (its block the weight's); `window`: strides, dilation
+    and the (top, left) padding (bottom and right follow from the shapes). The product and the
+    epilogue compute in `dtype` (the output's when not given); each stored value is cast to the
+    output's."""
+    n, c, h, w = _nchw(data)
     if taps_outer:
         outer, kh, kw, _, nr = (int(d) for d in weight.shape)  # type: ignore[arg-type]  # static shapes
     else:
         outer, _, kh, kw, nr = (int(d) for d in weight.shape)  # type: ignore[arg-type]  # static shapes
-    _, o, oh, ow = (int(d) for d in out.shape)  # type: ignore[arg-type]  # static shapes
+    _, o, oh, ow = _nchw(out)
+    if len(out.shape) == 5 and int(out.shape[4]) != nr:  # type: ignore[arg-type]  # static shapes
+        raise ValueError(f"conv2d_packed: the output's channel block {out.shape[4]} is not the weight's {nr}")
     if n * o * oh * ow == 0:
         return seq()
     (sh, sw), (dh, dw), (top, left) = window
@@ -100,20 +112,45 @@ def conv2d_packed_loops(
     direct = top == left == 0 and (grid.hp, grid.wp) == (h, w) and (sh, sw) == (1, 1) and last_read < grid.plane
     geometry = (n, c, kh, kw, oh, ow, grid.wp, outer * nr)
 
-    def store(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
-        idx = (img, oc, y, x)
+    def store(img: te.PrimExpr, oc0: te.PrimExpr, j: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr,
+              value: te.PrimExpr) -> Stmt:
+        # oc0 starts a block of nr channels: in NCHW[nr]c a tile row is one contiguous run.
+        idx = (img, oc0 // _i(nr), y, x, j) if len(out.shape) == 5 else (img, oc0 + j, y, x)
         return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
+    blocked = len(data.shape) == 5
+    x_block = int(data.shape[4]) if blocked else 1  # type: ignore[arg-type]  # static shapes
+    # Blocked data reduces over (channel block, channel in block) so no index divides per step.
+    split = blocked and direct and taps_outer
+
     def packed(nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
+        if split:
+            return te.cast(dtype, weight[nb, ks[0], ks[1], ks[2] * _i(x_block) + ks[3], j])
         return te.cast(dtype, weight[nb, ks[0], ks[1], ks[2], j])  # ks in the weight's order
 
     if direct:
         def read_data(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
             # Flat in the (image, channel) plane: rows past the last one are the next row's start.
+            if blocked:
+                return te.cast(dtype, data[img, ci // _i(x_block), _i(0), p + shift, ci % _i(x_block)])
             return te.cast(dtype, data[img, ci, _i(0), p + shift])
 
-        return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh))
+        def read_split(img: te.PrimExpr, cb: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr,
+                       p: te.PrimExpr) -> te.PrimExpr:
+            return te.cast(dtype, data[img, cb, _i(0), p + shift, ci])
+
+        return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh),
+                        read_split if split else None, x_block)
     return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer)
+
+
+def _nchw(buffer: te.Buffer) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of an NCHW or NCHW[x]c buffer."""
+    dims = [int(d) for d in buffer.shape]  # type: ignore[arg-type]  # static shapes
+    if len(dims) == 5:
+        return dims[0], dims[1] * dims[4], dims[2], dims[3]
+    n, c, h, w = dims
+    return n, c, h, w
 
 
 def band_threads() -> int:
@@ -156,7 +193,7 @@ def _banded(
     grid: Grid,
     nr: int,
     packed: Callable[[te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr],
-    store: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt],
+    store: Store6,
     dtype: str,
     edges: tuple[int, int, int],
     taps_outer: bool,
@@ -196,10 +233,11 @@ def _banded(
     ragged = oh % rows != 0
     first_row = te.minimum(b * rows, _i(oh - rows)) if ragged else b * rows
 
-    def once(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+    def once(img: te.PrimExpr, oc0: te.PrimExpr, j: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr,
+             value: te.PrimExpr) -> Stmt:
         # The rows the last band recomputes are not stored again: a result written over its
         # residual input (compiler/tir/inplace.py) would add the residual twice.
-        return IfThenElse(y >= b * rows, store(img, oc, y, x, value))
+        return IfThenElse(y >= b * rows, store(img, oc0, j, y, x, value))
 
     fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
     product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
@@ -225,7 +263,7 @@ def _copy_band(
     last one ends at the output's last row). Columns split statically, rows at the band's
     bounds, so no loop tests per element."""
     top, left, h = edges
-    _, c, _, w = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
+    _, c, _, w = _nchw(data)
     (sh, sw), (ph, pw) = band.strides, band.phases
     dtype = buffer.dtype
     ci = index_var(ctx, "c")
@@ -251,7 +289,12 @@ def _copy_band(
                            ForKind.VECTORIZED)
 
             yy, xx, yz = index_var(ctx, "yy"), index_var(ctx, "xx"), index_var(ctx, "yz")
-            value = data[img, ci, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left)]
+            at_y, at_x = (y0 + yy) * sh + (ry - top), xx * sw + (rx - left)
+            if len(data.shape) == 5:
+                block = _i(int(data.shape[4]))  # type: ignore[arg-type]  # static shapes
+                value = data[img, ci // block, at_y, at_x, ci % block]
+            else:
+                value = data[img, ci, at_y, at_x]
             inside = seq(
                 zeros(yy, 0, x_lo),
                 For(xx, _i(x_lo), _i(x_hi - x_lo), Store(buffer, (at(yy, xx),), te.cast(dtype, value)),
@@ -274,14 +317,17 @@ def _product(
     nr: int,
     read: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr],
     packed: Callable[[te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr],
-    store: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt],
+    store: Store6,
     dtype: str,
     taps_outer: bool,
     part: tuple[int, te.PrimExpr | None, te.PrimExpr, int],
+    read_split: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr] | None = None,
+    block: int = 1,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
     output row, output rows); pixel p of the product is output (y0 + p / wp, p % wp) and reads
-    `grid`'s element p plus the tap's shift."""
+    `grid`'s element p plus the tap's shift. With `read_split` (taps outer, channel-blocked
+    data read in place) the reduction's channel axis is two, (block, channel in the block)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     images, fixed, y0, count = part
 
@@ -292,6 +338,8 @@ def _product(
 
     def a_row(b: te.PrimExpr, p: te.PrimExpr) -> RowReader:
         img = image(b)
+        if read_split is not None:
+            return RowReader((), lambda ks: read_split(img, ks[2], ks[3], grid.offset(ks[0], ks[1], planes), p))
         if taps_outer:
             return RowReader((), lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], planes), p))
         return RowReader((), lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], planes), p))
@@ -303,14 +351,15 @@ def _product(
                   value: Callable[[te.PrimExpr], te.PrimExpr]) -> Stmt:
         # A grid row past the output's width is padding: computed, never stored.
         y, x, j = index_var(ctx, "y"), index_var(ctx, "x"), index_var(ctx, "j")
-        # A tile row's channels are a plane apart in NCHW: a float16 epilogue is staged so its
-        # roundings convert whole rows (half_stages.py) rather than gather and scatter per step.
+        # A float16 epilogue is staged so its roundings convert whole rows (half_stages.py)
+        # rather than one lane at a time.
         put = stage_half_conversions(
-            ctx, For(j, _i(0), _i(width), store(image(b), oc0 + j, y, x, value(j)), ForKind.VECTORIZED))
+            ctx, For(j, _i(0), _i(width), store(image(b), oc0, j, y, x, value(j)), ForKind.VECTORIZED))
         return LetStmt(y, y0 + p // wp, LetStmt(x, p % wp, IfThenElse(x < ow, put)))
 
+    k = (kh, kw, c // block, block) if read_split is not None else (kh, kw, c) if taps_outer else (c, kh, kw)
     spec = GemmSpec(
-        batch=images, m=count * wp, n=o, k=(kh, kw, c) if taps_outer else (c, kh, kw), dtype=dtype, a_row=a_row,
+        batch=images, m=count * wp, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
     )
     return gemm(ctx, spec)

@@ -218,8 +218,14 @@ def test_nchwc_model_compiles_and_matches_the_interpreter(tmp_path: Path) -> Non
     ({"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, None),
     ({"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}, None),
     ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NHWC"}, None),
+    ({"data_layout": "NCHW16c", "kernel_layout": "OHWI16o", "out_layout": "NCHW16c"}, (16, True)),
+    ({"data_layout": "NCHW8c", "kernel_layout": "OHWI16o", "out_layout": ""}, None),  # out is NCHW8c
+    ({"data_layout": "NCHW8c", "kernel_layout": "OHWI16o", "out_layout": "NCHW"}, (16, True)),
+    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NCHW16c"}, (16, True)),
+    ({"data_layout": "NCHW", "kernel_layout": "OHWI16o", "out_layout": "NCHW8c"}, None),
+    ({"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}, None),
 ])
-def test_packed_block_reads_the_weight_block_only_for_nchw_data_and_output(
+def test_packed_block_takes_nchw_or_channel_blocked_data_and_an_output_blocked_as_the_weight(
     attrs: dict[str, str], expected: tuple[int, bool] | None
 ) -> None:
     assert packed_block(attrs) == expected  # type: ignore[arg-type]  # the three keys it reads

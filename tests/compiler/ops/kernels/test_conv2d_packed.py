@@ -27,7 +27,8 @@ from compiler.passes.infer_type import infer_expr
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
 from compiler.runtime.ffi import aligned_empty
-from compiler.tir.analysis import walk_stmts, workspace_bytes
+from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_bytes
+from compiler.tir.expr import Binary, Load
 from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT
 from tests.compiler.ops.kernels.harness import Library, op_call, primitive
 
@@ -99,23 +100,54 @@ BANDED = {
 }
 
 
+# name -> (the data's channel block, the output's) of the cases whose activations are NCHW[x]c
+# (0: NCHW), as AlterOpLayout's blocked activations between convolutions make them.
+BLOCKED = {
+    "blocked_1x1_in_place": (8, 16),
+    "blocked_3x3_banded": (4, 16),
+    "blocked_data_to_nchw": (8, 0),
+    "nchw_stem_to_blocked": (0, 16),
+    "blocked_stride_2_avx512": (16, 32),
+}
+CASES.update({
+    "blocked_1x1_in_place": (f32(2, 16, 7, 9), f32(32, 16, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
+    "blocked_3x3_banded": (f32(1, 8, 12, 10), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "blocked_data_to_nchw": (f32(1, 16, 9, 9), f32(16, 16, 3, 3), 16, True, 8, (2, 2), (1, 1), (1, 1, 1, 1)),
+    "nchw_stem_to_blocked": (f32(1, 3, 15, 15), f32(16, 3, 7, 7), 16, False, 8, (2, 2), (1, 1), (3, 3, 3, 3)),
+    "blocked_stride_2_avx512": (f32(1, 32, 9, 9), f32(64, 32, 1, 1), 32, True, 16, (2, 2), (1, 1), (0, 0, 0, 0)),
+})
+
+
+def block_channels(x: np.ndarray, block: int) -> np.ndarray:
+    """NCHW -> NCHW[block]c (block 0: unchanged)."""
+    if not block:
+        return x
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def layout(block: int) -> str:
+    return f"NCHW{block}c" if block else "NCHW"
+
+
 def attrs_of(name: str) -> dict[str, object]:
     data, weight, block, taps_outer, _, strides, dilation, padding = CASES[name]
+    data_block, out_block = BLOCKED.get(name, (0, 0))
     return {
         "strides": list(strides), "padding": list(padding), "dilation": list(dilation),
-        "channels": weight.shape[0], "kernel_size": list(weight.shape[2:]), "data_layout": "NCHW",
-        "kernel_layout": f"{'OHWI' if taps_outer else 'OIHW'}{block}o", "out_layout": "NCHW",
+        "channels": weight.shape[0], "kernel_size": list(weight.shape[2:]), "data_layout": layout(data_block),
+        "kernel_layout": f"{'OHWI' if taps_outer else 'OIHW'}{block}o", "out_layout": layout(out_block),
     }
 
 
 def inputs_of(name: str) -> list[np.ndarray]:
     data, weight, block, taps_outer, *_ = CASES[name]
-    return [data, pack(weight, block, taps_outer)]
+    return [block_channels(data, BLOCKED.get(name, (0, 0))[0]), pack(weight, block, taps_outer)]
 
 
 def expected_of(name: str) -> np.ndarray:
     data, weight, _, _, _, strides, dilation, padding = CASES[name]
-    return numpy_conv(data, weight, strides, dilation, padding)
+    return block_channels(numpy_conv(data, weight, strides, dilation, padding), BLOCKED.get(name, (0, 0))[1])
 
 
 def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str | None = None) -> PrimFunc:
@@ -135,6 +167,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
 BIAS = f32(32)
 RESIDUAL = f32(1, 32, 10, 10)
 RAGGED_RESIDUAL = f32(1, 16, 23, 13)
+BLOCKED_RESIDUAL = f32(2, 2, 7, 9, 16)
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +181,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     ragged = op_call(OP, 2, attrs_of("bands_ragged_last"))
     funcs.append(lower(primitive(ragged, [*inputs_of("bands_ragged_last"), RAGGED_RESIDUAL], "add(%0, %p2)"),
                        "ragged_residual", 8, bands_of="bands_ragged_last"))
+    blocked = op_call(OP, 2, attrs_of("blocked_1x1_in_place"))
+    funcs.append(lower(primitive(blocked, [*inputs_of("blocked_1x1_in_place"), BLOCKED_RESIDUAL],
+                                 "nn.relu(add(%0, %p2))"), "blocked_residual_relu", 8))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
     return Library(funcs, Path(tmp_path_factory.mktemp("conv2d_packed")))
@@ -168,6 +204,36 @@ def test_bias_and_relu_are_applied_when_storing(library: Library) -> None:
 def test_residual_add_is_applied_when_storing(library: Library) -> None:
     (result,) = library.run("residual_add", [*inputs_of("same_padding_3x3"), RESIDUAL])
     np.testing.assert_allclose(result, expected_of("same_padding_3x3") + RESIDUAL, rtol=1e-4, atol=1e-5)
+
+
+def test_a_blocked_output_takes_a_blocked_residual_in_its_store(library: Library) -> None:
+    (result,) = library.run("blocked_residual_relu", [*inputs_of("blocked_1x1_in_place"), BLOCKED_RESIDUAL])
+    expected = np.maximum(expected_of("blocked_1x1_in_place") + BLOCKED_RESIDUAL, 0)
+    np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-5)
+
+
+def data_index_ops(func: PrimFunc) -> set[str]:
+    """The arithmetic in the indices of every read of the kernel's first input."""
+    data = func.inputs[0]
+    found: set[str] = set()
+    for stmt in walk_stmts(func.body):
+        for root in stmt_exprs(stmt):
+            for e in post_order(root):
+                if isinstance(e, Load) and e.buffer is data:
+                    found |= {i.op for index in e.indices for i in post_order(index) if isinstance(i, Binary)}
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKED))
+def test_blocked_layouts_run_the_register_blocked_kernel(library: Library, name: str) -> None:
+    tiles = [s for s in walk_stmts(library.funcs[name].body) if isinstance(s, Allocate) and s.buffer.name.startswith("acc")]
+    assert tiles, "the generic kernel ran"
+
+
+def test_blocked_data_read_in_place_reduces_over_block_and_channel_without_dividing(library: Library) -> None:
+    assert grids(library, "blocked_1x1_in_place") == []
+    assert not data_index_ops(library.funcs["blocked_1x1_in_place"]) & {"//", "%"}
+    assert data_index_ops(library.funcs["blocked_3x3_banded"]) & {"//", "%"}  # its copy unblocks the channels
 
 
 def test_serial_and_parallel_tiles_give_the_same_result(library: Library) -> None:

@@ -27,6 +27,7 @@ from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, int_range, int_values
 from compiler.ops.kernels.common import input_buffers
 from compiler.ops.kernels.pool import PoolWindow, global_pool2d_loops, pool2d_loops
+from compiler.ops.kernels.pool_blocked import blocked_global_pool2d_loops, blocked_pool2d_loops, channel_block
 from compiler.ops.layout import Layout, parse_layout, pool_layout, transform_array, transform_shape
 from compiler.ops.nn import accumulator_dtype
 from compiler.ops.registry import (
@@ -188,6 +189,8 @@ def _pool2d_kernel(op: str, kind: str) -> Callable[..., Stmt]:
         window = PoolWindow(g.in_layout, g.out_layout, g.pool_size, g.strides, g.dilation, g.padding)
         lowest = _lowest_scalar(data.dtype)
         include_pad = kind == "avg" and attrs["count_include_pad"]
+        if channel_block(g.in_layout, g.out_layout) is not None:
+            return blocked_pool2d_loops(ctx, data, out, epilogue, window, kind, lowest, include_pad)
         return pool2d_loops(ctx, data, out, epilogue, window, kind, lowest, include_pad)
 
     return kernel
@@ -383,6 +386,8 @@ def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
         (data,) = input_buffers(inputs, op)
         in_layout, out_layout, _ = _layouts(TensorType(data.shape, data.dtype), attrs, op)
         lowest = _lowest_scalar(data.dtype)
+        if channel_block(in_layout, out_layout) is not None:
+            return blocked_global_pool2d_loops(ctx, data, out, epilogue, kind, lowest)
         return global_pool2d_loops(ctx, data, out, epilogue, in_layout, out_layout, kind, lowest)
 
     return kernel

@@ -66,6 +66,9 @@ MAX_BAND_THREADS = 8
 # How a tile row element is stored: (image, first channel of the tile's block, channel in the
 # block, y, x, value).
 Store6 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
+# How blocked data is read: (image, channel block, channel in block, tap (ky, kx), pixel).
+SplitReader = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, tuple[te.PrimExpr, te.PrimExpr], te.PrimExpr],
+                       te.PrimExpr]
 
 
 def _i(value: int) -> te.PrimExpr:
@@ -120,8 +123,9 @@ def conv2d_packed_loops(
 
     blocked = len(data.shape) == 5
     x_block = int(data.shape[4]) if blocked else 1  # type: ignore[arg-type]  # static shapes
-    # Blocked data reduces over (channel block, channel in block) so no index divides per step.
-    split = blocked and direct and taps_outer
+    # Blocked data reduces over (channel block, channel in block) so no index divides per step;
+    # the copied path then keeps the band blocked too (`_copy_band_blocked`).
+    split = blocked and taps_outer
 
     def packed(nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         if split:
@@ -135,13 +139,14 @@ def conv2d_packed_loops(
                 return te.cast(dtype, data[img, ci // _i(x_block), _i(0), p + shift, ci % _i(x_block)])
             return te.cast(dtype, data[img, ci, _i(0), p + shift])
 
-        def read_split(img: te.PrimExpr, cb: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr,
+        def read_split(img: te.PrimExpr, cb: te.PrimExpr, ci: te.PrimExpr, tap: tuple[te.PrimExpr, te.PrimExpr],
                        p: te.PrimExpr) -> te.PrimExpr:
-            return te.cast(dtype, data[img, cb, _i(0), p + shift, ci])
+            return te.cast(dtype, data[img, cb, _i(0), p + grid.offset(tap[0], tap[1], 1), ci])
 
         return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh),
                         read_split if split else None, x_block)
-    return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer)
+    return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer,
+                   x_block if split else 0)
 
 
 def _nchw(buffer: te.Buffer) -> tuple[int, int, int, int]:
@@ -197,6 +202,7 @@ def _banded(
     dtype: str,
     edges: tuple[int, int, int],
     taps_outer: bool,
+    block: int = 0,
 ) -> Stmt:
     """The copied path: each (image, band of `rows` output rows) copies the band's grid rows into
     its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
@@ -204,7 +210,10 @@ def _banded(
     machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
     and the product's tiles are parallel. All bands have `rows` rows, so the product's loop nest
     is emitted once: when they do not divide the output, the last band ends at the last row and
-    recomputes rows of the one before, storing only its own (each output is stored once)."""
+    recomputes rows of the one before, storing only its own (each output is stored once). With
+    `block`, the data is NCHW[block]c and so is the band: a pixel's channels of a block are
+    contiguous in both, so the copy moves whole runs, and the product reduces over (block,
+    channel in block)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     macs = n * o * oh * wp * c * kh * kw
     threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
@@ -214,7 +223,7 @@ def _banded(
     size = grid.phases[0] * grid.phases[1] * c * band.plane
     # The last row's taps run past its plane by up to (KW - 1) * dw / sw elements, read only for
     # pixels past the output's width: a zeroed tail keeps those reads inside the buffer.
-    slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane)
+    slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane) * max(block, 1)
     bands = -(-oh // rows)
     items = n * bands
     # Fewer bands than threads: one copy, and the threads share each band's product instead.
@@ -229,6 +238,11 @@ def _banded(
     def read_band(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
         return buffer[at + ci * band.plane + p + shift]
 
+    def read_blocked(img: te.PrimExpr, cb: te.PrimExpr, ci: te.PrimExpr, tap: tuple[te.PrimExpr, te.PrimExpr],
+                     p: te.PrimExpr) -> te.PrimExpr:
+        phase, shift = _phase_and_shift(band, tap)
+        return buffer[at + (phase * _i(c // block) + cb) * _i(band.plane * block) + (p + shift) * _i(block) + ci]
+
     y0 = index_var(ctx, "y0")
     ragged = oh % rows != 0
     first_row = te.minimum(b * rows, _i(oh - rows)) if ragged else b * rows
@@ -239,9 +253,14 @@ def _banded(
         # residual input (compiler/tir/inplace.py) would add the residual twice.
         return IfThenElse(y >= b * rows, store(img, oc0, j, y, x, value))
 
-    fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
-    product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
-                       (1, img, y0, rows))
+    if block:
+        fill = _copy_band_blocked(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
+        product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
+                           (1, img, y0, rows), read_blocked, block)
+    else:
+        fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
+        product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
+                           (1, img, y0, rows))
     body: Stmt = LetStmt(y0, first_row, seq(fill, product))
     body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
     if per * slots > items:
@@ -310,6 +329,60 @@ def _copy_band(
     return For(ci, _i(0), _i(c), seq(*fills), ForKind.PARALLEL if parallel and c > 1 else ForKind.SERIAL)
 
 
+def _phase_and_shift(grid: Grid, tap: tuple[te.PrimExpr, te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr]:
+    """Tap (ky, kx)'s phase plane and its shift in pixels within it (Grid.offset's two parts)."""
+    (sh, sw), (dh, dw), (ph, pw) = grid.strides, grid.dilation, grid.phases
+    y, x = tap[0] * dh, tap[1] * dw
+    shift = (y if sh == 1 else y // sh) * grid.wp + (x if sw == 1 else x // sw)
+    phase = (y % sh if ph > 1 else _i(0)) * pw + (x % sw if pw > 1 else _i(0))
+    return phase, shift
+
+
+def _copy_band_blocked(
+    ctx: KernelContext, buffer: te.Buffer, start: te.PrimExpr, data: te.Buffer, img: te.PrimExpr, y0: te.PrimExpr,
+    band: Grid, hp: int, edges: tuple[int, int, int], parallel: bool,
+) -> Stmt:
+    """`_copy_band` of NCHW[b]c data into a band laid out (phase, channel block, y, x, b): each
+    pixel's b channels are one contiguous run in the data and in the band, and each zero row or
+    column run is one loop over contiguous elements."""
+    top, left, h = edges
+    _, blocks, _, w, b = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
+    (sh, sw), (ph, pw) = band.strides, band.phases
+    dtype = buffer.dtype
+    cb = index_var(ctx, "cb")
+    fills: list[Stmt] = []
+    for ry in range(ph):
+        for rx in range(pw):
+            base = (ry * pw + rx) * blocks * band.plane * b
+            y_lo, y_hi = inside_range(hp, sh, ry - top, h)
+            x_lo, x_hi = inside_range(band.wp, sw, rx - left, w)
+            lo, hi = index_var(ctx, "lo"), index_var(ctx, "hi")
+            lo_e = te.minimum(te.maximum(_i(y_lo) - y0, _i(0)), _i(band.hp))
+            hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
+
+            def at(y: te.PrimExpr, x: te.PrimExpr, base: int = base) -> te.PrimExpr:
+                return start + _i(base) + (cb * _i(band.plane) + y * _i(band.wp) + x) * _i(b)
+
+            def zeros(y: te.PrimExpr, x_from: int, x_to: int, at: Callable[..., te.PrimExpr] = at) -> Stmt:
+                if x_to <= x_from:
+                    return seq()
+                e = index_var(ctx, "ez")
+                return For(e, _i(0), _i((x_to - x_from) * b), Store(buffer, (at(y, _i(x_from)) + e,),
+                                                                   te.const(0, dtype)), ForKind.VECTORIZED)
+
+            yy, xx, j, yz = index_var(ctx, "yy"), index_var(ctx, "xx"), index_var(ctx, "j"), index_var(ctx, "yz")
+            value = data[img, cb, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left), j]
+            pixel = For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,), te.cast(dtype, value)), ForKind.VECTORIZED)
+            inside = seq(zeros(yy, 0, x_lo), For(xx, _i(x_lo), _i(x_hi - x_lo), pixel), zeros(yy, x_hi, band.wp))
+            yz2 = index_var(ctx, "yz")
+            fills.append(LetStmt(lo, lo_e, LetStmt(hi, hi_e, seq(
+                For(yz, _i(0), lo, zeros(yz, 0, band.wp)),
+                For(yy, lo, hi - lo, inside),
+                For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
+            ))))
+    return For(cb, _i(0), _i(blocks), seq(*fills), ForKind.PARALLEL if parallel and blocks > 1 else ForKind.SERIAL)
+
+
 def _product(
     ctx: KernelContext,
     dims: tuple[int, int, int, int, int, int, int, int],
@@ -321,7 +394,7 @@ def _product(
     dtype: str,
     taps_outer: bool,
     part: tuple[int, te.PrimExpr | None, te.PrimExpr, int],
-    read_split: Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], te.PrimExpr] | None = None,
+    read_split: SplitReader | None = None,
     block: int = 1,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
@@ -339,7 +412,7 @@ def _product(
     def a_row(b: te.PrimExpr, p: te.PrimExpr) -> RowReader:
         img = image(b)
         if read_split is not None:
-            return RowReader((), lambda ks: read_split(img, ks[2], ks[3], grid.offset(ks[0], ks[1], planes), p))
+            return RowReader((), lambda ks: read_split(img, ks[2], ks[3], (ks[0], ks[1]), p))
         if taps_outer:
             return RowReader((), lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], planes), p))
         return RowReader((), lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], planes), p))

@@ -7,8 +7,9 @@ directory all workers of the run share (the parent of their own temporary direct
 pytest-xdist documents), and pickles it beside the built files; the others wait for the lock and
 unpickle it. Outside xdist the value is simply built.
 
-A value that does not survive pickling (an exception that cannot be rebuilt, say) is built again
-by each worker, as before: sharing is a saving, never a change in what a test sees.
+A value that does not pickle, or does not unpickle (an exception that cannot be rebuilt from its
+arguments, say), is built again by each worker, as before: sharing is a saving, never a change in
+what a test sees.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def shared_directory(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
 
 
 def built_once_in(directory: Path, build: Callable[[Path], T]) -> T:
-    """`build(directory / "build")` unless a process already pickled its result in `directory`."""
+    """`build` of a fresh directory under `directory`, unless a process already pickled its result
+    there."""
     directory.mkdir(parents=True, exist_ok=True)
     done = directory / "value.pickle"
     with open(directory / "lock", "w") as lock:
@@ -102,9 +104,7 @@ def dump(value: object) -> bytes:
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = {**copyreg.dispatch_table, Attrs: _reduce_attrs, Op: _reduce_op, OpDef: _reduce_opdef}
     pickler.dump(value)
-    data = buffer.getvalue()
-    load(data)  # refused here, not in the worker that would load it
-    return data
+    return buffer.getvalue()
 
 
 def load(data: bytes) -> object:

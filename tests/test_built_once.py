@@ -53,9 +53,13 @@ class NeedsTwoArguments(Exception):
         super().__init__(f"{what} at {where}")
 
 
-def test_a_value_that_pickles_but_does_not_unpickle_is_refused_when_dumped() -> None:
+def test_a_value_that_pickles_but_does_not_unpickle_is_built_by_every_caller(tmp_path: Path) -> None:
+    build = Builds({"error": NeedsTwoArguments("broken", 3)})
     with pytest.raises(TypeError):
-        dump({"error": NeedsTwoArguments("broken", 3)})
+        load(dump(build.value))
+    assert str(built_once_in(tmp_path / "value", build)["error"]) == "broken at 3"
+    assert str(built_once_in(tmp_path / "value", build)["error"]) == "broken at 3"
+    assert len(build.directories) == 2
 
 
 def test_a_failed_build_leaves_the_next_caller_a_fresh_directory(tmp_path: Path) -> None:

@@ -56,11 +56,24 @@ class PrimLibrary:
     warnings: list[str]
     source: str
     broken: dict[str, str] = field(default_factory=dict)
+    cdef: str = ""
 
     def __repr__(self) -> str:
         # Not the dataclass repr: that of a PrimFunc expands shared expressions and a failing
         # test's report (which shows its arguments) would never finish printing.
         return f"PrimLibrary({len(self.funcs)} functions, {len(self.broken)} broken, {len(self.warnings)} warnings)"
+
+    def __getstate__(self) -> dict[str, object]:
+        # Pickled by the xdist worker that built it (tests/built_once.py): the loaded library
+        # is a handle of that process, so the file is loaded again where it is unpickled.
+        state = dict(self.__dict__)
+        state["library"] = None if self.library is None else self.library.path
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        path = state["library"]
+        self.__dict__.update(state)
+        self.library = None if path is None else load_library(Path(str(path)), self.cdef)
 
     def run(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Calls `name` on `inputs`; returns its freshly allocated outputs."""
@@ -130,7 +143,7 @@ def build_prim_library(funcs: Sequence[PrimFunc], directory: Path, stem: str = "
     assert proc.returncode == 0, f"the objects of {len(funcs)} functions fail to link:\n{proc.stderr}"
     cdef = "\n".join(prim_func_cdef(f) for f in funcs if f.name not in broken)
     library = load_library(library_path, cdef)
-    return PrimLibrary(library, by_name, warnings, source, broken)
+    return PrimLibrary(library, by_name, warnings, source, broken, cdef)
 
 
 def _chunks(funcs: Sequence[PrimFunc]) -> tuple[list[list[PrimFunc]], list[str]]:

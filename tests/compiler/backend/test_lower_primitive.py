@@ -7,6 +7,7 @@ PrimFunc compiles to against numpy.
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts
 from compiler.runtime.threads import available_cores, set_threads
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Store
+from tests.built_once import built_once
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 
 
@@ -456,6 +458,10 @@ def conv2d_same_3x3(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
+    return built_once(tmp_path_factory, "lower_primitive_dynamic", build_dynamic_library)
+
+
+def build_dynamic_library(directory: Path) -> PrimLibrary:
     funcs = [lower(DYNAMIC_BROADCAST, "dyn_broadcast"),
              lower("fn (%p0: Tensor[(?, ?), int32], Primitive=1) { negative(%p0) }", "dyn_all"),
              lower(DYNAMIC_DENSE.format(k=40), "dyn_dense_dot"),
@@ -469,7 +475,7 @@ def dynamic_library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { nn.batch_flatten(%p0) }", "dyn_flatten"),
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { reshape(%p0, newshape=[0, 3, 2]) }",
                    "dyn_reshape")]
-    return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive_dynamic"))
+    return build_prim_library(funcs, directory)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 64])
@@ -577,8 +583,9 @@ def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> PrimLibrary:
-    funcs = [lower(text, name) for name, (text, _, _) in CASES.items()]
-    return build_prim_library(funcs, tmp_path_factory.mktemp("lower_primitive"))
+    return built_once(tmp_path_factory, "lower_primitive",
+                      lambda directory: build_prim_library([lower(text, name) for name, (text, _, _) in CASES.items()],
+                                                           directory))
 
 
 def check_case(library: PrimLibrary, name: str) -> None:

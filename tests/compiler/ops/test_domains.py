@@ -26,6 +26,7 @@ from compiler.ir.types import ANY, TensorType, TupleType, Type
 from compiler.ops.domain import Domain, RandomDraw, within_ulps
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError
 from compiler.tir.stmt import PrimFunc
+from tests.built_once import built_once
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.ops.samples import materialize, sample_rng
 from tests.compiler.ops.strategies import HypothesisDraw
@@ -235,7 +236,7 @@ COMPILED_OPS = [op for op in DOMAIN_OPS if has_loops(op)]
 
 @pytest.fixture(scope="session")
 def compiled_draws(tmp_path_factory: pytest.TempPathFactory) -> CompiledDraws:
-    return build_draws(COMPILED_OPS, Path(tmp_path_factory.mktemp("op_domains")))
+    return built_once(tmp_path_factory, "op_domains", lambda directory: build_draws(COMPILED_OPS, directory))
 
 
 def build_draws(selected: list[OpDef], directory: Path) -> CompiledDraws:

@@ -24,6 +24,7 @@ from compiler.ir.types import TupleType, Type
 from compiler.ops.registry import OpDef, OpPattern, Sample
 from compiler.passes.infer_type import infer_expr
 from compiler.tir.stmt import PrimFunc
+from tests.built_once import built_once
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.ops.samples import sample_inputs
 
@@ -125,6 +126,11 @@ class CompiledSamples:
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompiledSamples:
+    return built_once(tmp_path_factory, "op_lowering", build_samples)
+
+
+def build_samples(directory: Path) -> CompiledSamples:
+    """Every sample of every op with loops, lowered and built into one library."""
     funcs: list[PrimFunc] = []
     errors: dict[str, Exception] = {}
     for op in ALL_OPS:
@@ -138,7 +144,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompiledSamples:
                 funcs.append(lower_primitive(call, name))
             except Exception as err:  # noqa: BLE001  reported by the sample's own test
                 errors[name] = err
-    library = build_prim_library(funcs, Path(tmp_path_factory.mktemp("op_lowering")), "ops")
+    library = build_prim_library(funcs, directory, "ops")
     return CompiledSamples(library, errors)
 
 

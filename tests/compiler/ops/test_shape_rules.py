@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,6 +39,7 @@ from compiler.ops.shape_rules import (
     window_count,
 )
 from compiler.tir import expr as te
+from tests.built_once import built_once
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 from tests.compiler.backend.test_shape_func import run
 from tests.compiler.ops.samples import materialize, sample_rng
@@ -155,6 +157,10 @@ class CompiledRules:
 
 @pytest.fixture(scope="module")
 def compiled_rules(tmp_path_factory: pytest.TempPathFactory) -> CompiledRules:
+    return built_once(tmp_path_factory, "shape_rules", build_rules)
+
+
+def build_rules(directory: Path) -> CompiledRules:
     calls: dict[str, tuple[OpDef, int, DrawnCall, ShapeFunction]] = {}
     errors: dict[str, Exception] = {}
     for op in RULE_OPS:
@@ -165,7 +171,7 @@ def compiled_rules(tmp_path_factory: pytest.TempPathFactory) -> CompiledRules:
                 calls[name] = (op, k, call, lower_shape_func(call.func, name))
             except Exception as err:  # reported by the op's own test below
                 errors[op.name] = err
-    library = build_prim_library([c[3].prim_func for c in calls.values()], tmp_path_factory.mktemp("shape_rules"))
+    library = build_prim_library([c[3].prim_func for c in calls.values()], directory)
     return CompiledRules(library, calls, errors)
 
 

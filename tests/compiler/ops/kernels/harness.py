@@ -16,7 +16,7 @@ from compiler.backend.lower_primitive import lower_primitive
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
-from compiler.runtime.ffi import aligned_empty
+from compiler.runtime.ffi import Library as BuiltLibrary, aligned_empty
 from compiler.tir.analysis import workspace_bytes
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import PrimFunc
@@ -75,9 +75,20 @@ class Library:
         self.built = build_prim_library(funcs, directory, "kernels")
         assert not self.built.broken, self.built.broken
         assert self.built.library is not None
-        self.library = self.built.library
-        self.funcs = self.built.funcs
-        self.warnings = self.built.warnings
+
+    # Read through `built`, the one attribute, so that a Library pickles as its PrimLibrary does.
+    @property
+    def library(self) -> BuiltLibrary:
+        assert self.built.library is not None
+        return self.built.library
+
+    @property
+    def funcs(self) -> dict[str, PrimFunc]:
+        return self.built.funcs
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.built.warnings
 
     def run(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         func = self.funcs[name]

@@ -14,6 +14,7 @@ import pytest
 
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import Allocate, For, ForKind
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(7)
@@ -78,11 +79,15 @@ def conv_text(data: np.ndarray, weight: np.ndarray, attrs: dict[str, object], ta
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_conv2d", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [lower_text(conv_text(*case), name) for name, case in CASES.items()]
     data, weight, attrs = CASES["gemm_3x3_same_padding"]
     funcs.append(lower_text(conv_text(data, weight, attrs, "nn.relu(nn.bias_add(%0, %p2))"), "fused_bias_relu"))
     funcs.append(lower_text(conv_text(*CASES["gemm_parallel"]), "gemm_serial", parallel=False))
-    return Library(funcs, Path(tmp_path_factory.mktemp("conv2d")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -11,6 +11,7 @@ import pytest
 
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import Allocate, For, ForKind
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(11)
@@ -73,12 +74,16 @@ def conv_text(op: str, data: np.ndarray, weight: np.ndarray, attrs: dict[str, ob
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_conv_direct", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [lower_text(conv_text(*case), name) for name, case in CASES.items()]
     funcs.append(
         lower_text(conv_text(*CASES["conv1d_same_padding"], "nn.relu(nn.bias_add(%0, %p2))"), "fused_bias_relu")
     )
     funcs.append(lower_text(conv_text(*CASES["conv3d_parallel"]), "conv3d_serial", parallel=False))
-    return Library(funcs, Path(tmp_path_factory.mktemp("conv_direct")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

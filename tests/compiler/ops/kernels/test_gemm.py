@@ -14,6 +14,7 @@ from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library
 
 RNG = np.random.default_rng(1)
@@ -47,8 +48,12 @@ PRODUCTS = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_gemm", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [nested_product(name, *shape) for name, shape in PRODUCTS.items()]
-    return Library(funcs, Path(tmp_path_factory.mktemp("gemm")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(PRODUCTS))

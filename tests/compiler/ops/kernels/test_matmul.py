@@ -15,6 +15,7 @@ from compiler.runtime.threads import available_cores, set_threads
 from compiler.tir import expr as te
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(3)
@@ -107,6 +108,10 @@ BIAS = f32(21)
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_matmul", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [lower_text(primitive(op_call(op, 2, attrs), inputs), name) for name, (op, inputs, attrs) in CASES.items()]
     _, (x, w), _ = CASES["dense_row_and_column_edges"]
     fused = primitive(op_call("nn.dense", 2, DENSE), [x, w, BIAS], "nn.relu(nn.bias_add(%0, %p2, axis=-1))")
@@ -118,7 +123,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     _, (x, w), attrs = CASES["dense_pack_row_and_column_edges"]
     fused = primitive(op_call(PACK, 2, attrs), [x, w, BIAS], "nn.relu(nn.bias_add(%0, %p2, axis=-1))")
     funcs.append(lower_text(fused, "dense_pack_bias_relu"))
-    return Library(funcs, Path(tmp_path_factory.mktemp("matmul")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -10,6 +10,7 @@ import pytest
 
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import For, ForKind
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(11)
@@ -70,6 +71,10 @@ def pool_text(op: str, data: np.ndarray, attrs: dict[str, object], tail: str = "
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_pool", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [lower_text(pool_text(*case), name) for name, case in CASES.items()]
     op, data, attrs = CASES["avg_padded"]
     funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "avg_then_negative_relu"))
@@ -77,7 +82,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     funcs.append(lower_text(pool_text(op, data, attrs, "nn.relu(negative(%0))"), "max_then_negative_relu"))
     op, data, attrs = CASES["global_max"]
     funcs.append(lower_text(pool_text(op, data, attrs, "exp(%0)"), "global_max_then_exp"))
-    return Library(funcs, Path(tmp_path_factory.mktemp("pool")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

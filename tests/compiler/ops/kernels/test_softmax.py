@@ -10,6 +10,7 @@ import pytest
 
 from compiler.tir.analysis import walk_stmts
 from compiler.tir.stmt import For, ForKind
+from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(5)
@@ -41,6 +42,10 @@ CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return built_once(tmp_path_factory, "kernels_softmax", build_library)
+
+
+def build_library(directory: Path) -> Library:
     funcs = [lower_text(primitive(op_call(op, 1, attrs), [data]), name) for name, (op, data, attrs) in CASES.items()]
     _, data, _ = CASES["softmax_middle_axis"]
     fused = primitive(op_call("nn.softmax", 1, {"axis": 1}), [data], "multiply(%0, 2f)")
@@ -50,7 +55,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     _, rows, _ = CASES["softmax_vector_rows"]
     widened_rows = primitive(op_call("nn.softmax", 1, {}), [rows], 'cast(%0, dtype="float64")')
     funcs.append(lower_text(widened_rows, "softmax_vector_rows_to_float64"))
-    return Library(funcs, Path(tmp_path_factory.mktemp("softmax")))
+    return Library(funcs, directory)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

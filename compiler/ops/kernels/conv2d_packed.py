@@ -290,12 +290,6 @@ def _copy_band(
     for ry in range(ph):
         for rx in range(pw):
             base = (ry * pw + rx) * c * band.plane
-            # Row i of the phase holds input row i * sh + ry - top when that is in [0, h).
-            y_lo, y_hi = inside_range(hp, sh, ry - top, h)
-            x_lo, x_hi = inside_range(band.wp, sw, rx - left, w)
-            lo, hi = index_var(ctx, "lo"), index_var(ctx, "hi")
-            lo_e = te.minimum(te.maximum(_i(y_lo) - y0, _i(0)), _i(band.hp))
-            hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
 
             def at(y: te.PrimExpr, x: te.PrimExpr, base: int = base) -> te.PrimExpr:
                 return start + _i(base) + ci * band.plane + y * band.wp + x
@@ -307,26 +301,46 @@ def _copy_band(
                 return For(x, _i(x_from), _i(x_to - x_from), Store(buffer, (at(y, x),), te.const(0, dtype)),
                            ForKind.VECTORIZED)
 
-            yy, xx, yz = index_var(ctx, "yy"), index_var(ctx, "xx"), index_var(ctx, "yz")
-            at_y, at_x = (y0 + yy) * sh + (ry - top), xx * sw + (rx - left)
-            if len(data.shape) == 5:
-                block = _i(int(data.shape[4]))  # type: ignore[arg-type]  # static shapes
-                value = data[img, ci // block, at_y, at_x, ci % block]
-            else:
-                value = data[img, ci, at_y, at_x]
-            inside = seq(
-                zeros(yy, 0, x_lo),
-                For(xx, _i(x_lo), _i(x_hi - x_lo), Store(buffer, (at(yy, xx),), te.cast(dtype, value)),
-                    ForKind.VECTORIZED),
-                zeros(yy, x_hi, band.wp),
-            )
-            yz2 = index_var(ctx, "yz")
-            fills.append(LetStmt(lo, lo_e, LetStmt(hi, hi_e, seq(
-                For(yz, _i(0), lo, zeros(yz, 0, band.wp)),
-                For(yy, lo, hi - lo, inside),
-                For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
-            ))))
+            def row(yy: te.PrimExpr, x_lo: int, x_hi: int, ry: int = ry, rx: int = rx,
+                    at: Callable[..., te.PrimExpr] = at, zeros: Callable[..., Stmt] = zeros) -> Stmt:
+                xx = index_var(ctx, "xx")
+                at_y, at_x = (y0 + yy) * sh + (ry - top), xx * sw + (rx - left)
+                if len(data.shape) == 5:
+                    block = _i(int(data.shape[4]))  # type: ignore[arg-type]  # static shapes
+                    value = data[img, ci // block, at_y, at_x, ci % block]
+                else:
+                    value = data[img, ci, at_y, at_x]
+                return seq(
+                    zeros(yy, 0, x_lo),
+                    For(xx, _i(x_lo), _i(x_hi - x_lo), Store(buffer, (at(yy, xx),), te.cast(dtype, value)),
+                        ForKind.VECTORIZED),
+                    zeros(yy, x_hi, band.wp),
+                )
+
+            fills.append(_fill_phase(ctx, band, hp, y0, (ry - top, rx - left), (h, w), row,
+                                     lambda y, zeros=zeros: zeros(y, 0, band.wp)))
     return For(ci, _i(0), _i(c), seq(*fills), ForKind.PARALLEL if parallel and c > 1 else ForKind.SERIAL)
+
+
+def _fill_phase(
+    ctx: KernelContext, band: Grid, hp: int, y0: te.PrimExpr, origin: tuple[int, int], sizes: tuple[int, int],
+    row: Callable[[te.PrimExpr, int, int], Stmt], zero_row: Callable[[te.PrimExpr], Stmt],
+) -> Stmt:
+    """The band's rows of one phase, whose element (i, j) is input (i * sh + origin[0], j * sw +
+    origin[1]) where that is inside the input's `sizes`: `row(y, x_lo, x_hi)` fills a band row the
+    input has (its columns [x_lo, x_hi) from the input), `zero_row(y)` one it has not."""
+    (sh, sw) = band.strides
+    y_lo, y_hi = inside_range(hp, sh, origin[0], sizes[0])
+    x_lo, x_hi = inside_range(band.wp, sw, origin[1], sizes[1])
+    lo, hi = index_var(ctx, "lo"), index_var(ctx, "hi")
+    lo_e = te.minimum(te.maximum(_i(y_lo) - y0, _i(0)), _i(band.hp))
+    hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
+    yy, yz, yz2 = index_var(ctx, "yy"), index_var(ctx, "yz"), index_var(ctx, "yz")
+    return LetStmt(lo, lo_e, LetStmt(hi, hi_e, seq(
+        For(yz, _i(0), lo, zero_row(yz)),
+        For(yy, lo, hi - lo, row(yy, x_lo, x_hi)),
+        For(yz2, hi, _i(band.hp) - hi, zero_row(yz2)),
+    )))
 
 
 def _phase_and_shift(grid: Grid, tap: tuple[te.PrimExpr, te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr]:
@@ -354,11 +368,6 @@ def _copy_band_blocked(
     for ry in range(ph):
         for rx in range(pw):
             base = (ry * pw + rx) * blocks * band.plane * b
-            y_lo, y_hi = inside_range(hp, sh, ry - top, h)
-            x_lo, x_hi = inside_range(band.wp, sw, rx - left, w)
-            lo, hi = index_var(ctx, "lo"), index_var(ctx, "hi")
-            lo_e = te.minimum(te.maximum(_i(y_lo) - y0, _i(0)), _i(band.hp))
-            hi_e = te.minimum(te.maximum(_i(y_hi) - y0, lo), _i(band.hp))
 
             def at(y: te.PrimExpr, x: te.PrimExpr, base: int = base) -> te.PrimExpr:
                 return start + _i(base) + (cb * _i(band.plane) + y * _i(band.wp) + x) * _i(b)
@@ -370,16 +379,16 @@ def _copy_band_blocked(
                 return For(e, _i(0), _i((x_to - x_from) * b), Store(buffer, (at(y, _i(x_from)) + e,),
                                                                    te.const(0, dtype)), ForKind.VECTORIZED)
 
-            yy, xx, j, yz = index_var(ctx, "yy"), index_var(ctx, "xx"), index_var(ctx, "j"), index_var(ctx, "yz")
-            value = data[img, cb, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left), j]
-            pixel = For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,), te.cast(dtype, value)), ForKind.VECTORIZED)
-            inside = seq(zeros(yy, 0, x_lo), For(xx, _i(x_lo), _i(x_hi - x_lo), pixel), zeros(yy, x_hi, band.wp))
-            yz2 = index_var(ctx, "yz")
-            fills.append(LetStmt(lo, lo_e, LetStmt(hi, hi_e, seq(
-                For(yz, _i(0), lo, zeros(yz, 0, band.wp)),
-                For(yy, lo, hi - lo, inside),
-                For(yz2, hi, _i(band.hp) - hi, zeros(yz2, 0, band.wp)),
-            ))))
+            def row(yy: te.PrimExpr, x_lo: int, x_hi: int, ry: int = ry, rx: int = rx,
+                    at: Callable[..., te.PrimExpr] = at, zeros: Callable[..., Stmt] = zeros) -> Stmt:
+                xx, j = index_var(ctx, "xx"), index_var(ctx, "j")
+                value = data[img, cb, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left), j]
+                pixel = For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,), te.cast(dtype, value)),
+                            ForKind.VECTORIZED)
+                return seq(zeros(yy, 0, x_lo), For(xx, _i(x_lo), _i(x_hi - x_lo), pixel), zeros(yy, x_hi, band.wp))
+
+            fills.append(_fill_phase(ctx, band, hp, y0, (ry - top, rx - left), (h, w), row,
+                                     lambda y, zeros=zeros: zeros(y, 0, band.wp)))
     return For(cb, _i(0), _i(blocks), seq(*fills), ForKind.PARALLEL if parallel and blocks > 1 else ForKind.SERIAL)
 
 

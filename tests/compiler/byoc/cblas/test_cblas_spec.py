@@ -156,8 +156,8 @@ def test_conv2d_scratch_holds_one_images_im2col_matrix() -> None:
     assert spec is not None and spec.scratch is cblas.conv2d_scratch_bytes
 
 
-def offloaded(body: str, kernel: int, bind_weight: bool) -> bool:
-    """Whether a build for `cblas, c` of a 16->16 channel conv on a 1x16x16x16 input gives
+def offloaded(body: str, kernel: int, bind_weight: bool, channels: int = 16) -> bool:
+    """Whether a build for `cblas, c` of a 16->`channels` conv on a 1x16x16x16 input gives
     cblas a function."""
     import numpy as np
 
@@ -166,22 +166,23 @@ def offloaded(body: str, kernel: int, bind_weight: bool) -> bool:
     from compiler.parser import parse
 
     text = (f'#[version = "0.0.5"]\ndef @main(%x: Tensor[(1, 16, 16, 16), float32], '
-            f'%w: Tensor[(16, 16, {kernel}, {kernel}), float32]) {{ {body} }}')
-    weight = np.ones((16, 16, kernel, kernel), np.float32)
+            f'%w: Tensor[({channels}, 16, {kernel}, {kernel}), float32]) {{ {body} }}')
+    weight = np.ones((channels, 16, kernel, kernel), np.float32)
     model = lower(parse(text), BuildOptions(target="cblas, c"), {"w": weight} if bind_weight else None,
                   executor=False)
     return any(f.attrs.get("Compiler") == "cblas" for _, f in model.source.functions() if isinstance(f, Func))
 
 
-def test_a_constant_weight_stride_one_conv_on_a_large_map_stays_on_the_host() -> None:
-    # The host's kernel reads the weight AlterOpLayout packed at compile time: faster than im2col + sgemm.
-    assert not offloaded("nn.conv2d(%x, %w, padding=[1, 1, 1, 1])", 3, bind_weight=True)
-
-
-@pytest.mark.parametrize(("body", "kernel", "bind"), [
-    ("nn.conv2d(%x, %w, padding=[1, 1, 1, 1])", 3, False),  # weight given at run time
-    ("nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1, 1, 1])", 3, True),  # strided
-    ("nn.conv2d(%x, %w)", 1, True),  # 1x1
+@pytest.mark.parametrize(("body", "kernel"), [
+    ("nn.conv2d(%x, %w, padding=[1, 1, 1, 1])", 3),
+    ("nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1, 1, 1])", 3),
+    ("nn.conv2d(%x, %w)", 1),
 ])
-def test_runtime_weights_strided_and_one_by_one_convs_go_to_cblas(body: str, kernel: int, bind: bool) -> None:
-    assert offloaded(body, kernel, bind_weight=bind)
+def test_a_constant_weight_conv_of_whole_channel_blocks_stays_on_the_host(body: str, kernel: int) -> None:
+    # The host's kernel reads the weight AlterOpLayout packed at compile time, on blocked activations.
+    assert not offloaded(body, kernel, bind_weight=True)
+
+
+@pytest.mark.parametrize(("channels", "bind"), [(16, False), (12, True)])
+def test_runtime_weights_and_ragged_channel_counts_go_to_cblas(channels: int, bind: bool) -> None:
+    assert offloaded("nn.conv2d(%x, %w, padding=[1, 1, 1, 1])", 3, bind_weight=bind, channels=channels)

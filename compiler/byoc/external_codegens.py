@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from compiler.backend.targets import TargetKind
 from compiler.byoc.c_source_codegen import CSourceCodegen
 from compiler.byoc.codegen_config import FUNCTION_AT_A_TIME, CodegenSpec, builtin, builtin_names
-from compiler.byoc.codegen_library import check_library
+from compiler.byoc.codegen_library import check_library, check_shipped_library
 from compiler.byoc.codegen_passes import RunCodegenPasses
 from compiler.byoc.compiler_function_utils import OutlineCompilerFunctionsWithExistingGlobalSymbols
 from compiler.byoc.extern_call_codegen import ExternCallCodegen
@@ -94,7 +94,9 @@ class ExternalCodegens:
                 raise InputError(f'the model has functions for Compiler="{name}", a codegen that is neither '
                                  "built in nor given with --codegen", (spans or {}).get(name))
             specs.append(spec)
-        return ExternalCodegens(tuple(ExternalCodegen(s, check_library(s, cflags=cflags)) for s in specs))
+        return ExternalCodegens(tuple(
+            ExternalCodegen(s, check_shipped_library(s) if builtin(s.name) is s else check_library(s, cflags=cflags))
+            for s in specs))
 
     @property
     def names(self) -> tuple[str, ...]:

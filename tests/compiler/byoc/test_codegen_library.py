@@ -3,6 +3,7 @@ import pytest
 from compiler.byoc.codegen_config import CodegenSpec, LibrarySource, LibrarySpec, PatternSpec
 from compiler.byoc.codegen_library import (
     check_library,
+    check_shipped_library,
     defined_symbols,
     find_library,
     include_dirs,
@@ -107,3 +108,10 @@ def test_combined_links_every_library_once(tmp_path):
     assert combined([a, b]) == LibraryBuild((tmp_path / "a.c", tmp_path / "b.c"), (tmp_path / "inc", tmp_path / "b"),
                                             ("m", "openblas"), (tmp_path,))
     assert combined([]) == LibraryBuild((), (), (), ())
+
+
+def test_a_shipped_library_is_not_compiled_but_its_linked_libraries_must_exist():
+    # The broken source would fail check_library; a shipped library's sources are trusted.
+    assert check_shipped_library(spec(text="int f( {", name="broken.c")) is None
+    with pytest.raises(InputError, match="codegen acme: library -lrelaycc_no_such_lib not found"):
+        check_shipped_library(spec("x", text=None, libraries=("relaycc_no_such_lib",)))

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,18 @@ def test_resolve_orders_target_codegens_first_then_the_other_given_ones():
     codegens = ExternalCodegens.resolve(("acme_conv",), (toy(), acme))
     assert codegens.names == ("acme_conv", "toy_cg_thflow")
     assert codegens.codegens[1].defined >= {"dense_bias", "dense_bias_relu"}
+
+
+def test_a_builtin_codegens_shipped_sources_are_not_compiled_to_check_them():
+    # cblas's source is ours (its spec test checks the symbols); only -lopenblas is looked for.
+    codegens = ExternalCodegens.resolve(("cblas",), ())
+    assert codegens.names == ("cblas",) and codegens.codegens[0].defined is None
+
+
+def test_a_given_codegen_named_like_a_builtin_is_still_compiled_and_checked():
+    spec = dataclasses.replace(toy(), name="cblas")
+    codegens = ExternalCodegens.resolve(("cblas",), (spec,))
+    assert codegens.codegens[0].defined >= {"dense_bias", "dense_bias_relu"}
 
 
 def test_unknown_codegen_lists_the_known_ones():

@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import queue
+import itertools
 import signal
 import threading
 from collections.abc import Callable
@@ -91,6 +92,27 @@ class _RunTask:
 _Task = _CompileTask | _RunTask
 
 
+class _TaskQueue:
+    """Runs first, then compiles, then the slots' stop marks; each kind in arrival order."""
+
+    def __init__(self) -> None:
+        self._heap: queue.PriorityQueue[tuple[int, int, _Task | None]] = queue.PriorityQueue()
+        self._arrivals = itertools.count()
+
+    def put(self, task: _Task | None) -> None:
+        rank = 0 if isinstance(task, _RunTask) else 1 if task is not None else 2
+        self._heap.put((rank, next(self._arrivals), task))
+
+    def get(self) -> _Task | None:
+        return self._heap.get()[2]
+
+    def get_nowait(self) -> _Task | None:
+        return self._heap.get_nowait()[2]
+
+    def qsize(self) -> int:
+        return self._heap.qsize()
+
+
 class EmbeddedQueue:
     def __init__(
         self, store: ModuleStoreBase | Path | str, workers: int, *, compile_seconds: float, run_seconds: float,
@@ -100,7 +122,7 @@ class EmbeddedQueue:
         self._store = store if isinstance(store, ModuleStoreBase) else open_store(store)
         self._metrics_dir = metrics_dir
         self._log_format = log_format
-        self._tasks: queue.Queue[_Task | None] = queue.Queue()
+        self._tasks = _TaskQueue()
         self._compile_deadline = compile_seconds + HARD_DEADLINE_GRACE_SECONDS
         self._run_deadline = run_seconds + HARD_DEADLINE_GRACE_SECONDS
         self._context = _worker_context()

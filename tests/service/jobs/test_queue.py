@@ -101,6 +101,23 @@ def test_a_run_job_answers_through_its_future(store: ModuleStore, queue: Embedde
         np.testing.assert_allclose(result["out0"], np.full((2, 3), 2.0))
 
 
+def test_a_run_goes_ahead_of_compiles_queued_before_it(store: ModuleStore, queue: EmbeddedQueue) -> None:
+    built = stored(store, 5)
+    queue.submit_compile(built)
+    assert wait_for(store, built, finished)["state"] == "succeeded"
+    busy, later = stored(store, 6, delay=1.0), stored(store, 7)
+    queue.submit_compile(busy)
+    wait_for(store, busy, lambda s: s["state"] == "running")
+    queue.submit_compile(later)
+    x = np.zeros((2, 3), "float32")
+
+    queue.submit_run(built, encode_npz({"x": x, "y": x}), repeat=1, seconds=30, memory_bytes=4 << 30).result(60)
+
+    # The one worker took the run as soon as the first compile let go of it.
+    assert store.status(later)["state"] == "queued"
+    assert wait_for(store, later, finished)["state"] == "succeeded"
+
+
 def test_a_failed_run_raises_run_failed_with_the_problem(store: ModuleStore, queue: EmbeddedQueue) -> None:
     mid = stored(store, 5)
     queue.submit_compile(mid)

@@ -162,10 +162,11 @@ class BuildCache:
                 return self._drop(entry)
             contents[item.path] = data
         written = []
+        token = uuid.uuid4().hex  # one per restore: each file's temporary sits beside its target
         for item in files:
             target = Path(outdir) / item.path
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            tmp = target.with_name(f".{target.name}.{token}.tmp")
             try:
                 if item.path in contents:
                     tmp.write_bytes(contents[item.path])

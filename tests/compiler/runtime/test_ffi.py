@@ -127,6 +127,18 @@ def test_struct_fields_are_checked(lib: Library) -> None:
         lib.new_struct("struct nothing")
 
 
+def test_libraries_declared_alike_share_declarations_but_call_their_own_code(tmp_path: Path) -> None:
+    cdef = "int32_t answer(void);"
+    libs = []
+    for value in (7, 9):
+        (tmp_path / f"a{value}.c").write_text(f"#include <stdint.h>\nint32_t answer(void) {{ return {value}; }}\n")
+        libs.append(load_library(build_shared_library([tmp_path / f"a{value}.c"], tmp_path / f"liba{value}.so"), cdef))
+    assert libs[0].ffi is libs[1].ffi
+    assert (libs[0].lib.answer(), libs[1].lib.answer()) == (7, 9)
+    libs[0].close()
+    assert libs[1].lib.answer() == 9
+
+
 def test_loading_a_missing_library_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot load library"):
         load_library(tmp_path / "libmissing.so", "int f(void);")

@@ -79,7 +79,7 @@ def test_only_a_float16_to_float32_widening_is_fused() -> None:
 def test_a_cast_into_the_weight_is_not_fused() -> None:
     mod = model(f'''  %0 = cast(%v, dtype="float32");
   nn.contrib_conv2d_NCHWc(%x, %0, {PACKED})''',
-                f"%x: Tensor[(1, 1, 4, 4, 16), float32], %v: Tensor[(1, 1, 1, 16, 16), float16]")
+                "%x: Tensor[(1, 1, 4, 4, 16), float32], %v: Tensor[(1, 1, 1, 16, 16), float16]")
     assert sorted(ops_of(f) for f in primitives(mod)) == [["cast"], ["nn.contrib_conv2d_NCHWc"]]
 
 

@@ -31,6 +31,7 @@ from compiler.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGet
 from compiler.ir.types import TensorType, TupleType, Type, flatten_tensor_types
 from compiler.ir.visitor import post_order
 from compiler.ops.registry import OpDef, OpPattern
+from compiler.passes.fusion_input_casts import half_cast_source
 from compiler.tir import expr as te
 from compiler.tir import partial_reduce
 from compiler.tir.analysis import expr_children, rebuild_expr, substitute
@@ -465,7 +466,8 @@ class PrimitiveLowering:
         epilogue = self._epilogue(node, out_node, param_views)
         out_type = self._type(node)
         if opdef.kernel is not None:
-            kernel_inputs = [self._materialize_input(v) for v in inputs]
+            widened = self._widened_inputs(opdef, node, views)
+            kernel_inputs = [widened.get(k) or self._materialize_input(v) for k, v in enumerate(inputs)]
             batch = self._batch_rows(opdef, node, kernel_inputs, out)
             if batch is not None:
                 stmt = self._kernel_per_row(opdef, node, kernel_inputs, out, out_type, epilogue, batch)
@@ -479,6 +481,22 @@ class PrimitiveLowering:
             raise UnsupportedError(f"operator {opdef.name} has no loop lowering yet")
         assert isinstance(stmt, Stmt)
         self.stmts.append(stmt)
+
+    def _widened_inputs(self, opdef: OpDef, node: Call, views: dict[Expr, View]) -> dict[int, TensorView]:
+        """The float16 tensors a kernel reads in place of its float32 inputs that are casts of
+        them (`extras["widened_inputs"]`), by input index: the kernel widens as it reads, so
+        the cast writes no float32 copy."""
+        test = opdef.extras.get("widened_inputs")
+        if test is None:
+            return {}
+        arg_types = [self._type(a) for a in node.args]
+        found: dict[int, TensorView] = {}
+        for k in test(self.ctx, node.attrs, arg_types, self._type(node)):  # type: ignore[operator]  # see OpDef.extras
+            source = half_cast_source(node.args[k])
+            view = views.get(source) if source is not None else None
+            if isinstance(view, TensorView) and view.buffer is not None:
+                found[k] = view
+        return found
 
     def _emit_tuple_anchor(
         self, node: Call, outputs: Sequence[_Output], written: set[int], param_views: dict[Expr, View]

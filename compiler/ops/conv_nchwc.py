@@ -15,6 +15,10 @@ Beyond TVM's uses, the weight may be blocked by output channels only, OIHW[b]o o
 on NCHW data (the stem) or NCHW[x]c data (OHWI[b]o), with an NCHW or NCHW[b]c result: what
 AlterOpLayout makes of a float32 nn.conv2d with a constant weight. Such a call (one group, b one
 or two vectors) runs the register-blocked kernel of compiler/ops/kernels/conv2d_packed.py.
+That kernel also takes the float16 tensor a float32 call's data was cast from, and widens it
+while copying its bands (`extras["widened_inputs"]`): FuseOps puts such a cast into the call's
+primitive function (compiler/passes/fusion_input_casts.py) and the lowering hands the kernel the
+float16 buffer (compiler/backend/lower_primitive.py).
 """
 
 from __future__ import annotations
@@ -98,8 +102,20 @@ def _channel_block(layout: str) -> int | None:
 
 def _packed_applies(ctx: KernelContext, attrs: Attrs, data_dtype: str, weight_dtype: str, dtype: str) -> bool:
     packing = packed_block(attrs)
-    return (packing is not None and data_dtype == weight_dtype == dtype
+    data_ok = data_dtype == dtype or conv2d_packed.widens(data_dtype, dtype)
+    return (packing is not None and data_ok and weight_dtype == dtype
             and conv2d_packed.applies(dtype, attrs["groups"], packing[0], vector_lanes(ctx, dtype)))
+
+
+def _widened_inputs(ctx: KernelContext, attrs: Attrs, arg_types: Sequence[Type], out_type: Type) -> tuple[int, ...]:
+    """The inputs this call's kernel may be given in float16 and widens itself: the data, when
+    the packed kernel computes the call (float32 throughout) and would take float16 data."""
+    data, weight = arg_types
+    if not (isinstance(data, TensorType) and isinstance(weight, TensorType) and isinstance(out_type, TensorType)):
+        return ()
+    dtype = out_type.dtype
+    widened = data.dtype == dtype and _packed_applies(ctx, attrs, conv2d_packed.HALF, weight.dtype, dtype)
+    return (0,) if widened else ()
 
 
 def _casts_at_store(ctx: KernelContext, attrs: Attrs, arg_types: Sequence[Type], out_type: Type) -> bool:
@@ -180,7 +196,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=conv_numpy(NCHWC, 2),
         kernel=_nchwc_kernel,
-        extras={"batch_rows": batch_first("data_layout", "out_layout"), "casts_at_store": _casts_at_store},
+        extras={"batch_rows": batch_first("data_layout", "out_layout"), "casts_at_store": _casts_at_store,
+                "widened_inputs": _widened_inputs},
         shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(

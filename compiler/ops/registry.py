@@ -182,6 +182,12 @@ class OpDef:
     buffer's; a fused chain of another dtype may then be its epilogue (compiler/backend/
     lower_primitive.py). Other kernels compute in their output buffer's dtype.
 
+    `extras["widened_inputs"]`, `inputs(ctx, attrs, arg_types, out_type)`, lists the float32
+    inputs a call's kernel may instead be given as the float16 tensor they were cast from,
+    widening each value itself as it reads it: FuseOps then puts such a cast into the call's
+    primitive function (compiler/passes/fusion_input_casts.py), and the lowering passes the
+    float16 buffer.
+
     `extras["evaluate"]`, for ops whose meaning needs the interpreter (they call a function
     value or make values that are not arrays, like memory.alloc_storage), is
     `evaluate(values, attrs, apply)`, where `apply(function_value, args)` runs a function value;

@@ -14,6 +14,8 @@ its root node:
   the body; other constants become parameters. With `link_params` (TVM's AOT "link-params")
   every constant operand stays inside the body instead; so do the constant arguments of ops
   that read their values when lowered (`extras["constant_args"]`: the qnn ops' scales).
+* A float16->float32 cast whose one use is an input the consuming kernel widens itself joins
+  that call's group (fusion_input_casts.py).
 * `relay.reshape_only=1` is added when every call in the body is a reshape-only operator and
   every parameter is a tensor (the AOT executor can then alias the output to the input).
 * `Primitive` is 0 for a group without any call (a projection of a fused tuple).
@@ -41,8 +43,10 @@ from compiler.ir.types import FuncType, TensorType, Type
 from compiler.ir.visitor import post_order, rebuild
 from compiler.passes.fusion_graph import build_graph, closed_function
 from compiler.passes.fusion_groups import DEFAULT_MAX_DEPTH, Group, partition
+from compiler.passes.fusion_input_casts import fuse_input_casts
 from compiler.passes.infer_type import InferType
 from compiler.passes.pass_infra import Pass, PassContext
+from compiler.runtime.vector_width import configured_lanes
 
 
 @dataclass
@@ -164,9 +168,12 @@ class _Fuser:
         return self.memo[func]
 
 
-def fuse_function(func: Function, opt_level: int, max_depth: int, link_params: bool) -> Function:
+def fuse_function(func: Function, opt_level: int, max_depth: int, link_params: bool, lanes: int) -> Function:
+    """`lanes`: the target's float32 vector lanes (the kernels some rules depend on)."""
     graph = build_graph(func)
     groups = partition(graph, opt_level, max_depth)
+    if opt_level > 0:
+        fuse_input_casts(graph, groups, lanes)
     group_of = {node.expr: groups[node.index] for node in graph.nodes}
     new = _Fuser(group_of, link_params).run(func)
     assert isinstance(new, Function)
@@ -193,9 +200,10 @@ class FuseOps(Pass):
         link_params = self.link_params
         if link_params is None:
             link_params = bool(ctx.get("relay.FuseOps.link_params", False))
+        lanes = configured_lanes(ctx.config)
         out = mod.copy()
         for gv, func in mod.functions():
             if closed_function(func):
                 continue
-            out.add(gv, fuse_function(func, opt_level, max_depth, link_params))
+            out.add(gv, fuse_function(func, opt_level, max_depth, link_params, lanes))
         return InferType().run(out, ctx)

@@ -38,6 +38,16 @@ shorter last band with a product of its own made the kernel's C 43% larger. Thre
 bands, each with a buffer of its own (`band_threads` of them), rather than each band's copy and
 product: that forked the threads twice per band, which on a loaded 2-core machine made those
 layers 3-10x slower at 2 threads.
+
+float16 data (a float16 model computing in float32, compiler/passes/float16_compute.py) is
+widened by the copy: the cast in front of the convolution joins its primitive function
+(compiler/passes/fusion_input_casts.py) and its float16 tensor is this kernel's data, so the
+float32 copy of the whole activation that a separate cast wrote and the convolution read again
+is gone. Such data always takes the copied path, 1x1 stride-1 layers included: a band widened
+into L2 beside its product costs less than a conversion at every one of the reduction's reads
+(float16 ResNet-50's 1x1 stride-1 layers ran 6-9x slower reading float16 in place, one thread).
+A channel-blocked pixel's run is widened whole (half_stages.py: F16C's vector conversion where
+the build machine has it).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 
 INDEX = "int64"
 FLOATS = ("float32",)
+HALF = "float16"  # data the kernel widens to float32 as it copies its bands
 # The band's copy of the padded input is at most this large, unless a band of `MIN_BAND_PIXELS`
 # needs more: a band of a 7x7 map with 512 channels streams 9 MiB of weights for 16 pixels
 # (measured 25% slower split in four bands than whole). 128 KiB and 256 KiB ran ResNet-50 equally
@@ -81,6 +92,11 @@ def applies(dtype: str, groups: int, block: int, lanes: int) -> bool:
     return dtype in FLOATS and groups == 1 and block in (lanes, 2 * lanes)
 
 
+def widens(data_dtype: str, dtype: str) -> bool:
+    """Whether data of `data_dtype` is widened to the product's `dtype` by the band copy."""
+    return data_dtype == HALF and dtype in FLOATS
+
+
 def conv2d_packed_loops(
     ctx: KernelContext,
     data: te.Buffer,
@@ -95,7 +111,7 @@ def conv2d_packed_loops(
     `taps_outer`, `out` NCHW or NCHW[b]c (its block the weight's); `window`: strides, dilation
     and the (top, left) padding (bottom and right follow from the shapes). The product and the
     epilogue compute in `dtype` (the output's when not given); each stored value is cast to the
-    output's."""
+    output's. float16 `data` (`widens`) is widened into the bands."""
     n, c, h, w = _nchw(data)
     if taps_outer:
         outer, kh, kw, _, nr = (int(d) for d in weight.shape)  # type: ignore[arg-type]  # static shapes
@@ -112,7 +128,8 @@ def conv2d_packed_loops(
     rows = oh * grid.wp
     last_read = rows - 1 + grid.max_shift((kh, kw))
     dtype = dtype or out.dtype
-    direct = top == left == 0 and (grid.hp, grid.wp) == (h, w) and (sh, sw) == (1, 1) and last_read < grid.plane
+    direct = (top == left == 0 and (grid.hp, grid.wp) == (h, w) and (sh, sw) == (1, 1) and last_read < grid.plane
+              and not widens(data.dtype, dtype))
     geometry = (n, c, kh, kw, oh, ow, grid.wp, outer * nr)
 
     def store(img: te.PrimExpr, oc0: te.PrimExpr, j: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr,
@@ -383,8 +400,10 @@ def _copy_band_blocked(
                     at: Callable[..., te.PrimExpr] = at, zeros: Callable[..., Stmt] = zeros) -> Stmt:
                 xx, j = index_var(ctx, "xx"), index_var(ctx, "j")
                 value = data[img, cb, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left), j]
-                pixel = For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,), te.cast(dtype, value)),
-                            ForKind.VECTORIZED)
+                # float16 data: the run is widened whole rather than lane by lane.
+                pixel = stage_half_conversions(ctx, For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,),
+                                                                               te.cast(dtype, value)),
+                                                        ForKind.VECTORIZED))
                 return seq(zeros(yy, 0, x_lo), For(xx, _i(x_lo), _i(x_hi - x_lo), pixel), zeros(yy, x_hi, band.wp))
 
             fills.append(_fill_phase(ctx, band, hp, y0, (ry - top, rx - left), (h, w), row,

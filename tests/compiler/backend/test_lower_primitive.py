@@ -295,6 +295,28 @@ def test_epilogue_may_change_the_dtype_of_the_reduction() -> None:
     assert store.buffer is func.outputs[0] and store.buffer.dtype == "float32"
 
 
+CAST_INTO_CONV = """fn (%p0: Tensor[(1, 1, 4, 4, 16), float16], %p1: Tensor[WEIGHT, float32], Primitive=1) {
+  %0 = cast(%p0, dtype="float32");
+  nn.contrib_conv2d_NCHWc(%0, %p1, channels=16, kernel_size=[1, 1], data_layout="NCHW16c", kernel_layout="LAYOUT",
+                          out_layout="NCHW16c")
+}"""
+
+
+def test_a_kernel_that_widens_its_input_reads_the_float16_tensor_a_cast_made_float32() -> None:
+    # The packed convolution (OHWI16o) declares extras["widened_inputs"]: no float32 copy.
+    func = lower(CAST_INTO_CONV.replace("WEIGHT", "(1, 1, 1, 16, 16)").replace("LAYOUT", "OHWI16o"))
+    assert func.inputs[0].dtype == "float16"
+    assert [b.name for b in temporaries(func) if b.name.startswith("T_input")] == []
+
+
+def test_a_kernel_that_reads_float32_gets_the_cast_input_stored_first() -> None:
+    # TVM's OIHW16i16o layout takes the generic kernel, which widens nothing.
+    func = lower(CAST_INTO_CONV.replace("WEIGHT", "(1, 1, 1, 1, 16, 16)").replace("LAYOUT", "OIHW16i16o"))
+    assert func.inputs[0].dtype == "float16"
+    (copy,) = [b for b in temporaries(func) if b.name.startswith("T_input")]
+    assert copy.dtype == "float32"
+
+
 def test_diamond_computes_the_shared_node_once_per_element() -> None:
     func = lower(DIAMOND)
     assert temporaries(func) == []

@@ -5,7 +5,8 @@ run against a convolution written here in numpy.
 Covers both weight orders, blocks of one and two vectors (AVX2's 8 lanes and AVX-512's 16),
 padding on any side, strides, dilation, odd channel counts, batches, 1x1 layers read in place,
 fused bias + relu and residual-add epilogues, and the fallback for blocks the kernel does not
-take. The `BANDED` cases are lowered with a copy budget of a few rows, so the padded input is
+take, and float16 data cast to float32 in the function, which the kernel widens itself as it
+copies its bands. The `BANDED` cases are lowered with a copy budget of a few rows, so the padded input is
 copied and used in several bands of one height (the last one overlapping the one before where
 they do not divide the output's rows), and as if built on a 2-core machine, so
 the larger ones share their bands between two threads with a copy each. Which calls reach the
@@ -28,7 +29,7 @@ from compiler.tir.compute import KernelContext
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
 from compiler.runtime.ffi import aligned_empty
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_bytes
-from compiler.tir.expr import Binary, Load
+from compiler.tir.expr import Binary, CallExtern, Load
 from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT
 from tests.compiler.ops.kernels.harness import Library, op_call, primitive
 
@@ -167,6 +168,25 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
         return lower_primitive(func, name, KernelContext(parallel=parallel, vector_lanes=lanes))
 
 
+# Cases run again on float16 data cast to float32 in the function (as FuseOps leaves a float16
+# model's casts in front of its convolutions, compiler/passes/fusion_input_casts.py): the kernel
+# reads the float16 tensor and widens it in its band copy, blocked or not, 1x1 stride-1 included.
+# The block of 4 takes the generic kernel, which is given a float32 copy instead.
+HALF = ("blocked_1x1_in_place", "nchw_stem_to_blocked", "bands_blocked_stride_2", "blocked_stride_2_avx512",
+        "block_of_4_takes_the_generic_kernel")
+
+
+def half_inputs_of(name: str) -> list[np.ndarray]:
+    data, weight = inputs_of(name)
+    return [data.astype(np.float16), weight]
+
+
+def half_expected_of(name: str) -> np.ndarray:
+    data, weight, _, _, _, strides, dilation, padding = CASES[name]
+    widened = data.astype(np.float16).astype(np.float32)
+    return block_channels(numpy_conv(widened, weight, strides, dilation, padding), BLOCKED.get(name, (0, 0))[1])
+
+
 BIAS = f32(32)
 RESIDUAL = f32(1, 32, 10, 10)
 RAGGED_RESIDUAL = f32(1, 16, 23, 13)
@@ -189,6 +209,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
                                  "nn.relu(add(%0, %p2))"), "blocked_residual_relu", 8))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
+    for name in HALF:
+        call = op_call(OP, 2, attrs_of(name)).replace("(%p0,", '(cast(%p0, dtype="float32"),', 1)
+        funcs.append(lower(primitive(call, half_inputs_of(name)), f"half_{name}", CASES[name][4], bands_of=name))
     return Library(funcs, Path(tmp_path_factory.mktemp("conv2d_packed")))
 
 
@@ -332,6 +355,35 @@ def test_bands_share_threads_in_one_parallel_loop(library: Library) -> None:
 
 def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:
     assert grids(library, "block_of_4_takes_the_generic_kernel") == []
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_float16_data_cast_to_float32_matches_numpy_on_the_widened_values(library: Library, name: str) -> None:
+    (result,) = library.run(f"half_{name}", half_inputs_of(name))
+    np.testing.assert_allclose(result, half_expected_of(name), rtol=1e-4, atol=1e-5)
+
+
+def temporaries(func: PrimFunc) -> list[str]:
+    return [s.buffer.name for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.name.startswith("T_")]
+
+
+@pytest.mark.parametrize("name", [n for n in HALF if n != "block_of_4_takes_the_generic_kernel"])
+def test_the_packed_kernel_reads_float16_data_and_widens_it_in_its_bands(library: Library, name: str) -> None:
+    func = library.funcs[f"half_{name}"]
+    assert func.inputs[0].dtype == "float16"
+    assert temporaries(func) == []  # no float32 copy of the whole input
+    # A 1x1 stride-1 layer too copies (and widens) bands rather than converting at every read.
+    assert len(grids(library, f"half_{name}")) == 1
+    calls = {e.name for stmt in walk_stmts(func.body) for root in stmt_exprs(stmt) for e in post_order(root)
+             if isinstance(e, CallExtern)}
+    # Channel-blocked data is widened a pixel's run at a time (F16C where the machine has it).
+    assert ("relaycc_halfwidenn_f32" in calls) == (BLOCKED[name][0] > 0)
+
+
+def test_a_kernel_that_does_not_widen_gets_a_float32_copy_of_cast_data(library: Library) -> None:
+    func = library.funcs["half_block_of_4_takes_the_generic_kernel"]
+    assert func.inputs[0].dtype == "float16"
+    assert len(temporaries(func)) == 1
 
 
 def test_generated_c_compiles_without_warnings(library: Library) -> None:

@@ -14,7 +14,7 @@ writes are all 4 bytes is atomic), in the order given, so the costliest can go f
 The result never depends on timing: where any item failed, the parent calls the first failing
 item itself, in order, so the same exception is raised with its own type, message and location
 as in a serial loop. A child that died without answering (killed, out of memory) leaves its
-items to the parent. Leaving the `with` block, whatever the reason, kills and reaps every child
+items to the parent, as a fork that fails leaves them all. Leaving the `with` block, whatever the reason, kills and reaps every child
 still running.
 """
 
@@ -108,7 +108,13 @@ class ForkedMap(Generic[T]):
         self._queue = queue_read
         for _ in range(workers):
             read_end, write_end = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                # No process to spare (a sandbox's RLIMIT_NPROC): this one does the rest.
+                os.close(read_end)
+                os.close(write_end)
+                break
             if pid == 0:  # pragma: no cover  # the child's exit status is all that is seen
                 self._child(write_end, read_end)
             os.close(write_end)

@@ -80,6 +80,16 @@ def test_items_of_a_child_that_died_are_computed_by_the_parent() -> None:
     assert _gone(pid)
 
 
+def test_when_no_process_can_be_forked_the_caller_computes_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    with ForkedMap(lambda i: 2 * i, 5, workers=1) as work:
+        assert work.children == []
+        assert work.results() == [0, 2, 4, 6, 8]
+
+
 def test_leaving_the_block_early_kills_and_reaps_the_children() -> None:
     def slow(i: int) -> int:
         time.sleep(10)

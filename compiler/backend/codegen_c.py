@@ -65,6 +65,10 @@ from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loo
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
 STANDARD_INCLUDES = ("stdint.h", "stddef.h", "string.h", "math.h")
+# Emission takes roughly half a millisecond of CPU per statement (ResNet-50: 4,275 statements,
+# 1.5-2 s); below about 0.2 s of it, forking a worker (a few ms for a large process, and a
+# process more for the compilers to share the cores with) is not worth it.
+FORK_FROM_STATEMENTS = 400
 LOCAL_ALIGNMENT = 64
 _INT32_MAX = 2**31 - 1
 _FAILED = HELPER_PREFIX + "failed"
@@ -504,9 +508,13 @@ class CFiles:
             return _emit(func, workspace_alignment, frozenset(defined | _extern_names(func)))
 
         # Statement count tracks emission time well enough to put the long functions first,
-        # so no process is left with one of them at the end.
-        order = sorted(range(len(self.funcs)), key=lambda i: -sum(1 for _ in walk_stmts(self.funcs[i].body)))
-        self._map = ForkedMap(emit_one, len(self.funcs), workers if len(self.funcs) > 1 else 0, order)
+        # so no process is left with one of them at the end, and to leave small modules to
+        # this process alone.
+        sizes = [sum(1 for _ in walk_stmts(f.body)) for f in self.funcs]
+        order = sorted(range(len(self.funcs)), key=lambda i: -sizes[i])
+        if sum(sizes) < FORK_FROM_STATEMENTS:
+            workers = 0
+        self._map = ForkedMap(emit_one, len(self.funcs), workers, order)
 
     def __enter__(self) -> CFiles:
         return self

@@ -23,8 +23,10 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import select
 import signal
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -39,11 +41,17 @@ _OK, _FAILED = 0, 1
 
 class ForkedMap(Generic[T]):
     """`call(i)` for every i in range(count), in this process and `workers` forked children;
-    `order` is the order items are taken in (default: by index)."""
+    `order` is the order items are taken in (default: by index). Once this process has no item
+    left, it waits for a child's answer at most `patience_s` or four times as long as its own
+    share took, whichever is longer: a child forked while another thread held a lock it then
+    needs (an import's, say) would never answer, so it is killed and its items done here."""
 
-    def __init__(self, call: Callable[[int], T], count: int, workers: int, order: Sequence[int] | None = None):
+    def __init__(self, call: Callable[[int], T], count: int, workers: int, order: Sequence[int] | None = None,
+                 patience_s: float = 60.0):
         self.call = call
         self.count = count
+        self.patience_s = patience_s
+        self._started = time.monotonic()
         self.order = list(range(count) if order is None else order)
         if sorted(self.order) != list(range(count)):
             raise ValueError("order must list every item exactly once")
@@ -53,7 +61,11 @@ class ForkedMap(Generic[T]):
         self._queue: int | None = None
         workers = max(0, min(workers, count - 1)) if count <= _MAX_QUEUED and hasattr(os, "fork") else 0
         if workers:
-            self._fork(workers)
+            try:
+                self._fork(workers)
+            except BaseException:
+                self.close()
+                raise
 
     def __enter__(self) -> ForkedMap[T]:
         return self
@@ -69,8 +81,9 @@ class ForkedMap(Generic[T]):
     def results(self) -> list[T]:
         """Every item's result, in index order; raises the first failing item's exception."""
         self._work()
+        deadline = time.monotonic() + max(self.patience_s, 4 * (time.monotonic() - self._started))
         for pid, read_end in list(self._children.items()):
-            answers = self._answers(read_end)
+            answers = self._answers(pid, read_end, deadline)
             self._reap(pid)
             for index, status, value in answers:
                 if status == _OK:
@@ -107,7 +120,10 @@ class ForkedMap(Generic[T]):
             os.close(queue_write)  # an empty queue then reads as end of file
         self._queue = queue_read
         for _ in range(workers):
-            read_end, write_end = os.pipe()
+            try:
+                read_end, write_end = os.pipe()
+            except OSError:
+                break  # out of file descriptors: this process does the rest
             try:
                 pid = os.fork()
             except OSError:
@@ -140,11 +156,19 @@ class ForkedMap(Generic[T]):
         except Exception:  # noqa: BLE001  # raised again, in order, by results()
             self._failed.add(index)
 
-    def _answers(self, read_end: int) -> list[tuple[int, int, T]]:
+    def _answers(self, pid: int, read_end: int, deadline: float) -> list[tuple[int, int, T]]:
         chunks = []
-        while chunk := os.read(read_end, 1 << 20):
+        poll = select.poll()
+        poll.register(read_end, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poll.poll(left * 1000):
+                os.kill(pid, signal.SIGKILL)  # stuck: its items are done here
+                return []
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
             chunks.append(chunk)
-        os.close(read_end)
         try:
             return pickle.loads(b"".join(chunks)) if chunks else []
         except Exception:  # noqa: BLE001  # a child cut short: its items are done here

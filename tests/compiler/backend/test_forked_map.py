@@ -80,6 +80,25 @@ def test_items_of_a_child_that_died_are_computed_by_the_parent() -> None:
     assert _gone(pid)
 
 
+def test_a_child_that_never_answers_is_killed_and_its_item_done_here(tmp_path: Path) -> None:
+    parent = os.getpid()
+    marker = tmp_path / "child-stuck"
+
+    def call(i: int) -> int:
+        if os.getpid() != parent:
+            marker.touch()
+            time.sleep(3600)  # as a child would that waits for a lock no thread will release
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return 3 * i
+
+    with ForkedMap(call, 4, workers=1, patience_s=0.2) as work:
+        (pid,) = work.children
+        assert work.results() == [0, 3, 6, 9]
+    assert _gone(pid)
+
+
 def test_when_no_process_can_be_forked_the_caller_computes_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse() -> int:
         raise BlockingIOError(11, "Resource temporarily unavailable")

@@ -27,7 +27,7 @@ import numpy as np
 
 from compiler import __version__
 from compiler.backend.aot_executor import AOTExecutorCodegen, AOTResult
-from compiler.backend.codegen_c import emit_c_files, emit_c_module
+from compiler.backend.codegen_c import CFiles, emit_c_module
 from compiler.backend.constants import ConstantPool, is_separate, write_pool_bytes, write_pool_source
 from compiler.backend.file_replace import replace_file
 from compiler.backend.function_metadata import UpdateFunctionMetadata
@@ -80,6 +80,7 @@ from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import Blob, LibraryBuilder
 from compiler.runtime.build_cache import BuildCache, KeyHasher, package_identity, toolchain_identity
 from compiler.runtime.compile_cache import CompileCache
+from compiler.runtime.threads import available_cores
 from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
 
@@ -235,22 +236,30 @@ class CompiledModel:
     def prefix(self) -> str:
         return f"tvmgen_{self.options.module_name}"
 
-    def c_sources(self) -> dict[str, str]:
+    def c_sources(self, kernels: CFiles | None = None) -> dict[str, str]:
         """File name → C text: the executor (lib0), the host kernels (lib1, lib2, ..., grouped
         by backend/kernel_files.py), then one file per external module (the codegens'
-        generated C). A large constant pool has a file of its own: `pool_source`."""
+        generated C). A large constant pool has a file of its own: `pool_source`. `kernels`
+        is the kernels' emission when `kernel_files` started it earlier."""
         assert self.aot is not None, "lower-only builds have no C"
         name = self.options.module_name
-        external = {s for m in self.external_modules for s in m.symbols}
-        host_funcs = [f for f in self.prim_funcs if f.name not in external]
+        if kernels is None:
+            with self.kernel_files() as started:
+                return self.c_sources(started)
         alignment = self.options.workspace_byte_alignment
-        kernels = emit_c_files(host_funcs, kernel_groups, workspace_alignment=alignment) or [
-            emit_c_module([], workspace_alignment=alignment)
-        ]
+        texts = kernels.result() or [emit_c_module([], workspace_alignment=alignment)]
         sources = {f"{name}_lib0.c": self.aot.main_source}
-        sources.update((f"{name}_lib{k}.c", text) for k, text in enumerate(kernels, start=1))
+        sources.update((f"{name}_lib{k}.c", text) for k, text in enumerate(texts, start=1))
         sources.update((m.file_name, m.source) for m in self.external_modules)
         return sources
+
+    def kernel_files(self, workers: int = 0) -> CFiles:
+        """The host kernels' C files, their emission started (by `workers` forked processes
+        beside this one, from now on): what `c_sources` takes."""
+        external = {s for m in self.external_modules for s in m.symbols}
+        host_funcs = [f for f in self.prim_funcs if f.name not in external]
+        return CFiles(host_funcs, kernel_groups, workspace_alignment=self.options.workspace_byte_alignment,
+                      workers=workers)
 
     def pool_source(self) -> tuple[str, str, ConstantPool] | None:
         """(file name, symbol, pool) of the constant pool the executor only declares, if any."""
@@ -445,27 +454,46 @@ def export(
     files = written if written is not None else []
     if model.aot is None:
         _write_lowered(model, outdir, files)
-    elif not build_library:
-        _export_sources(model, outdir, relay_text, files, combined(_write_codegen_libraries(model, outdir)), None)
     else:
-        name = model.options.module_name
-        codegen_libraries = combined(_write_codegen_libraries(model, outdir))
-        # The compilers start on each file as soon as it is written, and the artifacts nothing
-        # is compiled from (lowered.relay, the pool's C, the MLF archive) are written while they
-        # run: the build takes about the longer of the two, not their sum.
-        with tempfile.TemporaryDirectory(prefix="relaycc-pool-") as work, LibraryBuilder(
-            outdir / f"lib{name}.so",
-            cflags=model.options.cflags,
-            include_dirs=[outdir / "include", *codegen_libraries.include_dirs],
-            cache=CompileCache.from_environment() if cache == FROM_ENVIRONMENT else cache,
-            progress=c_progress,
-        ) as library:
-            _export_sources(model, outdir, relay_text, files, codegen_libraries, (library, Path(work)))
-            library.link(libraries=codegen_libraries.libraries, library_dirs=codegen_libraries.library_dirs)
-        files.insert(-1, outdir / f"lib{name}.so")  # before the archive, as the files were always listed
+        # The kernels' C (the longest pure-Python step) is emitted from here on by forked
+        # processes on the other cores too, while this one writes the codegens' libraries, the
+        # executor and the pool, and then joins them. Forked before the builder starts threads.
+        with model.kernel_files(workers=available_cores() - 1) as kernels:
+            _export_executor(model, outdir, relay_text, files, kernels, build_library, cache, c_progress)
     _write(outdir / "metadata.json", json.dumps(model.report, indent=2) + "\n")
     files.append(outdir / "metadata.json")
     return outdir
+
+
+def _export_executor(
+    model: CompiledModel,
+    outdir: Path,
+    relay_text: str,
+    files: list[Path],
+    kernels: CFiles,
+    build_library: bool,
+    cache: CompileCache | None | Literal["environment"],
+    c_progress: Callable[[int, int], None] | None,
+) -> None:
+    if not build_library:
+        _export_sources(model, outdir, relay_text, files, combined(_write_codegen_libraries(model, outdir)), kernels,
+                        None)
+        return
+    name = model.options.module_name
+    codegen_libraries = combined(_write_codegen_libraries(model, outdir))
+    # The compilers start on each file as soon as it is written, and the artifacts nothing
+    # is compiled from (lowered.relay, the pool's C, the MLF archive) are written while they
+    # run: the build takes about the longer of the two, not their sum.
+    with tempfile.TemporaryDirectory(prefix="relaycc-pool-") as work, LibraryBuilder(
+        outdir / f"lib{name}.so",
+        cflags=model.options.cflags,
+        include_dirs=[outdir / "include", *codegen_libraries.include_dirs],
+        cache=CompileCache.from_environment() if cache == FROM_ENVIRONMENT else cache,
+        progress=c_progress,
+    ) as library:
+        _export_sources(model, outdir, relay_text, files, codegen_libraries, kernels, (library, Path(work)))
+        library.link(libraries=codegen_libraries.libraries, library_dirs=codegen_libraries.library_dirs)
+    files.insert(-1, outdir / f"lib{name}.so")  # before the archive, as the files were always listed
 
 
 def _write_lowered(model: CompiledModel, outdir: Path, files: list[Path]) -> None:
@@ -479,6 +507,7 @@ def _export_sources(
     relay_text: str,
     files: list[Path],
     codegen_libraries: LibraryBuild,
+    kernels: CFiles,
     build: tuple[LibraryBuilder, Path] | None,
 ) -> None:
     """Writes the executor's artifacts but the library (the codegens' libraries are written
@@ -511,7 +540,7 @@ def _export_sources(
             pool_name, symbol, pool = pool_source
             pool_written = writer.submit(_write_stream, src / pool_name, lambda stream: write_pool_source(
                 stream, symbol, pool, f"Read-only constant pool of the module \"{name}\", generated by relaycc."))
-        sources = model.c_sources()
+        sources = model.c_sources(kernels)
         for file_name, text in sources.items():
             if file_name != lib0:
                 _write(src / file_name, text)

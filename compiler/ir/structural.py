@@ -349,7 +349,7 @@ def _mix(h: int, v: int) -> int:
     return (h * 0xBF58476D1CE4E5B9) & _MASK
 
 
-def _bytes_hash(data: bytes) -> int:
+def _bytes_hash(data: bytes | memoryview) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
@@ -413,7 +413,8 @@ def _array_hash(a: np.ndarray) -> int:
     h = _mix(_tag("array"), _str_hash(str(a.dtype)))
     for d in a.shape:
         h = _mix(h, d)
-    return _mix(h, _bytes_hash(np.ascontiguousarray(a).tobytes()))
+    # The bytes as they lie, not a copy: LabelOps hashes every weight of a model this way.
+    return _mix(h, _bytes_hash(memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))))
 
 
 def _type_hash(ty: Type | None) -> int:

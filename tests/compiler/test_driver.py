@@ -174,6 +174,24 @@ def test_a_large_constant_pool_has_its_own_file_and_the_library_reads_it(tmp_pat
     np.testing.assert_allclose(got, x @ weight.T, rtol=1e-4, atol=1e-4)
 
 
+def test_kernels_emitted_by_forked_workers_are_the_files_a_serial_emission_gives(tmp_path, monkeypatch):
+    import compiler.driver as driver
+
+    # Two workers beside the build's own process, whatever this machine has.
+    monkeypatch.setattr(driver, "available_cores", lambda: 3)
+    model = build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, build_library=False, cache=None)
+    written = {p.name: p.read_text() for p in (tmp_path / "src").glob("default_lib*.c")}
+    serial = model.c_sources()
+    assert len(serial) > 2 and written == serial
+    assert not _child_processes()
+
+
+def _child_processes() -> list[str]:
+    """This process's children still alive or unreaped (Linux's /proc)."""
+    tasks = Path("/proc/self/task")
+    return [pid for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+
+
 def test_a_build_into_an_earlier_outdir_leaves_only_its_own_files(tmp_path):
     build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, build_library=False, cache=None)
     assert len(list((tmp_path / "src").glob("default_lib*.c"))) > 2
@@ -191,6 +209,7 @@ def test_a_build_that_fails_while_its_files_compile_leaves_no_library_or_report(
         build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, cache=None)
     assert not (tmp_path / "libdefault.so").exists() and not (tmp_path / "metadata.json").exists()
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert not _child_processes()  # neither compilers nor the kernels' emission workers
 
 
 def test_a_kernel_file_the_compiler_rejects_is_named_in_the_error(tmp_path):

@@ -4,12 +4,14 @@ called with numpy arrays and compared with numpy."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
 
-from compiler.backend.codegen_c import emit_c_files, emit_c_module, emit_prim_func, prim_func_signature
+from compiler.backend import codegen_c
+from compiler.backend.codegen_c import CFiles, emit_c_files, emit_c_module, emit_prim_func, prim_func_signature
 from compiler.diagnostics import UnsupportedError
 from compiler.runtime.build import build_shared_library, compile_check
 from compiler.runtime.ffi import Library, load_library, prim_func_cdef
@@ -710,6 +712,47 @@ def test_a_split_that_loses_or_repeats_a_function_is_refused() -> None:
     for groups in ([[0]], [[0, 1], [1]]):
         with pytest.raises(ValueError, match="exactly one group"):
             emit_c_files(funcs, lambda bodies, groups=groups: groups)
+
+
+@pytest.fixture
+def fork_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers even for these small functions, which alone would not be worth one."""
+    monkeypatch.setattr(codegen_c, "FORK_FROM_STATEMENTS", 0)
+
+
+def test_files_emitted_with_forked_workers_are_those_emitted_serially(fork_for_any_size: None) -> None:
+    funcs = [vector_add(), transpose(), matmul(), add_twice()]
+
+    def split(bodies: Sequence[str]) -> list[list[int]]:
+        return [[3, 0], [2], [1]]
+
+    assert emit_c_files(funcs, split, workers=2) == emit_c_files(funcs, split)
+
+
+def test_an_error_in_one_function_emitted_by_workers_keeps_its_type_and_message(fork_for_any_size: None) -> None:
+    n = Var("n", "int64")
+    out = Buffer("out", (n,))
+    tmp = Buffer("tmp", (n,), scope="local")
+    body = Allocate(tmp, for_range("i", n, lambda i: Store(out, (i,), Const(0.0, "float32"))))
+    bad = PrimFunc("needs_static_size", (out,), body, 0, scalar_params=(n,))
+    funcs = [vector_add(), transpose(), bad, matmul()]
+    with pytest.raises(UnsupportedError, match="needs_static_size: local buffer tmp needs a static size"):
+        emit_c_files(funcs, lambda bodies: [list(range(len(bodies)))], workers=1)
+
+
+def test_started_emission_left_unused_ends_its_workers(fork_for_any_size: None) -> None:
+    with CFiles([vector_add(), transpose(), matmul()], lambda bodies: [[0, 1, 2]], workers=2) as files:
+        pids = files.workers
+        assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_few_small_functions_are_emitted_without_workers() -> None:
+    with CFiles([vector_add(), transpose(), matmul()], lambda bodies: [[0, 1, 2]], workers=2) as files:
+        assert files.workers == []
+        assert files.result() == [emit_c_module([vector_add(), transpose(), matmul()])]
 
 
 def half_epilogue() -> PrimFunc:

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from compiler.tir.analysis import expr_equal
+from compiler.tir.analysis import expr_equal, free_vars, substitute
 from compiler.tir.expr import (
     Binary,
     Buffer,
@@ -19,7 +19,7 @@ from compiler.tir.expr import (
     minimum,
 )
 from compiler.tir.simplify import EMPTY, const_int_bound, simplify, simplify_expr
-from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, Seq, Store, for_range, seq
+from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, Seq, Store, for_range, seq
 
 
 def b(op: str, x: PrimExpr | int, y: PrimExpr | int) -> Binary:
@@ -225,6 +225,20 @@ def test_loop_of_extent_one_becomes_its_body_at_begin() -> None:
     loop = For(i, Const(2), Const(1), Store(out, (binary("+", i, 1),), Const(1.0, "float32")))
     result = simplify(loop)
     assert isinstance(result, Store) and is_const(result.indices[0], 3, "int32")
+
+
+def test_nested_single_values_are_all_replaced_in_the_innermost_loop() -> None:
+    # i = 2; j = 3 * i; k = 5 (a let of a constant); then a real loop over m: out[i + j + k + m].
+    out = Buffer("out", (32,))
+    i, j, k, m = Var("i"), Var("j"), Var("k"), Var("m")
+    store_ = Store(out, (b("+", b("+", b("+", i, j), k), m),), Const(1.0, "float32"))
+    inner = LetStmt(k, Const(5), For(m, Const(0), Const(4), store_))
+    nest = For(i, Const(2), Const(1), For(j, b("*", i, 3), Const(1), inner))
+    result = simplify(nest)
+    assert isinstance(result, For) and result.var is m and isinstance(result.body, Store)
+    index = result.body.indices[0]
+    assert free_vars(index) == [m]
+    assert all(is_const(simplify_expr(substitute(index, {m: Const(v)})), 13 + v, "int32") for v in range(4))
 
 
 def test_nested_sequences_flatten_and_empty_parts_vanish() -> None:

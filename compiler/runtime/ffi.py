@@ -26,6 +26,7 @@ import cffi
 import numpy as np
 
 from compiler.diagnostics import InputError
+from compiler.runtime.threads import prepare_openmp
 
 if TYPE_CHECKING:
     from compiler.tir.stmt import PrimFunc
@@ -214,6 +215,7 @@ def load_library(path: Path, cdef: str) -> Library:
     # Never unmapped: a library with OpenMP loops pulls in libgomp, whose idle worker threads
     # would crash the process if dlclose unmapped it (as happens at interpreter exit).
     flags = ffi.RTLD_NOW | getattr(ffi, "RTLD_NODELETE", 0)
+    prepare_openmp()
     try:
         lib = ffi.dlopen(str(Path(path).resolve()), flags)
     except OSError as err:

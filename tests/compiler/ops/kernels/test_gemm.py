@@ -13,7 +13,7 @@ from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, tile_rows, tile
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
-from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
 from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library
 
@@ -51,8 +51,26 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     return built_once(tmp_path_factory, "kernels_gemm", build_library)
 
 
+def counted_product(name: str, m: int, n: int, k: tuple[int, int]) -> PrimFunc:
+    """`nested_product` that also adds one to `hits[m, n]` at every store of out[m, n]."""
+    x, y = te.Buffer("x", (1, m, *k)), te.Buffer("y", (1, *k, n))
+    out, hits = te.Buffer("out", (1, m, n)), te.Buffer("hits", (1, m, n), "int32")
+
+    def store(b: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        return seq(Store(out, (b, row, col), value), Store(hits, (b, row, col), hits[b, row, col] + 1))
+
+    spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
+                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store)
+    return PrimFunc(name, (x, y, out, hits), gemm(KernelContext(), spec), num_inputs=2)
+
+
+# m = 9 and 14 leave 3 and 2 rows past the last whole row block of 6.
+COUNTED = {"counted_9": (9, 19, (3, 4)), "counted_14": (14, 8, (2, 5))}
+
+
 def build_library(directory: Path) -> Library:
     funcs = [nested_product(name, *shape) for name, shape in PRODUCTS.items()]
+    funcs += [counted_product(name, *shape) for name, shape in COUNTED.items()]
     return Library(funcs, directory)
 
 
@@ -64,6 +82,24 @@ def test_product_with_a_nested_reduction_matches_numpy(library: Library, name: s
     (result,) = library.run(name, [x, y])
     expected = np.einsum("bmij,bijn->bmn", x, np.broadcast_to(y, (batch, *k, n)))
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(COUNTED))
+def test_rows_the_last_row_block_shares_with_the_one_before_are_stored_once(library: Library, name: str) -> None:
+    # The last block starts early so that it has a whole tile of rows; storing its shared rows
+    # again would add a residual read from the output twice.
+    m, n, k = COUNTED[name]
+    x = RNG.uniform(-1, 1, (1, m, *k)).astype("float32")
+    y = RNG.uniform(-1, 1, (1, *k, n)).astype("float32")
+    result, hits = library.run(name, [x, y])
+    np.testing.assert_allclose(result, np.einsum("bmij,bijn->bmn", x, y), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hits, np.full((1, m, n), 123 + 1, "int32"))  # the harness starts it at 123
+
+
+def test_a_row_count_that_tiles_do_not_divide_has_one_tile_shape() -> None:
+    func = nested_product("f", 1, 9, 16, (4, 4), False)
+    accumulators = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.scope == "local"]
+    assert [b.shape for b in accumulators] == [(96,)]
 
 
 def test_tile_is_six_rows_by_two_vectors_of_float32() -> None:

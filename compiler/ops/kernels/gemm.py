@@ -98,6 +98,9 @@ class GemmSpec:
     store_row: RowStore | None = None
     # The tiles run on one core below this many multiply-adds.
     parallel_min_macs: int = PARALLEL_MIN_MACS
+    # Whether the last reduction step is taken in the store (see `_tile`); a caller whose store
+    # applies an epilogue to the value may turn it off.
+    peel_last: bool = True
 
     @property
     def k_total(self) -> int:
@@ -299,7 +302,8 @@ def _tile(
     The last reduction step is taken in the store (`acc + a * b` written out): were the store a
     plain copy of the tile, gcc would turn it into a memcpy, which keeps the tile in memory
     instead of registers for the whole k loop (3x slower; an epilogue hides this, a bare product
-    does not)."""
+    does not). A caller whose store computes on the value turns this off (`peel_last`): the
+    reduction is then one loop nest rather than one per axis, and its C a third or less."""
     acc = te.Buffer(ctx.fresh("acc"), (rows * nr,), spec.dtype, scope="local")
     z = index_var(ctx, "j")
     init = For(z, _index(0), _index(rows * nr), Store(acc, (z,), te.const(0, spec.dtype)), ForKind.VECTORIZED)
@@ -316,6 +320,12 @@ def _tile(
             fmas.append(For(j, _index(0), _index(nr),
                             Store(acc, cell, acc[cell] + a * panel(ks, j)), ForKind.VECTORIZED))
         return let_all([(a, te.cast(spec.dtype, r.load(ks))) for a, r in zip(a_vars, readers)], seq(*fmas))
+
+    if not spec.peel_last:
+        lets = [let for r in readers for let in r.lets]
+        whole = loop_nest(ctx, "k", spec.k, step)
+        store_all = _store_tile(ctx, spec, lambda i, j: acc[j + i * nr], b, nb, m0, rows, nr, shared)
+        return Allocate(acc, seq(init, let_all(lets, seq(whole, store_all))))
 
     last = [_index(extent - 1) for extent in spec.k]
     last_a = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]

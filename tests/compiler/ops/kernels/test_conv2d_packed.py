@@ -26,10 +26,10 @@ from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
 from compiler.tir.compute import KernelContext
-from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc
+from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Store
 from compiler.runtime.ffi import aligned_empty
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts, workspace_bytes
-from compiler.tir.expr import Binary, CallExtern, Load
+from compiler.tir.expr import Binary, CallExtern, Const, Load
 from tests.compiler.backend.prim_library import WORKSPACE_ALIGNMENT
 from tests.compiler.ops.kernels.harness import Library, op_call, primitive
 
@@ -388,3 +388,23 @@ def test_a_kernel_that_does_not_widen_gets_a_float32_copy_of_cast_data(library: 
 
 def test_generated_c_compiles_without_warnings(library: Library) -> None:
     assert library.warnings == []
+
+
+def accumulations(func: PrimFunc) -> int:
+    """Stores into the register tiles other than their zeroing: one per tile row per copy of
+    the reduction's step in the C."""
+    return sum(1 for s in walk_stmts(func.body)
+               if isinstance(s, Store) and s.buffer.name.startswith("acc") and not isinstance(s.value, Const))
+
+
+def test_a_convolution_with_an_epilogue_takes_every_reduction_step_in_one_loop_nest(library: Library) -> None:
+    # A bare convolution keeps the last step in its store (a plain store of the tile would be a
+    # memcpy to gcc); its (c, kh, kw) reduction is then written three times over.
+    assert accumulations(library.funcs["same_padding_3x3"]) == 3 * accumulations(library.funcs["bias_relu"])
+
+
+def test_a_float16_epilogue_keeps_the_last_step_in_its_store(library: Library) -> None:
+    call = op_call(OP, 2, attrs_of("same_padding_3x3"))
+    half = lower(primitive(call, [*inputs_of("same_padding_3x3"), BIAS],
+                           'cast(nn.relu(nn.bias_add(%0, %p2)), dtype="float16")'), "half_out", 8)
+    assert accumulations(half) == accumulations(library.funcs["same_padding_3x3"])

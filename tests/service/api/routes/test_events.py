@@ -66,7 +66,10 @@ def test_a_running_job_streams_its_progress_then_its_final_state(app_client: Tes
     assert isinstance(final, dict) and (final["id"], final["state"]) == (mid, "succeeded")
     progress = [data for name, data in stream if name == "progress"]
     assert all(a != b for a, b in zip(progress, progress[1:]))  # only changes are sent
-    assert {p["stage"] for p in progress} >= {"starting"}  # type: ignore[index]
+    stages = [p["stage"] for p in progress]  # type: ignore[index]
+    # The job is "starting" until its sandbox reports the first pass; a poll the loaded machine
+    # delays may miss that stage (once in a full `make test`), but never sees it after another.
+    assert stages and ("starting" not in stages or stages[0] == "starting")
 
     # Once finished, a stream is that state at once.
     again = parse_stream(app_client.get(f"/modules/{mid}/events").text)

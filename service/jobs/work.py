@@ -18,7 +18,6 @@ import numpy as np
 from compiler.backend.interface_c import result_names
 from compiler.diagnostics import CompileError, InputError
 from compiler.runtime.build import BuildError
-from compiler.passes.ir_snapshots import IRSnapshots
 from compiler.runtime.module import CompiledModule
 from service.arrays import NO_LIMIT, decode_npz, encode_npz
 from service.problems import Problem, compile_error_problem, make_problem
@@ -50,6 +49,7 @@ def compile_request(
     """Build the stored request (its normal form) into `outdir`; returns the timings."""
     # Imported here: a run, which starts a fresh interpreter in its sandbox, never needs them.
     from compiler.driver import build, planned_passes
+    from compiler.passes.ir_snapshots import IRSnapshots
     from service.jobs.normalize import SOURCE_NAME, build_options
 
     if delay_seconds > 0:

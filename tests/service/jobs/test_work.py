@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import errno
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +141,13 @@ def test_profile_of_refuses_an_entry_run_module_did_not_write() -> None:
     for bad in (b'{"kernels": ["a"], "us": []}', b'{"kernels": [1], "us": [1.0]}', b"not json"):
         with pytest.raises(ValueError, match="profile"):
             profile_of({PROFILE_KEY: np.frombuffer(bad, dtype=np.uint8)})
+
+
+def test_importing_the_job_functions_leaves_the_parser_and_passes_to_compiles() -> None:
+    # Every sandboxed run imports this module in a fresh interpreter: the parser, the ops and
+    # the passes (half a second of imports) are a compile's, not a run's.
+    code = ("import sys, service.jobs.work\n"
+            "print(sorted(m for m in ('compiler.parser', 'compiler.passes', 'compiler.ops') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == "[]"

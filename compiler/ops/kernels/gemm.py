@@ -277,6 +277,11 @@ def _row_block(
     time with it). The rows it shares with the block before are computed again but not stored:
     a result written over its residual input (compiler/tir/inplace.py) would add it twice."""
     full, rem = divmod(spec.m, mr)
+    if full and rem and spec.store_row is None:
+        # Products stored element by element (dense, matmul) keep a tile of the leftover rows:
+        # recomputing the shared rows ran the transformer block's dense layers 4-15% slower.
+        return IfThenElse(mb < full, _tile(ctx, spec, panel, b, nb, mb * mr, mr, nr),
+                          _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr))
     if not full:
         return _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr)
     if not rem:

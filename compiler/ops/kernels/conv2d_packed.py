@@ -17,14 +17,18 @@ plane apart and gcc emits a plain broadcast-FMA loop; with the taps innermost (O
 carries inputs from one tap to the next in registers and spills the tile (measured 2x slower
 on 3x3 layers, gcc 12, AVX2).
 
-Pixels are numbered on the grid of the padded input's width, as in conv2d_by_channels.py: output
-(y, x) is row `p = y * WP + x`, and tap (ky, kx) of every row is the grid element
-`p + ky * dh * WP + kx * dw` of its channel plane. The MR rows of a tile are then MR consecutive
-elements of one plane, read at constant offsets from one address, where conv2d.py's pixel rows
-each carry their own (y, x) and cross output rows. Rows with `x >= OW` are computed and never
-stored ((WP - OW) / WP of the work: 3% on a 56-wide 3x3 layer). Strides and dilation read
-through the grid's phase planes; the input is copied into the grid when padding or a stride
-needs it, and read in place otherwise (a 1x1 stride-1 layer).
+The product's rows are the output's pixels, row-major: row q is output (y, x) = (q / OW, q % OW),
+read on the grid of the padded input's width as in conv2d_by_channels.py: tap (ky, kx) of the
+row is the grid element `g + ky * dh * WP + kx * dw` of its channel plane, g = y * WP + x. Each
+row of a tile binds its g once per tile, so a tile may cross output rows. Numbering the rows by
+g instead (one address for the whole tile) also computed the WP - OW padding columns of every
+row and stored nothing of them: 12% of the work on a 14-wide 3x3 layer, 22% on a 7-wide one
+(ResNet-50's 3x3 layers at 14x14 and 7x7 ran 12% and 18% faster numbered by pixels). Where
+the padding is under `COMPACT_MIN_PADDING` of the width the rows keep the grid's numbering:
+the 7x7 stride-2 stem (3 of 115 columns) ran 1.2x slower numbered by pixels, its short
+reduction loops then carrying six row addresses.
+Strides and dilation read through the grid's phase planes; the input is copied into the grid
+when padding or a stride needs it, and read in place otherwise (a 1x1 stride-1 layer).
 
 The copy is made a band of output rows at a time: the grid rows one band reads (its rows and the
 kernel's `(KH - 1) * dh / sh` rows below them, of every phase and channel of one image) go into a
@@ -75,6 +79,9 @@ HALF = "float16"  # data the kernel widens to float32 as it copies its bands
 BAND_BYTES = 128 << 10
 MIN_BAND_PIXELS = 64
 MAX_BAND_THREADS = 8
+# Rows are numbered by output pixel, skipping the grid's padding columns, when those are at least
+# this fraction of the grid's width (module docstring).
+COMPACT_MIN_PADDING = 1 / 16
 # How a tile row element is stored: (image, first channel of the tile's block, channel in the
 # block, y, x, value).
 Store6 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
@@ -427,37 +434,47 @@ def _product(
     block: int = 1,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
-    output row, output rows); pixel p of the product is output (y0 + p / wp, p % wp) and reads
-    `grid`'s element p plus the tap's shift. With `read_split` (taps outer, channel-blocked
-    data read in place) the reduction's channel axis is two, (block, channel in the block)."""
+    output row, output rows); row q of the product is output (y0 + q / width, q % width) and
+    reads `grid`'s element (q / width) * wp + q % width plus the tap's shift, `width` being ow
+    (rows numbered by pixels) or wp (by grid element; the padding columns are then computed and
+    not stored). With `read_split` (taps outer, channel-blocked data read in place) the
+    reduction's channel axis is two, (block, channel in the block)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     images, fixed, y0, count = part
+    width = ow if wp - ow >= wp * COMPACT_MIN_PADDING else wp
 
     def image(b: te.PrimExpr) -> te.PrimExpr:
         return b if fixed is None else fixed
 
     planes = n * c if fixed is None else c  # (image, channel) planes of a phase of what `read` reads
 
-    def a_row(b: te.PrimExpr, p: te.PrimExpr) -> RowReader:
+    def a_row(b: te.PrimExpr, q: te.PrimExpr) -> RowReader:
         img = image(b)
+        if width == wp:
+            lets: tuple[tuple[te.Var, te.PrimExpr], ...] = ()
+            p: te.PrimExpr = q
+        else:
+            p = index_var(ctx, "g")
+            lets = ((p, (q // _i(width)) * _i(wp) + q % _i(width)),)
         if read_split is not None:
-            return RowReader((), lambda ks: read_split(img, ks[2], ks[3], (ks[0], ks[1]), p))
+            return RowReader(lets, lambda ks: read_split(img, ks[2], ks[3], (ks[0], ks[1]), p))
         if taps_outer:
-            return RowReader((), lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], planes), p))
-        return RowReader((), lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], planes), p))
+            return RowReader(lets, lambda ks: read(img, ks[2], grid.offset(ks[0], ks[1], planes), p))
+        return RowReader(lets, lambda ks: read(img, ks[0], grid.offset(ks[1], ks[2], planes), p))
 
     def b_panel(img: te.PrimExpr, nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
         return packed(nb, ks, j)
 
-    def store_row(b: te.PrimExpr, p: te.PrimExpr, oc0: te.PrimExpr, width: int,
+    def store_row(b: te.PrimExpr, q: te.PrimExpr, oc0: te.PrimExpr, columns: int,
                   value: Callable[[te.PrimExpr], te.PrimExpr]) -> Stmt:
-        # A grid row past the output's width is padding: computed, never stored.
         y, x, j = index_var(ctx, "y"), index_var(ctx, "x"), index_var(ctx, "j")
         # A float16 epilogue is staged so its roundings convert whole rows (half_stages.py)
         # rather than one lane at a time.
-        put = stage_half_conversions(
-            ctx, For(j, _i(0), _i(width), store(image(b), oc0, j, y, x, value(j)), ForKind.VECTORIZED))
-        return LetStmt(y, y0 + p // wp, LetStmt(x, p % wp, IfThenElse(x < ow, put)))
+        put: Stmt = stage_half_conversions(
+            ctx, For(j, _i(0), _i(columns), store(image(b), oc0, j, y, x, value(j)), ForKind.VECTORIZED))
+        if width > ow:
+            put = IfThenElse(x < ow, put)  # a padding column: computed, never stored
+        return LetStmt(y, y0 + q // _i(width), LetStmt(x, q % _i(width), put))
 
     # The tile's last reduction step stays in the store (gemm's `_tile`) unless the store
     # computes on the value in the product's dtype (an epilogue: bias, scale, relu, residual):
@@ -473,7 +490,7 @@ def _product(
     peel = not computes
     k = (kh, kw, c // block, block) if read_split is not None else (kh, kw, c) if taps_outer else (c, kh, kw)
     spec = GemmSpec(
-        batch=images, m=count * wp, n=o, k=k, dtype=dtype, a_row=a_row,
+        batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
         peel_last=peel,
     )

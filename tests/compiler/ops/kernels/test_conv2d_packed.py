@@ -87,6 +87,8 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "bands_asymmetric_padding": (f32(1, 4, 17, 11), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (2, 0, 1, 1)),
     "bands_in_two_slots": (f32(1, 8, 30, 30), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_batch_3_in_two_slots": (f32(3, 8, 13, 13), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    # 40 columns on a grid of 42: too little padding to number the rows by pixel.
+    "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
 }
 # name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
 # copies of a band the scratch holds (one per thread when the layer is large enough for threads).
@@ -408,3 +410,15 @@ def test_a_float16_epilogue_keeps_the_last_step_in_its_store(library: Library) -
     half = lower(primitive(call, [*inputs_of("same_padding_3x3"), BIAS],
                            'cast(nn.relu(nn.bias_add(%0, %p2)), dtype="float16")'), "half_out", 8)
     assert accumulations(half) == accumulations(library.funcs["same_padding_3x3"])
+
+
+def tile_loop_extents(func: PrimFunc) -> list[int]:
+    return [int(s.extent.value) for s in walk_stmts(func.body)  # type: ignore[attr-defined]  # Const extents
+            if isinstance(s, For) and s.var.name.startswith("tile")]
+
+
+def test_rows_are_the_output_pixels_when_the_grid_pads_them_materially(library: Library) -> None:
+    # 10 x 10 outputs on a grid 12 wide: 17 tiles of 6 pixels per panel of 16 channels (two
+    # panels), where numbering by grid element computed 20, two padding columns of every row.
+    assert tile_loop_extents(library.funcs["same_padding_3x3"]) == [2 * 17]
+    assert tile_loop_extents(library.funcs["wide_3x3_rows_on_the_grid"]) == [-(-5 * 42 // 6)]

@@ -61,7 +61,7 @@ from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
 from compiler.tir.dtypes import c_type
 from compiler.tir.expr import Binary, Buffer, CallExtern, Cast, Const, Intrin, Load, PrimExpr, Select, Var, cast
-from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify
+from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify, split_constant_offset
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
 STANDARD_INCLUDES = ("stdint.h", "stddef.h", "string.h", "math.h")
@@ -80,6 +80,19 @@ _BINDS_LOOSER_THAN_LESS = "<>=!&|?"
 class _Extern:
     ret: str
     args: list[str]
+
+
+def constant_offset_last(index: PrimExpr) -> PrimExpr:
+    """A flat index with its constant part added last (`base + 16`, not `(m + 1) * 16 + k`):
+    the rows of a register tile then index one shared address at constant displacements. Left
+    inside, gcc gave each row an index register of its own and spilled the loop's other
+    variables; a 1x1 convolution ran 5% slower so."""
+    rest, offset = split_constant_offset(index)
+    if rest is None:
+        return Const(offset, index.dtype)
+    if offset == 0 or rest is index:
+        return index
+    return Binary("+", rest, Const(offset, index.dtype), index.dtype)
 
 
 def _merge_arg_types(name: str, old: list[str], new: list[str]) -> list[str]:
@@ -150,7 +163,7 @@ class _FunctionEmitter:
         flat = idx[0]
         for dim, i in zip(dims[1:], idx[1:]):
             flat = flat * dim + i
-        return simplifier(flat)
+        return constant_offset_last(simplifier(flat))
 
     def fresh(self, base: str) -> str:
         return self.names.take(base)

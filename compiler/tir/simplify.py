@@ -563,6 +563,33 @@ def simplify_expr(e: PrimExpr, ranges: Mapping[Var, IntBound] | None = None) -> 
     return ExprSimplifier(ranges)(e)
 
 
+def split_constant_offset(e: PrimExpr) -> tuple[PrimExpr | None, int]:
+    """`e` as `(rest, c)` with `e == rest + c` in `e`'s integer dtype (wrapping, as the C is built
+    with -fwrapv): the constants of its sums and differences, scaled by the constant factors
+    around them, gathered into `c`; `rest` is None when `e` is a constant. Operands of another
+    dtype (under a cast) and everything but `+`, `-` and `*` by a constant stay whole."""
+    k = _int_const(e)
+    if k is not None:
+        return None, k
+    if not (isinstance(e, Binary) and is_int_dtype(e.dtype) and e.a.dtype == e.b.dtype == e.dtype):
+        return e, 0
+    if e.op in ("+", "-"):
+        (ra, ca), (rb, cb) = split_constant_offset(e.a), split_constant_offset(e.b)
+        c = _wrap(ca + cb if e.op == "+" else ca - cb, e.dtype)
+        if rb is None:
+            return ra, c
+        if ra is None:
+            return (rb, c) if e.op == "+" else (e, 0)  # a constant minus a term stays as written
+        return Binary(e.op, ra, rb, e.dtype), c
+    if e.op == "*":
+        factor, other = (_int_const(e.b), e.a) if _int_const(e.b) is not None else (_int_const(e.a), e.b)
+        if factor is None:
+            return e, 0
+        rest, c = split_constant_offset(other)
+        return (None if rest is None else Binary("*", rest, Const(factor, e.dtype), e.dtype)), _wrap(c * factor, e.dtype)
+    return e, 0
+
+
 # -- statements ----------------------------------------------------------------------------------
 
 

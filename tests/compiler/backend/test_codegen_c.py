@@ -813,3 +813,12 @@ def test_float16_copies_move_two_bytes_and_row_helpers_are_not_declared_as_exter
     assert library.call("half_rows", h, a, copy, rounded) == 0
     np.testing.assert_array_equal(copy.view(np.uint16), h[::-1].view(np.uint16))
     np.testing.assert_array_equal(rounded, a.astype(np.float16).astype(np.float32))
+
+
+def test_an_index_adds_its_constant_part_last_so_neighbouring_rows_share_an_address() -> None:
+    # A register tile's rows read one address at constant displacements (codegen_c's
+    # constant_offset_last); `(i + 1) * 4 + j` gave each row an index register of its own.
+    x, y = Buffer("X", (5, 4)), Buffer("Y", (4, 4))
+    body = loop_nest(["i", "j"], [4, 4], lambda v: Store(y, (v[0], v[1]), x[v[0] + 1, v[1]] + x[v[0], v[1]]))
+    text = emit_prim_func(PrimFunc("shifted_rows", (x, y), body, 1))
+    assert "X[((i * 4) + j) + 4] + X[(i * 4) + j]" in text

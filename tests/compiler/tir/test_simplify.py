@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from compiler.tir.analysis import expr_equal, free_vars, substitute
+from compiler.tir.analysis import expr_equal, free_vars, post_order, substitute
 from compiler.tir.expr import (
     Binary,
     Buffer,
@@ -18,7 +18,7 @@ from compiler.tir.expr import (
     maximum,
     minimum,
 )
-from compiler.tir.simplify import EMPTY, const_int_bound, simplify, simplify_expr
+from compiler.tir.simplify import EMPTY, const_int_bound, simplify, simplify_expr, split_constant_offset
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, Seq, Store, for_range, seq
 
 
@@ -291,3 +291,37 @@ def test_python_numbers_in_statements_become_constants() -> None:
     result = simplify(Store(out, (1,), 2.5))  # type: ignore[arg-type]  # builders may leave numbers
     assert isinstance(result, Store) and is_const(result.indices[0], 1, "int32")
     assert is_const(result.value, 2.5, "float32")
+
+
+# -- constant offsets ----------------------------------------------------------------------------
+
+
+def evaluate(e: PrimExpr, values: dict[Var, int]) -> int:
+    folded = simplify_expr(substitute(e, {v: Const(x, v.dtype) for v, x in values.items()}))  # type: ignore[arg-type]
+    assert isinstance(folded, Const)
+    return int(folded.value)
+
+
+def test_constant_offsets_are_gathered_through_sums_and_constant_factors() -> None:
+    i, j, k = Var("i", "int64"), Var("j", "int64"), Var("k", "int64")
+    c = lambda v: Const(v, "int64")  # noqa: E731
+    # ((i * 196 + (j + 3)) * 16 + k) - 2 == (i * 196 + j) * 16 + k + 46
+    e = b("-", b("+", b("*", b("+", b("*", i, c(196)), b("+", j, c(3))), c(16)), k), c(2))
+    rest, offset = split_constant_offset(e)
+    assert offset == 46
+    assert rest is not None and not any(isinstance(x, Const) and x.value in (3, 2) for x in post_order(rest))
+    values = {i: 5, j: 7, k: 11}
+    assert evaluate(rest, values) + offset == evaluate(e, values)
+
+
+def test_constant_offsets_wrap_in_the_index_dtype_and_stop_at_casts_and_other_ops() -> None:
+    i = Var("i", "int32")
+    rest, offset = split_constant_offset(b("*", b("+", i, 2**30), 4))
+    assert offset == 0  # 2**32 wraps to 0 in int32
+    cast_ = Cast(b("+", i, 1), "int64")
+    assert split_constant_offset(cast_) == (cast_, 0)
+    div = b("//", b("+", i, 8), 4)
+    assert split_constant_offset(div) == (div, 0)
+    assert split_constant_offset(Const(9, "int32")) == (None, 9)
+    minus = b("-", 5, i)
+    assert split_constant_offset(minus) == (minus, 0)

@@ -260,13 +260,17 @@ def _banded(
     img, b = index_var(ctx, "img"), index_var(ctx, "band")
     at = slot * (size + slack)
 
+    # The pixel's part of an index comes last: a tile row's pixel is bound once per tile, and
+    # with it last gcc steps one address through the reduction and adds each row's part to it,
+    # rather than stepping one address per row (the C of `_product`).
     def read_band(img: te.PrimExpr, ci: te.PrimExpr, shift: te.PrimExpr, p: te.PrimExpr) -> te.PrimExpr:
-        return buffer[at + ci * band.plane + p + shift]
+        return buffer[at + ci * band.plane + shift + p]
 
     def read_blocked(img: te.PrimExpr, cb: te.PrimExpr, ci: te.PrimExpr, tap: tuple[te.PrimExpr, te.PrimExpr],
                      p: te.PrimExpr) -> te.PrimExpr:
         phase, shift = _phase_and_shift(band, tap)
-        return buffer[at + (phase * _i(c // block) + cb) * _i(band.plane * block) + (p + shift) * _i(block) + ci]
+        return buffer[at + (phase * _i(c // block) + cb) * _i(band.plane * block) + shift * _i(block) + ci
+                      + p * _i(block)]
 
     y0 = index_var(ctx, "y0")
     ragged = oh % rows != 0

@@ -6,8 +6,10 @@ Each measurement runs in a fresh worker process with its thread count set there 
 Each peer's output is checked against the numpy reference before its time counts. A row's time is
 the median of up to --repeat calls after one warm-up call (fewer once 3 s are spent, never fewer
 than 3); each row runs in --rounds fresh processes, interleaved with the other peers', and keeps
-its best round. `--suite kernels` prints the kernel-level table instead (bench/kernels.py) and
-`--suite interpreter` the reference interpreter against numpy.
+its best round. `--suite kernels` prints the kernel-level table instead (bench/kernels.py),
+`--suite interpreter` the reference interpreter against numpy, and `--suite layers` relaycc's
+kernels beside onnxruntime's operators layer by layer, each layer's least time over --repeat runs
+(bench/layers.py; the CNN and ResNet-50 unless --models says otherwise; bench/layers.json).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from bench.models import MODELS
 from bench.suite import PEERS, Settings
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
+LAYERS = Path(__file__).resolve().parent / "layers.json"
 
 
 def names(text: str, known: Sequence[str], what: str) -> list[str]:
@@ -45,9 +48,10 @@ def thread_counts(text: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=("models", "kernels", "interpreter"), default="models")
-    parser.add_argument("--models", type=lambda t: names(t, list(MODELS), "model"), default=list(MODELS),
-                        help=f"comma-separated (default all: {','.join(MODELS)})")
+    parser.add_argument("--suite", choices=("models", "kernels", "interpreter", "layers"), default="models")
+    parser.add_argument("--models", type=lambda t: names(t, list(MODELS), "model"), default=None,
+                        help=f"comma-separated (default all: {','.join(MODELS)}; --suite layers: "
+                             f"{','.join(layers_defaults())})")
     parser.add_argument("--peers", type=lambda t: names(t, list(PEERS), "peer"), default=list(PEERS),
                         help=f"comma-separated (default all: {','.join(PEERS)}; c and cblas are relaycc's targets)")
     parser.add_argument("--threads", type=thread_counts, default=[1, 2], help="comma-separated (default 1,2)")
@@ -57,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the lowest median and lists them all (default 2; --quick runs 1)")
     parser.add_argument("--quick", action="store_true", help="a few calls per row and short peaks (for tests)")
     parser.add_argument("--tiny", action="store_true", help="the models on tiny shapes (for tests)")
-    parser.add_argument("--output", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
+    parser.add_argument("--output", type=Path, default=None,
+                        help=f"results file (default {RESULTS}; --suite layers: {LAYERS})")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -74,14 +79,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         interpreter.run(args.repeat)
         return 0
 
-    from bench import report, suite
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
 
-    settings = Settings.make(args.models, args.threads, args.peers, args.repeat, args.quick, args.tiny, args.rounds)
-    results = suite.run(settings, lambda line: print(line, file=sys.stderr, flush=True))
-    args.output.write_text(json.dumps(results, indent=1) + "\n")
-    print(report.render(results))
-    print(f"\nwritten to {args.output}")
+    if args.suite == "layers":
+        from bench import layers
+
+        models = args.models or list(layers.DEFAULT_MODELS)
+        settings = Settings.make(models, args.threads, ["c", "onnxruntime"], args.repeat, args.quick, args.tiny)
+        results = layers.run(settings, log)
+        text, output = layers.render(results), args.output or LAYERS
+    else:
+        from bench import report, suite
+
+        settings = Settings.make(args.models or list(MODELS), args.threads, args.peers, args.repeat, args.quick,
+                                 args.tiny, args.rounds)
+        results = suite.run(settings, log)
+        text, output = report.render(results), args.output or RESULTS
+    output.write_text(json.dumps(results, indent=1) + "\n")
+    print(text)
+    print(f"\nwritten to {output}")
     return 0
+
+
+def layers_defaults() -> tuple[str, ...]:
+    from bench.layers import DEFAULT_MODELS
+
+    return DEFAULT_MODELS
 
 
 if __name__ == "__main__":

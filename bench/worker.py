@@ -8,7 +8,9 @@ the next; the peers' own thread APIs are set here as well. A job is one of:
 - build: relaycc's cold build (parse -> loaded .so) and a second identical build in the same
   process, with the process's peak RSS (gcc's included);
 - run: one peer's output checked against the reference, then its median latency;
-- sgemm: numpy's float32 matmul on 2048x2048, the BLAS peak (its fastest call).
+- sgemm: numpy's float32 matmul on 2048x2048, the BLAS peak (its fastest call);
+- layers: relaycc's kernels (`CompiledModule.profile`) or onnxruntime's operators (its profiler),
+  each one's least time over `runs` whole runs, in execution order (bench/layers.py aligns them).
 """
 
 from __future__ import annotations
@@ -198,6 +200,59 @@ def sgemm(job: dict[str, Any]) -> dict[str, Any]:
             "blas": f"{config.get('name')} {config.get('version')}"}
 
 
+def layers(job: dict[str, Any], model: Model) -> dict[str, Any]:
+    """Every kernel's (relaycc) or operator's (onnxruntime) least time in microseconds over
+    `runs` profiled runs after one warm-up, in order of first call; and the whole runs' times."""
+    runs = job["runs"]
+    order: list[str] = []
+    kinds: dict[str, str] = {}
+    least: dict[str, float] = {}
+    whole: list[float] = []
+
+    def seen(name: str, kind: str, us: float) -> None:
+        if name not in least:
+            order.append(name)
+            kinds[name] = kind
+        least[name] = min(us, least.get(name, us))
+
+    if job["peer"] == "c":
+        from compiler.runtime.module import CompiledModule
+
+        module = CompiledModule(Path(job["outdir"]))
+        module.run(model.inputs)
+        for _ in range(runs):
+            profile = module.profile(model.inputs, repeat=1)
+            whole.append(profile.result.times_us[0])
+            # A kernel called several times (a repeated block) is one row per call.
+            counts: dict[str, int] = {}
+            for name, us in zip(profile.kernels, profile.kernel_us):
+                counts[name] = counts.get(name, 0) + 1
+                seen(f"{name}#{counts[name]}", name, us)
+    else:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = job["threads"]
+        options.inter_op_num_threads = 1
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(job["workdir"]) / f"ort-profile-{job['threads']}")
+        session = ort.InferenceSession(job["onnx"], options, providers=["CPUExecutionProvider"])
+        feeds = dict(model.inputs)
+        session.run(None, feeds)
+        for _ in range(runs):
+            session.run(None, feeds)
+        events = sorted(json.loads(Path(session.end_profiling()).read_text()), key=lambda e: e.get("ts", 0))
+        model_runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+        warm_end = model_runs[0]["ts"] + model_runs[0]["dur"]  # the first run is the warm-up
+        whole += [float(e["dur"]) for e in model_runs[1:]]
+        for event in events:
+            if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time") and event["ts"] >= warm_end:
+                seen(event["name"].removesuffix("_kernel_time"), event["args"].get("op_name", "?"), float(event["dur"]))
+    return {"layers": [{"name": n, "kind": kinds[n], "us": least[n]} for n in order],
+            "run_min_ms": min(whole) / 1e3, "run_median_ms": float(np.median(whole)) / 1e3}
+
+
 def main(argv: list[str]) -> int:
     job_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
@@ -207,7 +262,7 @@ def main(argv: list[str]) -> int:
             result = sgemm(job)
         else:
             model = get(job["model"], tiny=job.get("tiny", False))
-            result = {"prepare": prepare, "build": build, "run": run}[job["kind"]](job, model)
+            result = {"prepare": prepare, "build": build, "run": run, "layers": layers}[job["kind"]](job, model)
     except Exception as err:  # noqa: BLE001  # the parent reports any failure in the row
         result = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     result.setdefault("ok", True)

@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import layers
 
         models = args.models or list(layers.DEFAULT_MODELS)
-        settings = Settings.make(models, args.threads, ["c", "onnxruntime"], args.repeat, args.quick, args.tiny)
+        settings = Settings.make(models, args.threads, ["c", "onnxruntime"], args.repeat, args.quick, args.tiny,
+                                 args.rounds)
         results = layers.run(settings, log)
         text, output = layers.render(results), args.output or LAYERS
     else:

@@ -4,7 +4,7 @@ run of `python -m bench --suite layers`."""
 import json
 
 from bench.__main__ import main
-from bench.layers import align, render
+from bench.layers import align, least_of, render
 
 
 def ours(kind: str, us: float) -> dict:
@@ -52,3 +52,12 @@ def test_the_layers_suite_matches_the_tiny_cnns_convolutions(tmp_path, capsys):
     assert all(p["relaycc_us"] > 0 and p["onnxruntime_us"] > 0 for p in convolutions["pairs"])
     assert row["relaycc_run_min_ms"] <= row["relaycc_run_median_ms"]
     assert "cnn, 1 thread(s): every layer" in capsys.readouterr().out
+
+
+def test_rounds_combine_into_each_layers_least_time():
+    first = {"ok": True, "layers": [ours("a", 5.0), ours("b", 7.0)], "run_min_ms": 2.0, "run_median_ms": 3.0}
+    second = {"ok": True, "layers": [ours("a", 6.0), ours("b", 4.0)], "run_min_ms": 1.5, "run_median_ms": 3.5}
+    both = least_of([first, second])
+    assert [layer["us"] for layer in both["layers"]] == [5.0, 4.0]
+    assert (both["run_min_ms"], both["run_median_ms"], both["rounds"]) == (1.5, 3.0, 2)
+    assert least_of([first, {"ok": False, "error": "worker died"}]) == {"ok": False, "error": "worker died"}

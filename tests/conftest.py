@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
 
 _OWN_CACHE = pytest.StashKey[str]()
+
+# pytest keeps the assert-rewritten code of the test modules beside them only where bytecode may
+# be written; under PYTHONDONTWRITEBYTECODE (set on our CI machines) each test process of every
+# run rewrote and compiled all ~280 test modules again, half of collecting the suite. This
+# conftest is imported before any test module. The Makefile's compileall writes our other
+# modules' bytecode for the same reason.
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -149,7 +149,7 @@ def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succee
                 time.sleep(0.05)
             filler = fill(store / "modules")  # while the job waits to build
             # The job cannot store its artifacts, nor record that: it waits for space.
-            time.sleep(6)
+            _wait_for_the_build_to_be_given_up(store, seconds=6)
             unready = client.get("/readyz")
             filler.unlink()  # an operator frees space
             ready = client.get("/readyz")
@@ -168,3 +168,17 @@ def test_a_store_that_fills_up_mid_compile_fails_the_job_and_the_next_one_succee
             assert again.status_code in (200, 202), again.text
             assert final["state"] == "succeeded", final
             assert_served_intact(client, module_id)  # type: ignore[arg-type]
+
+
+def _wait_for_the_build_to_be_given_up(store: Path, seconds: float) -> None:
+    """Until the job's work directory in the store, where its build is stored, has come and gone:
+    it is removed once storing the build failed. At most `seconds`, the fixed pause this replaces
+    (a job that never got a work directory is waited for that long)."""
+    deadline = time.monotonic() + seconds
+    seen = False
+    while time.monotonic() < deadline:
+        present = any(store.glob("modules/**/work-*"))
+        if seen and not present:
+            return
+        seen = seen or present
+        time.sleep(0.02)

@@ -128,8 +128,10 @@ def _signal_group(pgid: int, signum: int) -> None:
         pass
 
 
-def _celery_nodes(app: RelayccCelery) -> set[str]:
-    replies = app.control.ping(timeout=1.0) or []
+def _celery_nodes(app: RelayccCelery, nodes: list[str]) -> set[str]:
+    """Which of `nodes` answer a ping."""
+    # Without a limit, a ping waits out its whole timeout even when every node has answered.
+    replies = app.control.ping(destination=nodes, timeout=1.0, limit=len(nodes)) or []
     return {name for reply in replies for name in reply}
 
 
@@ -177,7 +179,7 @@ def topology(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             "--host", "127.0.0.1", "--port", str(api_port), "--log-level", "warning",
         ], env)
         _wait_for("the API to be ready", lambda: api.get("/readyz").status_code == 200, START_SECONDS, top)
-        _wait_for("both workers to answer", lambda: _celery_nodes(control) >= set(nodes), START_SECONDS, top)
+        _wait_for("both workers to answer", lambda: _celery_nodes(control, nodes) >= set(nodes), START_SECONDS, top)
         yield top
     finally:
         control.close()

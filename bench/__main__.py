@@ -5,8 +5,9 @@ peaks; a table on stdout and every figure in bench/results.json.
 Each measurement runs in a fresh worker process with its thread count set there (bench/suite.py).
 Each peer's output is checked against the numpy reference before its time counts. A row's time is
 the median of up to --repeat calls after one warm-up call (fewer once 3 s are spent, never fewer
-than 3); each row runs in --rounds fresh processes, interleaved with the other peers', and keeps
-its best round. `--suite kernels` prints the kernel-level table instead (bench/kernels.py),
+than 3). The peers of a row run side by side, each in its own process, and take turns of about a
+quarter of a second (at least five turns each), so every peer meets the shared machine's good and
+bad seconds alike; each row runs in --rounds such sets of fresh processes and keeps its best round. `--suite kernels` prints the kernel-level table instead (bench/kernels.py),
 `--suite interpreter` the reference interpreter against numpy, and `--suite layers` relaycc's
 kernels beside onnxruntime's operators layer by layer, each layer's least time over --repeat runs
 (bench/layers.py; the CNN and ResNet-50 unless --models says otherwise; bench/layers.json).
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=thread_counts, default=[1, 2], help="comma-separated (default 1,2)")
     parser.add_argument("--repeat", type=int, default=50, help="timed calls per row at most (default 50)")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="fresh processes per row, interleaved across peers; the row keeps the round with "
+                        help="sets of fresh processes per row, the peers taking turns; the row keeps the round with "
                              "the lowest median and lists them all (default 2; --quick runs 1)")
     parser.add_argument("--quick", action="store_true", help="a few calls per row and short peaks (for tests)")
     parser.add_argument("--tiny", action="store_true", help="the models on tiny shapes (for tests)")

@@ -1,5 +1,6 @@
 """Runs the model benchmark: every model for every peer and thread count, each measurement in its
-own worker process (bench/worker.py) with the thread count set in its environment."""
+own worker process (bench/worker.py) with the thread count set in its environment; the peers of a
+row run side by side in their processes and take turns (`interleaved`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench import machine
 from bench.models import get
@@ -73,6 +77,105 @@ def run_worker(job: dict[str, Any], directory: Path, threads: int = 1, env_extra
     return json.loads(result_path.read_text())
 
 
+# A turn is about this long (at least one call); between turns the machine rests briefly, so
+# the threads of the peer that just ran (onnxruntime's and OpenMP's spin before they sleep) are
+# asleep before the next starts.
+TURN_S = 0.25
+REST_S = 0.02
+MIN_TURNS = 5  # a fast model's calls are spread over at least this many turns
+
+
+@dataclass
+class _Contender:
+    process: subprocess.Popen[str]
+    info: dict[str, Any]
+    times: list[float]
+    log: Path
+    turns: int = 0
+
+
+def interleaved(jobs: Mapping[str, tuple[dict[str, Any], dict[str, str]]], directory: Path, threads: int,
+                settings: Settings) -> dict[str, dict[str, Any]]:
+    """Each peer's row from one round: every peer in a process of its own (bench/worker.py
+    `serve`), set up one after another (so a cold compile's time is its own), then taking turns
+    of about `TURN_S` of timed calls each (at most 1/`MIN_TURNS` of `settings.repeat`) until it
+    has `settings.repeat` calls or, with at least `min_runs`, `budget_s` of them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    contenders: dict[str, _Contender] = {}
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for peer, (job, extra) in jobs.items():
+            job_path, log = directory / f"{peer}.json", directory / f"{peer}.log"
+            job_path.write_text(json.dumps(job))
+            env = {**worker_env(threads, own_blas=peer == "numpy"), **extra}
+            with log.open("w") as err:
+                process = subprocess.Popen([sys.executable, "-m", "bench.worker", "--serve", str(job_path)], env=env,
+                                           cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                           text=True, bufsize=1)
+            contender = _Contender(process, {}, [], log)
+            info = _reply(contender)
+            if not isinstance(info, dict) or not info.get("ok"):
+                results[peer] = info if isinstance(info, dict) else _died(contender)
+                _stop(contender)
+                continue
+            contender.info = info
+            contenders[peer] = contender
+        order = list(contenders)
+        turn = 0
+        while order:
+            peer = order[turn % len(order)]
+            contender = contenders[peer]
+            wanted = min(settings.repeat - len(contender.times), -(-settings.repeat // MIN_TURNS),
+                         max(1, round(TURN_S / max(contender.info["call_s"], 1e-6))))
+            contender.process.stdin.write(f"{wanted}\n")  # type: ignore[union-attr]
+            times = _reply(contender)
+            if not isinstance(times, list):
+                results[peer] = _died(contender)
+                order.remove(peer)
+                continue
+            contender.times += times
+            contender.turns += 1
+            spent = sum(contender.times)
+            if len(contender.times) >= settings.repeat or (
+                    len(contender.times) >= settings.min_runs and spent >= settings.budget_s):
+                info = {k: v for k, v in contender.info.items() if k != "call_s"}
+                results[peer] = {**info, "median_ms": float(np.median(contender.times)) * 1e3,
+                                 "min_ms": min(contender.times) * 1e3, "runs": len(contender.times),
+                                 "turns": contender.turns}
+                order.remove(peer)
+            else:
+                turn += 1
+            time.sleep(REST_S)
+    finally:
+        for contender in contenders.values():
+            _stop(contender)
+    return {peer: results[peer] for peer in jobs}
+
+
+def _reply(contender: _Contender) -> Any:
+    line = contender.process.stdout.readline()  # type: ignore[union-attr]
+    return json.loads(line) if line.strip() else None
+
+
+def _died(contender: _Contender) -> dict[str, Any]:
+    contender.process.wait()
+    lines = contender.log.read_text(errors="replace").strip().splitlines()
+    return {"ok": False, "error": f"worker died: {lines[-1] if lines else f'exit status {contender.process.returncode}'}"}
+
+
+def _stop(contender: _Contender) -> None:
+    try:
+        contender.process.stdin.write("0\n")  # type: ignore[union-attr]
+        contender.process.stdin.close()  # type: ignore[union-attr]
+    except (BrokenPipeError, OSError):
+        pass
+    try:
+        contender.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        contender.process.kill()
+        contender.process.wait()
+
+
 def available(peer: str) -> str | None:
     """Why the peer cannot run here, or None."""
     package = PEERS[peer]
@@ -113,11 +216,13 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
             log(f"{name}: built for {target!r}: " + (f"{b['cold_s']:.2f} s cold, {b['cached_s']:.2f} s again"
                                                       if b.get("ok") else b.get("error", "failed")))
     for threads in settings.threads:
-        # Round after round over all peers, so a slow spell of the shared machine falls on every
-        # peer alike rather than on one; each round is a new process (its own page placement and
-        # neighbours), which is where most of a row's variance between runs came from.
+        # Each round is a fresh process per peer (its own page placement and neighbours), and in
+        # a round the peers take turns (`interleaved`): this shared machine's speed changes from
+        # one second to the next (a bare FMA loop's call times vary 1.8x on a bad minute), and a
+        # peer measured all at once could fall into a slow stretch the others escaped.
         tried: dict[str, list[dict[str, Any]]] = {peer: [] for peer in settings.peers}
         for round_index in range(settings.rounds):
+            jobs: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
             for peer in settings.peers:
                 reason = model.unsupported.get(peer) or available(peer)
                 if peer == "onnxruntime" and reason is None and not entry["prepare"].get("onnx"):
@@ -128,16 +233,17 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
                     if round_index == 0:
                         tried[peer].append({"ok": False, "skipped": reason})
                     continue
-                job = {**base, "kind": "run", "peer": peer, "threads": threads, "repeat": settings.repeat,
-                       "budget_s": settings.budget_s, "min_runs": settings.min_runs,
+                job = {**base, "kind": "serve", "peer": peer, "threads": threads,
                        "onnx": entry["prepare"].get("onnx"),
                        "outdir": entry["builds"].get(peer, {}).get("outdir")}
                 extra = {}
                 if peer == "torch.compile":
                     # A cache of its own: the first call is a cold compile, as relaycc's cold build is.
                     extra["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / f"inductor-{threads}-{round_index}")
-                tried[peer].append(run_worker(job, workdir / f"run-{peer}-{threads}-{round_index}", threads, extra,
-                                              own_blas=peer == "numpy"))
+                jobs[peer] = (job, extra)
+            results = interleaved(jobs, workdir / f"runs-{threads}-{round_index}", threads, settings)
+            for peer, result in results.items():
+                tried[peer].append(result)
         for peer in settings.peers:
             row: dict[str, Any] = {"threads": threads, "peer": peer, **best_round(tried[peer])}
             if row.get("ok"):

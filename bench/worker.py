@@ -1,4 +1,5 @@
-"""One measurement in a fresh process: `python -m bench.worker JOB.json RESULT.json`.
+"""One measurement in a fresh process: `python -m bench.worker JOB.json RESULT.json`, or one
+peer serving timed turns: `python -m bench.worker --serve JOB.json`.
 
 The parent (bench/__main__.py) starts one worker per measurement with the thread count already
 in its environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), so no setting leaks from one row into
@@ -7,7 +8,8 @@ the next; the peers' own thread APIs are set here as well. A job is one of:
 - prepare: the numpy reference output, and the model exported to ONNX from its torch module;
 - build: relaycc's cold build (parse -> loaded .so) and a second identical build in the same
   process, with the process's peak RSS (gcc's included);
-- run: one peer's output checked against the reference, then its median latency;
+- serve: one peer's output checked against the reference, then timed calls in the turns the
+  parent asks for (bench/suite.py `interleaved`: the peers of a row take turns);
 - sgemm: numpy's float32 matmul on 2048x2048, the BLAS peak (its fastest call);
 - layers: relaycc's kernels (`CompiledModule.profile`) or onnxruntime's operators (its profiler),
   each one's least time over `runs` whole runs, in execution order (bench/layers.py aligns them).
@@ -24,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -160,31 +162,55 @@ def peer_call(job: dict[str, Any], model: Model) -> tuple[Callable[[], Any], dic
     raise ValueError(f"unknown peer {peer!r}")
 
 
-def run(job: dict[str, Any], model: Model) -> dict[str, Any]:
+def checked_peer(job: dict[str, Any], model: Model) -> tuple[dict[str, Any], Callable[[int], list[float]] | None]:
+    """The peer set up, warmed up and its output checked against the reference: what its row
+    reports so far (with `call_s`, one warm call's seconds), and a function timing `n` further
+    calls (seconds each); no function when the output is wrong."""
     reference = np.load(Path(job["workdir"]) / "reference.npy")
-    repeat, budget, min_runs = job["repeat"], job["budget_s"], job["min_runs"]
     if job["peer"] in ("c", "cblas"):
         from compiler.runtime.module import CompiledModule
 
         module = CompiledModule(Path(job["outdir"]))
-        warm = module.run(model.inputs)
-        output, first = warm.outputs[0], warm.times_us[0] / 1e6
-        ok, error = agreement(output, reference, model.dtype)
-        if not ok:
-            return {"ok": False, "rel_error": error}
-        # The C entry's own time per call (module.run times each call of it through cffi).
-        count = max(min_runs, min(repeat, int(budget / max(first, 1e-6))))
-        times = [t / 1e6 for t in module.run(model.inputs, repeat=count).times_us]
+        output = module.run(model.inputs).outputs[0]
         extra: dict[str, Any] = {}
+
+        def timer(n: int) -> list[float]:
+            # The C entry's own time per call (module.run times each call of it through cffi).
+            return [t / 1e6 for t in module.run(model.inputs, repeat=n).times_us]
     else:
         call, extra = peer_call(job, model)
         output = call()
-        ok, error = agreement(output, reference, model.dtype)
-        if not ok:
-            return {"ok": False, "rel_error": error, **extra}
-        times = timed_runs(call, repeat, budget, min_runs)
-    return {"ok": True, "rel_error": error, "median_ms": float(np.median(times)) * 1e3,
-            "min_ms": min(times) * 1e3, "runs": len(times), **extra}
+
+        def timer(n: int) -> list[float]:
+            return timed_runs(call, n, float("inf"), n)
+    ok, error = agreement(output, reference, model.dtype)
+    if not ok:
+        return {"ok": False, "rel_error": error, **extra}, None
+    return {"ok": True, "rel_error": error, "call_s": timer(1)[0], **extra}, timer
+
+
+def summary(times: list[float]) -> dict[str, Any]:
+    return {"median_ms": float(np.median(times)) * 1e3, "min_ms": min(times) * 1e3, "runs": len(times)}
+
+
+def serve(job: dict[str, Any], model: Model, commands: TextIO, replies: TextIO) -> None:
+    """The peer set up and checked, answered as the first line on `replies`; then turns: each line
+    `N` on `commands` makes one untimed call (the caches are the previous peer's) and N timed
+    ones, answered with their seconds as a JSON list. `0` or the end of `commands` ends it."""
+    try:
+        info, timer = checked_peer(job, model)
+    except Exception as err:  # noqa: BLE001  # the parent reports any failure in the row
+        info, timer = {"ok": False, "error": f"{type(err).__name__}: {err}"}, None
+    replies.write(json.dumps(info) + "\n")
+    replies.flush()
+    if timer is None:
+        return
+    for line in commands:
+        n = int(line)
+        if n <= 0:
+            return
+        replies.write(json.dumps(timer(n + 1)[1:]) + "\n")
+        replies.flush()
 
 
 def sgemm(job: dict[str, Any]) -> dict[str, Any]:
@@ -254,6 +280,14 @@ def layers(job: dict[str, Any], model: Model) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "--serve":
+        job = json.loads(Path(argv[1]).read_text())
+        # Replies go through a copy of stdout, and fd 1 becomes stderr: whatever a peer's
+        # libraries print cannot mix into the replies.
+        replies = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        serve(job, get(job["model"], tiny=job.get("tiny", False)), sys.stdin, replies)
+        return 0
     job_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
     result: dict[str, Any]
@@ -262,7 +296,7 @@ def main(argv: list[str]) -> int:
             result = sgemm(job)
         else:
             model = get(job["model"], tiny=job.get("tiny", False))
-            result = {"prepare": prepare, "build": build, "run": run, "layers": layers}[job["kind"]](job, model)
+            result = {"prepare": prepare, "build": build, "layers": layers}[job["kind"]](job, model)
     except Exception as err:  # noqa: BLE001  # the parent reports any failure in the row
         result = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     result.setdefault("ok", True)

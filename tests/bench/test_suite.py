@@ -1,4 +1,6 @@
-from bench.suite import best_round
+from bench import worker
+from bench.models import get
+from bench.suite import MIN_TURNS, Settings, best_round, interleaved
 
 
 def _round(median_ms, **extra):
@@ -24,3 +26,25 @@ def test_best_round_keeps_the_first_rounds_cold_compile_time():
 def test_best_round_of_a_skipped_peer_says_why():
     assert best_round([{"ok": False, "skipped": "torch is not installed"}]) == {
         "ok": False, "skipped": "torch is not installed"}
+
+
+def _served(tmp_path, peers):
+    model = get("mlp_b1", tiny=True)
+    worker.prepare({"workdir": str(tmp_path), "export_onnx": False}, model)
+    base = {"kind": "serve", "model": "mlp_b1", "tiny": True, "workdir": str(tmp_path), "threads": 1}
+    settings = Settings(["mlp_b1"], [1], list(peers), repeat=10, budget_s=60.0, min_runs=10, fma_seconds=0.02,
+                        sgemm_size=256, tiny=True)
+    return interleaved({peer: ({**base, "peer": peer}, {}) for peer in peers}, tmp_path / "runs", 1, settings)
+
+
+def test_interleaved_peers_spread_their_calls_over_several_turns(tmp_path):
+    rows = _served(tmp_path, ["numpy"])
+    assert rows["numpy"]["ok"] and rows["numpy"]["runs"] == 10
+    assert rows["numpy"]["turns"] >= MIN_TURNS
+    assert rows["numpy"]["min_ms"] <= rows["numpy"]["median_ms"]
+
+
+def test_interleaved_reports_a_peer_that_cannot_start_and_measures_the_rest(tmp_path):
+    rows = _served(tmp_path, ["numpy", "tvm"])
+    assert rows["tvm"] == {"ok": False, "error": "ValueError: unknown peer 'tvm'"}
+    assert rows["numpy"]["ok"] and rows["numpy"]["runs"] == 10

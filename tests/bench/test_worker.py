@@ -41,7 +41,7 @@ def test_timed_runs_keeps_min_runs_when_the_budget_is_spent():
 
 def test_worker_reports_a_failing_job_instead_of_dying(tmp_path):
     job = tmp_path / "job.json"
-    job.write_text(json.dumps({"kind": "run", "model": "nope", "workdir": str(tmp_path)}))
+    job.write_text(json.dumps({"kind": "prepare", "model": "nope", "workdir": str(tmp_path)}))
     assert worker.main([str(job), str(tmp_path / "result.json")]) == 0
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["ok"] is False and "unknown model 'nope'" in result["error"]

@@ -37,6 +37,7 @@ from compiler.tir import partial_reduce
 from compiler.tir.analysis import expr_children, rebuild_expr, substitute
 from compiler.tir.compute import Index, KernelContext, Reduction, TensorView
 from compiler.tir.dtypes import max_value, min_value
+from compiler.tir.injective_loops import Loop, store_nest
 from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
 
 View = TensorView | tuple  # a tensor view, or a tuple of views for tuple-typed nodes
@@ -565,14 +566,17 @@ class PrimitiveLowering:
             return Store(out, (), te.cast(out.dtype, self._resolve(load(()))))
         names = [self.ctx.fresh(f"ax{i}") for i in range(len(shape))]
         idx_vars = [te.Var(n, "int32") for n in names]
-        body: Stmt = Store(out, tuple(idx_vars), te.cast(out.dtype, self._resolve(load(tuple(idx_vars)))))
+        store = Store(out, tuple(idx_vars), te.cast(out.dtype, self._resolve(load(tuple(idx_vars)))))
         total = out.num_elements
         big = self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_ELEMENTS
         # The innermost axis stays serial: it is the one the C compiler vectorizes.
         at = parallel_axis(shape[:-1]) if big else None
+        kinds = [ForKind.PARALLEL if k == at else ForKind.SERIAL for k in range(len(shape))]
+        if all(isinstance(d, int) for d in shape):
+            return store_nest([Loop(v, int(d), kind) for v, d, kind in zip(idx_vars, shape, kinds)], store)
+        body: Stmt = store
         for k in reversed(range(len(shape))):
-            kind = ForKind.PARALLEL if k == at else ForKind.SERIAL
-            body = For(idx_vars[k], te.const(0), te.as_expr(shape[k]), body, kind)
+            body = For(idx_vars[k], te.const(0), te.as_expr(shape[k]), body, kinds[k])
         return body
 
     def _reduction_loop(

@@ -214,6 +214,23 @@ fn (%p0: Tensor[(1, 67, 61, 65), float32], Primitive=1) {
   mean(%p0, axis=[2, 3], keepdims=True)
 }"""
 
+# Attention's k transposed for q @ k^T (a tiled transpose) and its heads merged back (a split
+# division): compiler/tir/injective_loops.py.
+RESHAPE_TRANSPOSE = """
+fn (%p0: Tensor[(32, 64), float32], Primitive=1) {
+  %0 = reshape(%p0, newshape=[32, 2, 32]);
+  transpose(%0, axes=[1, 2, 0])
+}"""
+
+TRANSPOSE_RESHAPE = """
+fn (%p0: Tensor[(2, 32, 16), float32], Primitive=1) {
+  %0 = transpose(%p0, axes=[1, 0, 2]);
+  reshape(%0, newshape=[32, 32])
+}"""
+
+X3264 = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+X23216 = np.arange(2 * 32 * 16, dtype=np.float32).reshape(2, 32, 16)
+
 CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
     "add_exp_multiply": (ADD_EXP_MULTIPLY, (X23, B3, Y23), (np.exp(X23 + B3) * Y23,)),
     "exp_sum": (EXP_SUM, (X23,), (np.exp(X23).sum(axis=1),)),
@@ -227,6 +244,8 @@ CASES: dict[str, tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]] = {
     "reduction_shared": (REDUCTION_SHARED_BY_OUTPUTS, (np.abs(X23),), (np.abs(X23).max(axis=1), np.sqrt(np.abs(X23).max(axis=1)))),
     "scalar_constant": (SCALAR_CONSTANT, (X23,), (np.maximum(X23 + np.float32(1.5), 0),)),
     "split": (SPLIT, (X43,), tuple(np.split(X43, 2))),
+    "reshape_transpose": (RESHAPE_TRANSPOSE, (X3264,), (X3264.reshape(32, 2, 32).transpose(1, 2, 0),)),
+    "transpose_reshape": (TRANSPOSE_RESHAPE, (X23216,), (X23216.transpose(1, 0, 2).reshape(32, 32),)),
     "split_field_exp": (SPLIT_FIELD_EXP, (X43,), (np.exp(X43[:, 1:]),)),
     "softmax_by_hand": (SOFTMAX_BY_HAND, (X23,), (np.exp(X23) / np.exp(X23).sum(axis=1, keepdims=True),)),
     "round_half_away": (ROUND, (HALVES,), (np.array([1, 2, 3, -1, -3, 0, 3, -8], np.float32),)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,9 +78,10 @@ def run_worker(job: dict[str, Any], directory: Path, threads: int = 1, env_extra
     return json.loads(result_path.read_text())
 
 
-# A turn is about this long (at least one call); between turns the machine rests briefly, so
-# the threads of the peer that just ran (onnxruntime's and OpenMP's spin before they sleep) are
-# asleep before the next starts.
+# A turn is about this long (at least one call). Between its turns a peer's process is stopped
+# (SIGSTOP): the pool threads of a runtime spin for a while after its last parallel region
+# (torch's spun into the next peer's turn and ran our two-thread MLP ten times slower), and a
+# stopped process cannot. The machine rests briefly between turns.
 TURN_S = 0.25
 REST_S = 0.02
 MIN_TURNS = 5  # a fast model's calls are spread over at least this many turns
@@ -120,6 +122,7 @@ def interleaved(jobs: Mapping[str, tuple[dict[str, Any], dict[str, str]]], direc
                 continue
             contender.info = info
             contenders[peer] = contender
+            _pause(contender)
         order = list(contenders)
         turn = 0
         while order:
@@ -127,12 +130,14 @@ def interleaved(jobs: Mapping[str, tuple[dict[str, Any], dict[str, str]]], direc
             contender = contenders[peer]
             wanted = min(settings.repeat - len(contender.times), -(-settings.repeat // MIN_TURNS),
                          max(1, round(TURN_S / max(contender.info["call_s"], 1e-6))))
+            _resume(contender)
             contender.process.stdin.write(f"{wanted}\n")  # type: ignore[union-attr]
             times = _reply(contender)
             if not isinstance(times, list):
                 results[peer] = _died(contender)
                 order.remove(peer)
                 continue
+            _pause(contender)
             contender.times += times
             contender.turns += 1
             spent = sum(contender.times)
@@ -158,12 +163,27 @@ def _reply(contender: _Contender) -> Any:
 
 
 def _died(contender: _Contender) -> dict[str, Any]:
-    contender.process.wait()
+    try:
+        contender.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # its replies ended but it lives on: no use waiting
+        contender.process.kill()
+        contender.process.wait()
     lines = contender.log.read_text(errors="replace").strip().splitlines()
     return {"ok": False, "error": f"worker died: {lines[-1] if lines else f'exit status {contender.process.returncode}'}"}
 
 
+def _pause(contender: _Contender) -> None:
+    if contender.process.poll() is None:
+        os.kill(contender.process.pid, signal.SIGSTOP)
+
+
+def _resume(contender: _Contender) -> None:
+    if contender.process.poll() is None:
+        os.kill(contender.process.pid, signal.SIGCONT)
+
+
 def _stop(contender: _Contender) -> None:
+    _resume(contender)
     try:
         contender.process.stdin.write("0\n")  # type: ignore[union-attr]
         contender.process.stdin.close()  # type: ignore[union-attr]

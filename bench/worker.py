@@ -290,8 +290,19 @@ def layers(job: dict[str, Any], model: Model) -> dict[str, Any]:
             "run_min_ms": min(whole) / 1e3, "run_median_ms": float(np.median(whole)) / 1e3}
 
 
+def _die_with_parent() -> None:
+    """A served peer spends most of its life stopped (SIGSTOP) by the parent: should the parent
+    die without ending it, the kernel kills it rather than leave it stopped for good."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "--serve":
+        _die_with_parent()
         job = json.loads(Path(argv[1]).read_text())
         # Replies go through a copy of stdout, and fd 1 becomes stderr: whatever a peer's
         # libraries print cannot mix into the replies.

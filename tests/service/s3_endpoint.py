@@ -1,4 +1,5 @@
-"""A real S3 endpoint for tests: moto's server mode, started as a local process on a free port.
+"""A real S3 endpoint for tests: moto's server mode, started as a local process on a free port
+(through moto_serialized.py, which makes each request atomic as on S3).
 
 One server per test session (a fixture in tests/service/conftest.py); each test gets a bucket of
 its own. The store under test talks to it over HTTP with its ordinary client; nothing is mocked
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -46,7 +48,8 @@ class S3Endpoint:
 def moto_server() -> Iterator[S3Endpoint]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        # moto's server, one request at a time: see moto_serialized.py for why.
+        [sys.executable, str(Path(__file__).with_name("moto_serialized.py")), "127.0.0.1", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
     )
     endpoint = S3Endpoint(f"http://127.0.0.1:{port}")

@@ -80,8 +80,8 @@ conformance: install
 	$(VENV_PYTHON) -m compiler.testing.onnx_conformance $(CONFORMANCE_ARGS)
 
 # relaycc against numpy, onnxruntime, torch eager and torch.compile on the models of bench/models
-# at 1 and 2 threads; prints the table and writes bench/results.json (13 minutes on 2 cores
-# without numpy and torch eager; BENCH_ARGS="--models cnn --threads 1" for a part of it).
+# at 1 and 2 threads, the peers taking turns; prints the table and writes bench/results.json
+# (30 minutes on 2 cores; BENCH_ARGS="--models cnn --threads 1" for a part of it).
 BENCH_ARGS ?=
 bench: install
 	$(VENV_PYTHON) -m pip install --quiet -e '.[bench]'

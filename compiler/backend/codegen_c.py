@@ -27,7 +27,9 @@ Conventions other parts of the compiler rely on:
   cannot wrap. Functions with loop nests are built without gcc's loop interchange.
 * Loops: SERIAL is a plain `for`, PARALLEL adds `#pragma omp parallel for` (the build adds
   `-fopenmp` when it sees one), VECTORIZED `#pragma omp simd` (honoured with `-fopenmp-simd`),
-  UNROLLED `#pragma GCC unroll`. A parallel loop inside another parallel or a simd loop, and a
+  UNROLLED `#pragma GCC unroll`. A CLAIMED loop takes its iterations from a counter declared
+  before its parallel loop (`__atomic_fetch_add`, relaxed: the barrier at the parallel loop's
+  end orders the work); outside a parallel loop it is a plain `for`. A parallel loop inside another parallel or a simd loop, and a
   simd loop inside a simd loop, lose their pragma: nesting them is useless or invalid OpenMP.
 * `Evaluate(CallExtern)` of dtype int32 checks the result: a non-zero value makes the function
   return -1 (inside an OpenMP loop, where `return` is not allowed, a flag is set and checked at
@@ -72,6 +74,11 @@ FORK_FROM_STATEMENTS = 400
 LOCAL_ALIGNMENT = 64
 _INT32_MAX = 2**31 - 1
 _FAILED = HELPER_PREFIX + "failed"
+# A parallel loop of at least this many iterations is scheduled dynamically, in about this many chunks.
+DYNAMIC_MIN_ITERATIONS = 16
+DYNAMIC_CHUNKS = 32
+# A claimed loop under a parallel loop of at most this many constant iterations has a counter per iteration.
+MAX_CLAIM_SLOTS = 64
 # Operators that must stay parenthesized on the right of `<` (comparisons, logic, `?:`).
 _BINDS_LOOSER_THAN_LESS = "<>=!&|?"
 
@@ -129,6 +136,7 @@ class _FunctionEmitter:
         self.depth = 1
         self.in_parallel = False
         self.in_simd = False
+        self.claims: dict[int, _Claim] = {}  # id of a CLAIMED loop -> how it claims
         self.needs_flag = False
         self.workspace_used = False
         self.externs: dict[str, _Extern] = {}
@@ -276,6 +284,9 @@ class _FunctionEmitter:
         lo, hi = simp.bound(s.begin)[0], simp.bound(end_expr)[1]
         wide = s.var.dtype == "int64" or (hi is not None and hi > _INT32_MAX) or (lo is not None and lo < -_INT32_MAX)
         var_range = loop_range(s.begin, s.extent, simp.bound)
+        if s.kind is ForKind.PARALLEL:
+            for claimed in _claimed_loops(s.body):
+                self.declare_claim(s, claimed, simp)
         for pragma in self.pragmas(s, simp):
             self.line(pragma)
         name = self.declare_var(s.var)
@@ -283,7 +294,11 @@ class _FunctionEmitter:
         ctype = "int64_t" if wide or s.var.dtype == "int32" else c_type(s.var.dtype)
         self.index_vars[id(s.var)] = "huge" if wide and s.var.dtype == "int32" else "exact"
         bound = strip_parens(end, keep_if=_BINDS_LOOSER_THAN_LESS)
-        self.line(f"for ({ctype} {name} = {strip_parens(begin)}; {name} < {bound}; ++{name}) {{")
+        claim = self.claims.get(id(s))
+        if claim is None:
+            self.line(f"for ({ctype} {name} = {strip_parens(begin)}; {name} < {bound}; ++{name}) {{")
+        else:
+            self.claim_loop(claim, s, ctype, name, begin, bound)
         saved = (self.in_parallel, self.in_simd)
         self.in_parallel = self.in_parallel or (s.kind is ForKind.PARALLEL and not self.in_simd)
         self.in_simd = self.in_simd or s.kind is ForKind.VECTORIZED
@@ -293,12 +308,62 @@ class _FunctionEmitter:
         self.in_parallel, self.in_simd = saved
         self.line("}")
 
+    def declare_claim(self, parallel: For, claimed: For, simp: ExprSimplifier) -> None:
+        """The counters of a CLAIMED loop, declared before its parallel loop (so that loop's
+        threads share them, and set again each time it is reached). With constant extents each
+        of the parallel loop's iterations owns an even, contiguous share with a counter of its
+        own, and takes from the others' only when its own is done: balanced runs keep a static
+        split's locality (bands next to each other share input rows). Else one counter."""
+        # relaycc_ names are never a user's (CNames renames those), so numbering suffices.
+        counter = f"{HELPER_PREFIX}next{len(self.claims)}"
+        self.keep.append(claimed)
+        slots = const_int_bound(simp(parallel.extent))
+        items = const_int_bound(simp(claimed.extent))
+        if slots[0] == slots[1] and items[0] == items[1] and slots[0] is not None and items[0] is not None \
+                and 1 < slots[0] <= MAX_CLAIM_SLOTS:
+            count, total = slots[0], items[0]
+            per = -(-total // count)
+            self.claims[id(claimed)] = _Claim(counter, parallel.var, count, per, total)
+            starts = ", ".join(f"INT64_C({k * per})" for k in range(count))
+            self.line(f"int64_t {counter}[{count}] = {{{starts}}};")
+        else:
+            self.claims[id(claimed)] = _Claim(counter)
+            self.line(f"int64_t {counter} = 0;")
+
+    def claim_loop(self, claim: _Claim, s: For, ctype: str, name: str, begin: str, bound: str) -> None:
+        """The head of a CLAIMED loop: `name` is the next iteration taken, the loop ends when
+        none is left."""
+        start = "" if isinstance(s.begin, Const) and s.begin.value == 0 else f"{begin} + "
+        if claim.slot is None:
+            self.line("for (;;) {")
+            self.line(f"  const {ctype} {name} = {start}__atomic_fetch_add(&{claim.counter}, 1, __ATOMIC_RELAXED);")
+            self.line(f"  if ({name} >= {bound}) break;")
+            return
+        tried, owner, end, taken = (f"{claim.counter}_{part}" for part in ("tried", "owner", "end", "taken"))
+        slot = self.var_name(claim.slot)
+        self.line(f"int64_t {tried} = 0;")
+        self.line(f"while ({tried} < {claim.slots}) {{")
+        self.line(f"  const int64_t {owner} = ({slot} + {tried}) % {claim.slots};")
+        self.line(f"  const int64_t {end} = {owner} < {claim.slots - 1} ? ({owner} + 1) * {claim.per} : {claim.items};")
+        self.line(f"  const int64_t {taken} = __atomic_fetch_add(&{claim.counter}[{owner}], 1, __ATOMIC_RELAXED);")
+        self.line(f"  if ({taken} >= {end}) {{")
+        self.line(f"    ++{tried};")
+        self.line("    continue;")
+        self.line("  }")
+        self.line(f"  const {ctype} {name} = {start}{taken};")
+
     def pragmas(self, s: For, simp: ExprSimplifier) -> list[str]:
         if s.kind is ForKind.UNROLLED:
             extent = const_int_bound(simp(s.extent))
             n = extent[1] if extent[0] == extent[1] and extent[1] is not None and extent[1] <= 16 else 8
             return [f"#pragma GCC unroll {n}"]
         if s.kind is ForKind.PARALLEL and not (self.in_parallel or self.in_simd):
+            low, high = const_int_bound(simp(s.extent))
+            if low is not None and low == high and low >= DYNAMIC_MIN_ITERATIONS:
+                # Handed out in chunks as threads ask, not halved up front: on a shared host one
+                # thread is often delayed, and with a fixed share the others wait for it at the
+                # loop's end. Chunks of 1/DYNAMIC_CHUNKS keep each thread's run contiguous.
+                return [f"#pragma omp parallel for schedule(dynamic, {max(1, low // DYNAMIC_CHUNKS)})"]
             return ["#pragma omp parallel for"]
         if s.kind is ForKind.VECTORIZED and not self.in_simd:
             return ["#pragma omp simd"]
@@ -403,6 +468,43 @@ NO_FP_CONTRACTION = '"fp-contract=off"'
 # took 1.6x as long. A kernel's loop order is chosen on purpose, so gcc keeps it.
 NO_LOOP_INTERCHANGE = '"no-loop-interchange"'
 ROUNDING_INTRINSICS = ("round", "floor", "ceil", "trunc")
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """How a CLAIMED loop takes its iterations: from one counter, or (with `slot`, the parallel
+    loop's variable) from `slots` counters, one per share of `per` of the `items` iterations."""
+
+    counter: str
+    slot: Var | None = None
+    slots: int = 0
+    per: int = 0
+    items: int = 0
+
+
+def _claimed_loops(body: Stmt) -> list[For]:
+    """The CLAIMED loops a parallel loop's iterations share: those in `body` outside any
+    parallel loop nested in it."""
+    found: list[For] = []
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, For) and s.kind is ForKind.PARALLEL:
+            continue
+        if isinstance(s, For) and s.kind is ForKind.CLAIMED:
+            found.append(s)
+        stack.extend(t for t in _children(s))
+    return found
+
+
+def _children(s: Stmt) -> list[Stmt]:
+    if isinstance(s, Seq):
+        return list(s.stmts)
+    if isinstance(s, (For, Allocate, LetStmt)):
+        return [s.body]
+    if isinstance(s, IfThenElse):
+        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+    return []
 
 
 def _has_loop_nest(body: Stmt) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 
 from compiler.tir.analysis import ExprRewriter, expr_equal, post_order
 from compiler.tir.expr import COMPARE_OPS, Binary, Cast, Const, ExprLike, Intrin, PrimExpr, Select, Unary, Var, as_expr
-from compiler.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, Seq, Stmt, Store
+from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt, Store
 
 IntBound = tuple[int | None, int | None]
 UNBOUNDED: IntBound = (None, None)
@@ -692,7 +692,7 @@ class _StmtSimplifier:
         n = _int_const(extent)
         if n is not None and n <= 0:
             return EMPTY
-        if n == 1:
+        if n == 1 and s.kind is not ForKind.CLAIMED:  # a claimed iteration runs once, not once per thread
             return self.with_value(s.var, begin, s.body)
         self.ranges[s.var] = loop_range(begin, extent, simp.bound)
         body = self.stmt(s.body)

@@ -1,6 +1,6 @@
 """Loop-level statements and PrimFunc.
 
-Statements: For (serial / parallel / vectorized / unrolled), Store, Allocate, LetStmt,
+Statements: For (serial / parallel / vectorized / unrolled / claimed), Store, Allocate, LetStmt,
 IfThenElse, Seq and Evaluate (an expression for its effect, e.g. a `CallExtern`). A PrimFunc
 takes buffer parameters (inputs, then outputs) and scalar parameters (dynamic dims).
 """
@@ -20,6 +20,12 @@ class ForKind(Enum):
     PARALLEL = "parallel"  # an OpenMP parallel for
     VECTORIZED = "vectorized"  # a hint: the C compiler is asked to vectorize (omp simd)
     UNROLLED = "unrolled"  # a hint: the C compiler is asked to unroll
+    # Inside a PARALLEL loop: the iterations are shared out among that loop's iterations as they
+    # go, each taken by whichever asks next (an atomic counter the parallel loop resets), and
+    # each runs once in all. A thread the host delays leaves its share to the others, where a
+    # static split would make every thread wait for it at the loop's end. Outside any parallel
+    # loop it is a plain loop.
+    CLAIMED = "claimed"
 
 
 class Stmt:

@@ -232,7 +232,10 @@ def _banded(
     """The copied path: each (image, band of `rows` output rows) copies the band's grid rows into
     its slot's scratch, then computes the band's product. The slots run in one parallel loop, so a
     layer forks the threads once (a fork per band and step costs milliseconds on a loaded
-    machine); each slot's bands are consecutive. With fewer bands than threads there is one slot
+    machine), and take the bands one at a time as they finish the last (a CLAIMED loop): on a
+    shared host one thread is often delayed, and with a fixed share each the others waited for
+    it (ResNet-50 at two threads ran no faster than at one while another process took half of
+    one core; onnxruntime's pool hands out work as it goes). With fewer bands than threads there is one slot
     and the product's tiles are parallel. All bands have `rows` rows, so the product's loop nest
     is emitted once: when they do not divide the output, the last band ends at the last row and
     recomputes rows of the one before, storing only its own (each output is stored once). With
@@ -253,10 +256,9 @@ def _banded(
     items = n * bands
     # Fewer bands than threads: one copy, and the threads share each band's product instead.
     slots = threads if items >= threads else 1
-    per = -(-items // slots)
     shared_copy = slots == 1 < threads and size >= PARALLEL_MIN_COPY  # the threads copy a lone band too
     buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
-    slot, k, item = index_var(ctx, "slot"), index_var(ctx, "k"), index_var(ctx, "item")
+    slot, item = index_var(ctx, "slot"), index_var(ctx, "item")
     img, b = index_var(ctx, "img"), index_var(ctx, "band")
     at = slot * (size + slack)
 
@@ -292,9 +294,7 @@ def _banded(
                            (1, img, y0, rows))
     body: Stmt = LetStmt(y0, first_row, seq(fill, product))
     body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
-    if per * slots > items:
-        body = IfThenElse(item < items, body)
-    work = For(k, _i(0), _i(per), LetStmt(item, slot * per + k, body))
+    work = For(item, _i(0), _i(items), body, ForKind.CLAIMED if slots > 1 else ForKind.SERIAL)
     if slack:
         s = index_var(ctx, "s")
         tail = For(s, _i(0), _i(slack), Store(buffer, (at + size + s,), te.const(0, dtype)), ForKind.VECTORIZED)

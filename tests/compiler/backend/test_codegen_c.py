@@ -27,6 +27,7 @@ from compiler.tir.expr import (
     Buffer,
     CallExtern,
     Const,
+    ExprLike,
     PrimExpr,
     Intrin,
     Unary,
@@ -253,12 +254,32 @@ def loop_index_overflow() -> PrimFunc:
     return PrimFunc("loop_index_overflow", (out,), for_range("i", N, body), 0)
 
 
+def claimed_counts(name: str, slots: ExprLike, items: ExprLike, scalars: tuple[Var, ...] = (),
+                   parallel: bool = True) -> PrimFunc:
+    """counts[item] += 1 for every iteration of a CLAIMED loop over `items` inside a (parallel)
+    loop over `slots`; each count must come out 1."""
+    counts = Buffer("counts", (items,), "int32")
+    claimed = for_range("item", items, lambda item: Store(counts, (item,), counts[item] + 1), ForKind.CLAIMED)
+    body = for_range("slot", slots, lambda _: claimed, ForKind.PARALLEL if parallel else ForKind.SERIAL)
+    return PrimFunc(name, (counts,), body, 0, scalar_params=scalars)
+
+
+CLAIMED_SHAPES = {"claimed_even": (2, 14), "claimed_ragged": (3, 10), "claimed_fewer_items": (4, 3)}
+
+
+def claimed_funcs() -> list[PrimFunc]:
+    n = Var("n", "int64")
+    return [*(claimed_counts(name, slots, items) for name, (slots, items) in CLAIMED_SHAPES.items()),
+            claimed_counts("claimed_dynamic", 2, n, (n,)), claimed_counts("claimed_serial", 1, 5, parallel=False)]
+
+
 def all_funcs() -> list[PrimFunc]:
     return [
         vector_add(), transpose(), matmul(), intrinsics("float32"), intrinsics("float64"),
         division("int32"), division("int64"), division("float32"), min_max("float32"), min_max("int32"),
         select_cast(), dynamic_shape(), constants(), shadowed_names(), shared_subexpressions(),
         unused_and_odd_names(), odd_bounds(), loop_index_overflow(), checked_copy(ForKind.SERIAL), checked_copy(ForKind.PARALLEL), calls_vector_add(),
+        *claimed_funcs(),
     ]
 
 
@@ -547,6 +568,42 @@ def test_long_unrolled_loop_unrolls_by_eight() -> None:
     loop = for_range("i", 100, lambda i: Store(out, (i,), Const(1.0, "float32")), ForKind.UNROLLED)
     func = PrimFunc("f", (out,), loop, 0)
     assert "#pragma GCC unroll 8" in emit_prim_func(func)
+
+
+@pytest.mark.parametrize("name", [*CLAIMED_SHAPES, "claimed_dynamic", "claimed_serial"])
+def test_claimed_loop_runs_each_iteration_once_in_all(lib: Library, name: str) -> None:
+    items = CLAIMED_SHAPES[name][1] if name in CLAIMED_SHAPES else 5 if name == "claimed_serial" else 23
+    for _ in range(200):  # the threads race for the iterations differently each time
+        counts = np.zeros(items, np.int32)
+        args = (counts, items) if name == "claimed_dynamic" else (counts,)
+        assert lib.call(name, *args) == 0
+        np.testing.assert_array_equal(counts, np.ones(items, np.int32))
+
+
+def test_claimed_loop_takes_its_own_share_first_with_constant_extents() -> None:
+    text = emit_prim_func(claimed_counts("f", 3, 10))
+    assert "int64_t relaycc_next0[3] = {INT64_C(0), INT64_C(4), INT64_C(8)};" in text
+    assert "(slot + relaycc_next0_tried) % 3" in text
+
+
+def test_claimed_loop_shares_one_counter_with_a_dynamic_extent() -> None:
+    n = Var("n", "int64")
+    text = emit_prim_func(claimed_counts("f", 2, n, (n,)))
+    assert "int64_t relaycc_next0 = 0;" in text
+    assert "__atomic_fetch_add(&relaycc_next0, 1, __ATOMIC_RELAXED)" in text
+
+
+def test_claimed_loop_outside_a_parallel_loop_is_a_plain_loop() -> None:
+    text = emit_prim_func(claimed_counts("f", 1, 5, parallel=False))
+    assert "__atomic" not in text and "for (int64_t item = 0; item < 5; ++item)" in text
+
+
+def test_long_parallel_loop_is_scheduled_dynamically_in_chunks() -> None:
+    out = Buffer("out", (64,))
+    loop = for_range("i", 64, lambda i: Store(out, (i,), Const(0.0, "float32")), ForKind.PARALLEL)
+    assert "#pragma omp parallel for schedule(dynamic, 2)" in emit_prim_func(PrimFunc("f", (out,), loop, 0))
+    short = for_range("i", 4, lambda i: Store(out, (i,), Const(0.0, "float32")), ForKind.PARALLEL)
+    assert "schedule" not in emit_prim_func(PrimFunc("f", (out,), short, 0))
 
 
 def test_nested_parallel_loop_loses_its_pragma() -> None:

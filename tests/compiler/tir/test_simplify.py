@@ -227,6 +227,13 @@ def test_loop_of_extent_one_becomes_its_body_at_begin() -> None:
     assert isinstance(result, Store) and is_const(result.indices[0], 3, "int32")
 
 
+def test_claimed_loop_of_extent_one_stays_a_loop() -> None:
+    # Its one iteration runs once in all, not once per iteration of the parallel loop around it.
+    out = Buffer("out", (4,))
+    loop = For(Var("i"), Const(0), Const(1), Store(out, (Const(0),), Const(1.0, "float32")), ForKind.CLAIMED)
+    assert simplify(loop) is loop
+
+
 def test_nested_single_values_are_all_replaced_in_the_innermost_loop() -> None:
     # i = 2; j = 3 * i; k = 5 (a let of a constant); then a real loop over m: out[i + j + k + m].
     out = Buffer("out", (32,))

@@ -79,6 +79,7 @@ HALF = "float16"  # data the kernel widens to float32 as it copies its bands
 BAND_BYTES = 128 << 10
 MIN_BAND_PIXELS = 64
 MAX_BAND_THREADS = 8
+CLAIMS_PER_SLOT = 4  # a banded layer gives each thread at least this many items to claim
 # Rows are numbered by output pixel, skipping the grid's padding columns, when those are at least
 # this fraction of the grid's width (module docstring).
 COMPACT_MIN_PADDING = 1 / 16
@@ -216,6 +217,28 @@ def band_rows(grid: Grid, channels: int, kh: int, oh: int, itemsize: int, slots:
     return min(range(max(least, within // 2), most + 1), key=cost)
 
 
+def channel_groups(o: int, nr: int, units: int, slots: int) -> int:
+    """Groups of output channels each band is split into, so the threads share at least
+    `CLAIMS_PER_SLOT` items each: with a band or two per thread, a thread the host delays kept
+    the others waiting (ResNet-50's 14x14 layers: two bands, two threads). The fewest groups
+    that give that many, each a whole number of `nr`-wide panels; 1 when the bands suffice or
+    there is one slot."""
+    if slots <= 1 or units >= CLAIMS_PER_SLOT * slots or o % nr:
+        return 1
+    panels = o // nr
+    divisors = [d for d in range(2, panels + 1) if panels % d == 0]
+    return next((d for d in divisors if units * d >= CLAIMS_PER_SLOT * slots), panels)
+
+
+def _panels_from(packed: Callable[[te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr],
+                 first: te.PrimExpr) -> Callable[[te.PrimExpr, Sequence[te.PrimExpr], te.PrimExpr], te.PrimExpr]:
+    return lambda nb, ks, j: packed(nb + first, ks, j)
+
+
+def _channels_from(store: Store6, first: te.PrimExpr) -> Store6:
+    return lambda img, oc0, j, y, x, value: store(img, oc0 + first, j, y, x, value)
+
+
 def _banded(
     ctx: KernelContext,
     data: te.Buffer,
@@ -253,14 +276,20 @@ def _banded(
     # pixels past the output's width: a zeroed tail keeps those reads inside the buffer.
     slack = max(0, rows * wp + band.max_shift((kh, kw)) - band.plane) * max(block, 1)
     bands = -(-oh // rows)
-    items = n * bands
+    units = n * bands
     # Fewer bands than threads: one copy, and the threads share each band's product instead.
-    slots = threads if items >= threads else 1
+    slots = threads if units >= threads else 1
+    groups = channel_groups(o, nr, units, slots)
+    items = units * groups
     shared_copy = slots == 1 < threads and size >= PARALLEL_MIN_COPY  # the threads copy a lone band too
     buffer = te.Buffer(ctx.fresh("grid"), (slots * (size + slack),), dtype)
     slot, item = index_var(ctx, "slot"), index_var(ctx, "item")
-    img, b = index_var(ctx, "img"), index_var(ctx, "band")
+    img, b, g = index_var(ctx, "img"), index_var(ctx, "band"), index_var(ctx, "group")
     at = slot * (size + slack)
+    if groups > 1:
+        dims = (n, c, kh, kw, oh, ow, wp, o // groups)
+        packed = _panels_from(packed, g * (o // nr // groups))
+        store = _channels_from(store, g * (o // groups))
 
     # The pixel's part of an index comes last: a tile row's pixel is bound once per tile, and
     # with it last gcc steps one address through the reduction and adds each row's part to it,
@@ -292,9 +321,19 @@ def _banded(
         fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
                            (1, img, y0, rows))
+    held = None
+    if groups > 1:
+        # A slot copies a band once for all the groups it takes of it in a row.
+        held = te.Buffer(ctx.fresh("held"), (1,), INDEX, scope="local")
+        fill = IfThenElse(te.ne(held[0], item // groups), seq(fill, Store(held, (0,), item // groups)))
     body: Stmt = LetStmt(y0, first_row, seq(fill, product))
-    body = LetStmt(img, item // bands, LetStmt(b, item % bands, body))
+    unit = item // groups if groups > 1 else item
+    body = LetStmt(img, unit // bands, LetStmt(b, unit % bands, body))
+    if groups > 1:
+        body = LetStmt(g, item % groups, body)
     work = For(item, _i(0), _i(items), body, ForKind.CLAIMED if slots > 1 else ForKind.SERIAL)
+    if held is not None:
+        work = Allocate(held, seq(Store(held, (0,), te.const(-1, INDEX)), work))
     if slack:
         s = index_var(ctx, "s")
         tail = For(s, _i(0), _i(slack), Store(buffer, (at + size + s,), te.const(0, dtype)), ForKind.VECTORIZED)

@@ -87,6 +87,7 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "bands_asymmetric_padding": (f32(1, 4, 17, 11), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (2, 0, 1, 1)),
     "bands_in_two_slots": (f32(1, 8, 30, 30), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_batch_3_in_two_slots": (f32(3, 8, 13, 13), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "bands_in_channel_groups": (f32(1, 8, 13, 13), f32(64, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     # 40 columns on a grid of 42: too little padding to number the rows by pixel.
     "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
 }
@@ -100,6 +101,7 @@ BANDED = {
     "bands_asymmetric_padding": (1152, (3, 6), 1),  # 18 = 6 x 3, two zero rows on top, one right column
     "bands_in_two_slots": (6144, (3, 10), 2),  # 30 = 10 x 3, five bands per thread
     "bands_batch_3_in_two_slots": (2880, (2, 7), 2),  # 13 = 7 x 2 - 1; 21 bands, 11 and 10 per thread
+    "bands_in_channel_groups": (4320, (7, 2), 2),  # 13 = 2 x 7 - 1: two bands, each in four groups of 16 channels
 }
 
 
@@ -193,6 +195,7 @@ BIAS = f32(32)
 RESIDUAL = f32(1, 32, 10, 10)
 RAGGED_RESIDUAL = f32(1, 16, 23, 13)
 BLOCKED_RESIDUAL = f32(2, 2, 7, 9, 16)
+GROUPED_RESIDUAL = f32(1, 64, 13, 13)
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +212,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     blocked = op_call(OP, 2, attrs_of("blocked_1x1_in_place"))
     funcs.append(lower(primitive(blocked, [*inputs_of("blocked_1x1_in_place"), BLOCKED_RESIDUAL],
                                  "nn.relu(add(%0, %p2))"), "blocked_residual_relu", 8))
+    grouped = op_call(OP, 2, attrs_of("bands_in_channel_groups"))
+    funcs.append(lower(primitive(grouped, [*inputs_of("bands_in_channel_groups"), GROUPED_RESIDUAL], "add(%0, %p2)"),
+                       "grouped_residual", 8, bands_of="bands_in_channel_groups"))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
     for name in HALF:
@@ -353,6 +359,29 @@ def test_bands_share_threads_in_one_parallel_loop(library: Library) -> None:
     assert loops[0].var.name.startswith("slot") and loops[0].extent.value == 2
     assert not any(isinstance(s, For) and s.kind is ForKind.PARALLEL
                    for s in walk_stmts(library.funcs["bands_ragged_last"].body))  # too small for threads
+
+
+def test_bands_are_claimed_by_the_threads_as_they_finish(library: Library) -> None:
+    claimed = [s for s in walk_stmts(library.funcs["bands_in_two_slots"].body)
+               if isinstance(s, For) and s.kind is ForKind.CLAIMED]
+    assert len(claimed) == 1 and claimed[0].extent.value == 10
+
+
+def test_few_bands_are_split_into_groups_of_output_channels_for_the_threads(library: Library) -> None:
+    assert conv2d_packed.channel_groups(64, 16, 2, 2) == 4  # 2 bands x 4 groups: 8 items for 2 threads
+    assert conv2d_packed.channel_groups(256, 16, 2, 2) == 4  # ResNet-50's 14x14 layers
+    assert conv2d_packed.channel_groups(32, 16, 3, 2) == 2  # no more groups than panels
+    assert conv2d_packed.channel_groups(64, 16, 10, 2) == 1  # enough bands
+    assert conv2d_packed.channel_groups(64, 16, 3, 1) == 1  # one thread
+    (claimed,) = [s for s in walk_stmts(library.funcs["bands_in_channel_groups"].body)
+                  if isinstance(s, For) and s.kind is ForKind.CLAIMED]
+    assert claimed.extent.value == 8
+
+
+def test_grouped_bands_add_a_residual_once_where_the_last_band_overlaps(library: Library) -> None:
+    expected = expected_of("bands_in_channel_groups") + GROUPED_RESIDUAL
+    (out,) = library.run("grouped_residual", [*inputs_of("bands_in_channel_groups"), GROUPED_RESIDUAL])
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:

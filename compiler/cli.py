@@ -191,6 +191,9 @@ def _interpret(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     model = _existing_file(args.model)
+    front = _front_key(args, model)
+    if front is not None and _served_from_front(front, args):
+        return 0
     params = load_arrays(args.params) if args.params is not None else None
     config = load_json(args.config) if args.config is not None else {}
 
@@ -214,13 +217,54 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.progress_bar import compile_progress
 
     with compile_progress(planned_passes(options, params=bool(params))) as bar:
-        _build_model(model, data, options, params, args, bar, dump)
+        _build_model(model, data, options, params, args, bar, dump, front)
     return 0
+
+
+def _front_key(args: argparse.Namespace, model: Path) -> str | None:
+    """The command line's key in front of the whole-build cache (runtime/front_cache.py), read
+    without importing the compiler; None when there is no cache, a file cannot be read (the
+    build reports it), or `--codegen` documents are given (their libraries are read through the
+    compiler)."""
+    from compiler.runtime.compile_cache import CompileCache
+
+    if args.codegen or CompileCache.from_environment() is None:
+        return None
+    from compiler.runtime.front_cache import front_key
+
+    parts: list[tuple[str, bytes | str]] = [
+        ("command", "compile" if args.executor else "lower"),
+        ("flags", json.dumps([args.target, args.module_name, args.pass_config, args.opt_level, args.disabled_pass,
+                              args.desired_layout, args.input_shapes, args.dump_code])),
+        ("model name", str(model)),
+    ]
+    try:
+        parts.append(("model", model.read_bytes()))
+        for label, path in (("params", args.params), ("config", args.config)):
+            parts.append((label, b"" if path is None else Path(path).read_bytes()))
+    except OSError:
+        return None
+    return front_key(parts)
+
+
+def _served_from_front(front: str, args: argparse.Namespace) -> bool:
+    """Whether the build the front key points at was put into OUTDIR."""
+    from compiler.runtime.build_cache import BuildCache
+    from compiler.runtime.compile_cache import CompileCache
+    from compiler.runtime.front_cache import FrontCache
+
+    cache = CompileCache.from_environment()
+    assert cache is not None  # _front_key gives no key without one
+    key = FrontCache(cache.root).lookup(front)
+    try:
+        return key is not None and BuildCache(cache.root).restore_build(key, args.output, args.module_name) is not None
+    except OSError:
+        return False  # an OUTDIR that cannot be written: the build says so, with its own message
 
 
 def _build_model(
     model: Path, data: bytes, options: BuildOptions, params: dict[str, np.ndarray] | None,
-    args: argparse.Namespace, bar: CompileProgress | None, dump: list[str],
+    args: argparse.Namespace, bar: CompileProgress | None, dump: list[str], front: str | None = None,
 ) -> CompiledModel:
     from compiler.runtime.compile_cache import CompileCache
 
@@ -232,14 +276,14 @@ def _build_model(
 
         return build_onnx(data, args.output, options, params, source_name=str(model), executor=args.executor,
                           cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress,
-                          dump_kinds=dump)
+                          dump_kinds=dump, front_key=front)
     from compiler.driver import build
     from compiler.parser import decode_source
 
     text = decode_source(data, str(model))  # not UTF-8: located at the first bad byte
     return build(text, args.output, options, params, source_name=str(model), executor=args.executor,
                  cache=CompileCache.from_environment(), instruments=instruments, c_progress=c_progress,
-                 dump_kinds=dump)
+                 dump_kinds=dump, front_key=front)
 
 
 def _with_flags(config: dict[str, object], args: argparse.Namespace) -> dict[str, object]:

@@ -78,8 +78,15 @@ from compiler.passes.strip_devices import StripDevices, device_placements
 from compiler.passes.undo_manifest_alloc import UndoManifestAlloc
 from compiler.passes.unwrap_call_lowered import UnwrapCallLowered
 from compiler.runtime.build import Blob, LibraryBuilder
-from compiler.runtime.build_cache import BuildCache, KeyHasher, package_identity, toolchain_identity
+from compiler.runtime.build_cache import (
+    BuildCache,
+    KeyHasher,
+    package_identity,
+    remove_stale_sources,
+    toolchain_identity,
+)
 from compiler.runtime.compile_cache import CompileCache
+from compiler.runtime.front_cache import FrontCache
 from compiler.runtime.threads import available_cores
 from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
@@ -552,7 +559,7 @@ def _export_sources(
     files += [src / f for f in sources]
     if pool_source is not None:
         files.append(src / pool_source[0])
-    _remove_stale_sources(src, name, {*sources, *([pool_source[0]] if pool_source else [])})
+    remove_stale_sources(src, name, {*sources, *([pool_source[0]] if pool_source else [])})
     files.append(outdir / "include" / aot.header_name)
     files += codegen_libraries.sources
     if model.codegens.codegens:
@@ -645,15 +652,6 @@ def _write_stream(path: Path, write: Callable[[Any], None], *, text: bool = Fals
     replace_file(tmp, path)
 
 
-def _remove_stale_sources(src: Path, name: str, keep: set[str]) -> None:
-    """A module built again into the same OUTDIR may have fewer kernel files than before: the
-    files of the earlier build would otherwise sit next to the new ones."""
-    pattern = re.compile(rf"^{re.escape(name)}_(lib\d+|constants)\.c$")
-    for path in src.glob(f"{name}_*.c"):
-        if pattern.match(path.name) and path.name not in keep:
-            path.unlink(missing_ok=True)
-
-
 def build(
     relay_text: str,
     outdir: Path,
@@ -668,6 +666,7 @@ def build(
     onnx_names: Mapping[str, str] | None = None,
     c_progress: Callable[[int, int], None] | None = None,
     dump_kinds: Sequence[str] = (),
+    front_key: str | None = None,
 ) -> CompiledModel:
     """Parse, compile and export: what `relaycc compile` (and `lower`) do. `instruments` see
     each pass finish, `c_progress` each C file of the library compiled; `dump_kinds` are
@@ -676,7 +675,8 @@ def build(
     With a cache (the environment's by default), an identical earlier build's files are put
     into `outdir` instead (runtime/build_cache.py): no pass runs, the report says
     `"build_cache": {"hit": true}`, and the model returned lowers again only if its IR is
-    asked for."""
+    asked for. `front_key`, a command line's key (runtime/front_cache.py), is pointed at the
+    build's key, so the same command line finds it without importing the compiler."""
     from compiler.parser import parse
 
     def make() -> CompiledModel:
@@ -687,7 +687,7 @@ def build(
     return _cached_build(
         ("relay", relay_text.encode()), make, outdir, relay_text, options, params, source_name=source_name,
         build_library=build_library and executor, executor=executor, cache=cache, onnx_names=onnx_names,
-        c_progress=c_progress, dump_kinds=dump_kinds,
+        c_progress=c_progress, dump_kinds=dump_kinds, front_key=front_key,
     )
 
 
@@ -703,6 +703,7 @@ def build_onnx(
     cache: CompileCache | None | Literal["environment"] = FROM_ENVIRONMENT,
     c_progress: Callable[[int, int], None] | None = None,
     dump_kinds: Sequence[str] = (),
+    front_key: str | None = None,
 ) -> CompiledModel:
     """`build` for an ONNX model's bytes: imported first, its inputs' ONNX names recorded in
     the report; the whole-build cache is keyed by the bytes, so a hit imports nothing."""
@@ -721,7 +722,7 @@ def build_onnx(
     return _cached_build(
         ("onnx", data), make, outdir, lambda: imported[-1], options, params, source_name=source_name,
         build_library=executor, executor=executor, cache=cache, onnx_names=None, c_progress=c_progress,
-        dump_kinds=dump_kinds,
+        dump_kinds=dump_kinds, front_key=front_key,
     )
 
 
@@ -740,6 +741,7 @@ def _cached_build(
     onnx_names: Mapping[str, str] | None,
     c_progress: Callable[[int, int], None] | None,
     dump_kinds: Sequence[str],
+    front_key: str | None = None,
 ) -> CompiledModel:
     """Serve the build from the whole-build cache, or `make` it, export it (with the dumps)
     and keep its files there."""
@@ -750,13 +752,10 @@ def _cached_build(
         key = build_key(source, options, params, source_name=source_name, executor=executor,
                         build_library=build_library, dump_kinds=dump_kinds, onnx_names=onnx_names)
     if builds is not None and key is not None:
-        restored = builds.restore(key, Path(outdir))
-        if restored is not None:
-            # As a fresh build would: no kernel file of an earlier, bigger build stays behind.
-            src = Path(outdir) / "src"
-            if any(p.parent == src for p in restored):
-                _remove_stale_sources(src, options.module_name, {p.name for p in restored if p.parent == src})
-            return _reused_model(key, Path(outdir), options, params, make)
+        report = builds.restore_build(key, Path(outdir), options.module_name)
+        if report is not None:
+            _remember_front(builds, front_key, key, options)
+            return _ReusedModel(options, params or {}, report, make)
     model = make()
     written: list[Path] = []
     text = relay_text if isinstance(relay_text, str) else relay_text()
@@ -765,7 +764,18 @@ def _cached_build(
         written += dump_code(model, outdir, dump_kinds)
     if builds is not None and key is not None:
         builds.store(key, Path(outdir), written)
+        _remember_front(builds, front_key, key, options)
     return model
+
+
+def _remember_front(builds: BuildCache, front_key: str | None, key: str, options: BuildOptions) -> None:
+    """Point the command line's front key at `key` (runtime/front_cache.py), unless a library
+    the key looked for was not found: the front key could not tell when one is installed."""
+    if front_key is None or not builds.entry(key).is_dir():
+        return
+    found = [path for _, path in _prebuilt_library_files(options.codegens)]
+    if all(path is not None for path in found):
+        FrontCache(builds.root).store(front_key, key, [p for p in found if p is not None])
 
 
 # Read from the environment by tools a build runs (runtime/build.py, byoc/codegen_library.py).
@@ -859,28 +869,34 @@ def _codegen_headers(spec: CodegenSpec) -> bytes | None:
 def _prebuilt_libraries(given: Sequence[CodegenSpec]) -> str:
     """Where each library a codegen links is found, with its size and time (a static one is
     copied into the model's library)."""
-    from compiler.byoc.codegen_config import builtin_names
-
-    specs = [*given, *(s for s in (builtin(n) for n in builtin_names()) if s is not None)]
     lines = []
-    for spec in specs:
-        for library in spec.library.libraries:
-            lines.append(f"{spec.name} -l{library}: {_library_file(library, tuple(spec.library.library_dirs))}")
+    for label, path in _prebuilt_library_files(given):
+        if path is None:
+            lines.append(f"{label}: not found")
+        else:
+            info = path.stat()
+            lines.append(f"{label}: {path}:{info.st_size}:{info.st_mtime_ns}")
     return "\n".join(lines)
 
 
+def _prebuilt_library_files(given: Sequence[CodegenSpec]) -> list[tuple[str, Path | None]]:
+    """Each library the given and the built-in codegens link, and where it is found."""
+    from compiler.byoc.codegen_config import builtin_names
+
+    specs = [*given, *(s for s in (builtin(n) for n in builtin_names()) if s is not None)]
+    return [(f"{spec.name} -l{library}", _library_file(library, tuple(spec.library.library_dirs)))
+            for spec in specs for library in spec.library.libraries]
+
+
 @lru_cache(maxsize=None)
-def _library_file(name: str, library_dirs: tuple[Path, ...]) -> str:
+def _library_file(name: str, library_dirs: tuple[Path, ...]) -> Path | None:
     from compiler.byoc.codegen_library import find_library
 
     try:
         path = find_library(name, library_dirs)
     except CompileError:
-        return "not found"
-    if path is None:
-        return "not found"
-    info = path.resolve().stat()
-    return f"{path.resolve()}:{info.st_size}:{info.st_mtime_ns}"
+        return None
+    return None if path is None else path.resolve()
 
 
 class _ReusedModel(CompiledModel):
@@ -913,16 +929,3 @@ class _ReusedModel(CompiledModel):
         return self.__dict__["codegens"]
 
 
-def _reused_model(
-    key: str, outdir: Path, options: BuildOptions, params: Mapping[str, np.ndarray] | None,
-    make: Callable[[], CompiledModel],
-) -> CompiledModel:
-    """The model of a cache hit; its metadata.json (already in `outdir`) says where it came from."""
-    path = outdir / "metadata.json"
-    text = path.read_text()
-    # Appended as text, giving what json.dumps(..., indent=2) of the whole report would: a
-    # large report takes tens of milliseconds to print again.
-    entry = json.dumps({"hit": True, "key": key}, indent=2).replace("\n", "\n  ")
-    text = f'{text.rstrip().removesuffix("}").rstrip()},\n  "build_cache": {entry}\n}}\n'
-    _write(path, text)
-    return _ReusedModel(options, params or {}, json.loads(text), make)

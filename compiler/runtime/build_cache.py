@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -48,11 +49,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import blake3
-import numpy as np
 
 from compiler.runtime.compile_cache import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FORMAT = b"relaycc-build/1\n"
 LINK_BYTES = 1 << 20
@@ -84,6 +88,8 @@ class KeyHasher:
 
     def add_arrays(self, label: str, arrays: Mapping[str, np.ndarray]) -> None:
         """Names, dtypes, shapes and bytes of `arrays`, in name order."""
+        import numpy as np  # not at the top: the command line's front key (front_cache.py) comes without it
+
         names = sorted(arrays)
         contiguous = [np.ascontiguousarray(arrays[name]) for name in names]
         header = [[name, a.dtype.str, list(a.shape)] for name, a in zip(names, contiguous)]
@@ -183,6 +189,30 @@ class BuildCache:
             pass
         return written
 
+    def restore_build(self, key: str, outdir: Path, module_name: str) -> dict[str, object] | None:
+        """`restore`, then as a fresh build would leave OUTDIR: no kernel file of an earlier,
+        bigger build beside the restored ones, and metadata.json saying where the build came
+        from (`"build_cache": {"hit": true, "key": ...}`); that report, or None on a miss."""
+        restored = self.restore(key, outdir)
+        if restored is None:
+            return None
+        src = Path(outdir) / "src"
+        if any(p.parent == src for p in restored):
+            remove_stale_sources(src, module_name, {p.name for p in restored if p.parent == src})
+        path = Path(outdir) / "metadata.json"
+        text = path.read_text()
+        # Appended as text, giving what json.dumps(..., indent=2) of the whole report would: a
+        # large report takes tens of milliseconds to print again.
+        entry = json.dumps({"hit": True, "key": key}, indent=2).replace("\n", "\n  ")
+        text = f'{text.rstrip().removesuffix("}").rstrip()},\n  "build_cache": {entry}\n}}\n'
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return json.loads(text)
+
     def store(self, key: str, outdir: Path, paths: Iterable[Path]) -> None:
         """Keep the files `paths` (inside `outdir`) under `key`. A cache that cannot be
         written is no error: the build has its files either way."""
@@ -235,6 +265,9 @@ class BuildCache:
                 break
             shutil.rmtree(entry, ignore_errors=True)
             total -= size
+        from compiler.runtime.front_cache import FrontCache
+
+        FrontCache(self.root).forget_missing(lambda key: self.entry(key).is_dir())
 
     def clear(self) -> None:
         shutil.rmtree(self.builds, ignore_errors=True)
@@ -254,6 +287,15 @@ class BuildCache:
     def _drop(entry: Path) -> None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
+
+
+def remove_stale_sources(src: Path, name: str, keep: set[str]) -> None:
+    """A module built again into the same OUTDIR may have fewer kernel files than before: the
+    files of the earlier build would otherwise sit next to the new ones."""
+    pattern = re.compile(rf"^{re.escape(name)}_(lib\d+|constants)\.c$")
+    for path in src.glob(f"{name}_*.c"):
+        if pattern.match(path.name) and path.name not in keep:
+            path.unlink(missing_ok=True)
 
 
 def _entry_bytes(entry: Path) -> int:

@@ -656,6 +656,45 @@ def test_a_second_compile_of_an_onnx_model_comes_from_the_build_cache_with_its_d
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["out0"], np.maximum(x @ w.T + b, 0), rtol=1e-5)
 
 
+_SERVED = (
+    "import sys\nfrom compiler.cli import main\nrc = main(sys.argv[1:])\n"
+    "print(rc, 'compiler.driver' in sys.modules)"
+)
+
+
+def _compile_reporting_imports(tmp_path: Path, *args: object) -> tuple[int, bool]:
+    """`relaycc compile ARGS` in a fresh process with its own cache: the exit code, and whether
+    the compiler's driver was imported (it is not when the front key served the build)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RELAYCC_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "-c", _SERVED, "compile", *map(str, args)], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    code, imported = result.stdout.split()[-2:]
+    return int(code), imported == "True"
+
+
+def test_a_repeated_compile_is_served_by_its_command_line_without_importing_the_compiler(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    assert _compile_reporting_imports(tmp_path, model, "-o", tmp_path / "a") == (0, True)
+    assert _compile_reporting_imports(tmp_path, model, "-o", tmp_path / "b") == (0, False)
+    first, second = (json.loads((tmp_path / d / "metadata.json").read_text()) for d in ("a", "b"))
+    assert "build_cache" not in first and second["build_cache"]["hit"] is True
+    assert (tmp_path / "b" / "libdefault.so").read_bytes() == (tmp_path / "a" / "libdefault.so").read_bytes()
+    # Another option, or the model's text changed, is another command line: the compiler runs.
+    assert _compile_reporting_imports(tmp_path, model, "-o", tmp_path / "c", "--module-name", "other") == (0, True)
+    write(tmp_path / "m.relay", DOUBLE.replace("add(%x, %x)", "multiply(%x, %x)"))
+    assert _compile_reporting_imports(tmp_path, model, "-o", tmp_path / "d") == (0, True)
+    assert "build_cache" not in json.loads((tmp_path / "d" / "metadata.json").read_text())
+
+
+def test_a_compile_with_a_codegen_document_is_never_served_by_its_command_line(tmp_path: Path) -> None:
+    model = write(tmp_path / "m.relay", DOUBLE)
+    codegen = REPO_ROOT / "tests" / "codegens" / "toy_cg_thflow" / "toy_cg_thflow.json"
+    for out in ("a", "b"):
+        assert _compile_reporting_imports(tmp_path, model, "-o", tmp_path / out, "--codegen", codegen) == (0, True)
+    assert json.loads((tmp_path / "b" / "metadata.json").read_text())["build_cache"]["hit"] is True
+
+
 def test_compile_recognizes_onnx_by_its_first_byte_without_the_suffix(tmp_path: Path) -> None:
     model, _, _ = _onnx_model(tmp_path / "m.bin")
     result = run_relaycc("lower", model, "-o", tmp_path / "out")

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from compiler.backend.lower_primitive import lower_primitive
-from compiler.ops.kernels import conv2d_packed
+from compiler.backend.codegen_c import emit_prim_func
+from compiler.ops.kernels import conv2d_packed, gemm
 from compiler.ir.expr import Function
 from compiler.parser import parse_expr
 from compiler.passes.infer_type import infer_expr
@@ -88,6 +89,9 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "bands_in_two_slots": (f32(1, 8, 30, 30), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_batch_3_in_two_slots": (f32(3, 8, 13, 13), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_in_channel_groups": (f32(1, 8, 13, 13), f32(64, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    # 48 pixels in 8 row blocks of 6, 48 channels (9,216 bytes), 64 outputs (panels outer): with
+    # A_CHUNK_BYTES patched to 8 KiB, two chunks of four row blocks.
+    "in_place_1x1_in_row_chunks": (f32(1, 48, 8, 6), f32(64, 48, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
     # 40 columns on a grid of 42: too little padding to number the rows by pixel.
     "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
 }
@@ -166,6 +170,8 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
     case = bands_of or name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
+        if case == "in_place_1x1_in_row_chunks":
+            patch.setattr(gemm, "A_CHUNK_BYTES", 8 << 10)
         if case in BANDED:
             patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
@@ -382,6 +388,15 @@ def test_grouped_bands_add_a_residual_once_where_the_last_band_overlaps(library:
     expected = expected_of("bands_in_channel_groups") + GROUPED_RESIDUAL
     (out,) = library.run("grouped_residual", [*inputs_of("bands_in_channel_groups"), GROUPED_RESIDUAL])
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_large_input_read_in_place_is_swept_a_chunk_of_row_blocks_at_a_time(library: Library) -> None:
+    assert gemm.row_chunks(800 << 10, 33) == 3  # ResNet-50's 1x1 layer on 14x14, 1024 channels
+    assert gemm.row_chunks(1 << 20, 7) == 7  # the fewest chunks that divide the row blocks
+    assert gemm.row_chunks(100, 33) == 1
+    # Tile t: chunk t / 16 (4 panels x 4 row blocks), panel (t / 4) % 4, row block 4 * chunk + t % 4.
+    text = emit_prim_func(library.funcs["in_place_1x1_in_row_chunks"])
+    assert "const int64_t mb = ((tile / INT64_C(16)) * INT64_C(4)) + (tile % INT64_C(4));" in text
 
 
 def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:

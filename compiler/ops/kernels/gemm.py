@@ -141,6 +141,18 @@ def tile_rows(ctx: KernelContext, dtype: str, width: int) -> int:
     return max(1, min(registers // 2 - 2, (registers - vectors - 1) // vectors))
 
 
+def fitted_rows(rows: int, m: int) -> int:
+    """`rows`, or one row fewer when that computes a twentieth fewer rows of an `m`-row product
+    (its last tile overlaps the one before): a 7x7 map's 49 pixels are 54 rows in tiles of 6 and 50
+    in tiles of 5 (ResNet-50's 7x7 layers 0.93-0.96x, one thread)."""
+    def computed(r: int) -> int:
+        return -(-m // r) * r
+
+    if rows > 2 and computed(rows - 1) * 20 <= computed(rows) * 19:
+        return rows - 1
+    return rows
+
+
 def tile_shape(ctx: KernelContext, dtype: str, n: int) -> tuple[int, int]:
     """(rows, columns) of the register tile: two vectors wide, one when n fits in one."""
     lanes = vector_lanes(ctx, dtype)
@@ -225,7 +237,7 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         return seq()
     if spec.panels is not None:
         nr = spec.panels.width
-        mr = tile_rows(ctx, spec.dtype, nr)
+        mr = fitted_rows(tile_rows(ctx, spec.dtype, nr), spec.m)
     else:
         mr, nr = tile_shape(ctx, spec.dtype, spec.n)
     panels = -(-spec.n // nr)

@@ -89,6 +89,7 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "bands_in_two_slots": (f32(1, 8, 30, 30), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_batch_3_in_two_slots": (f32(3, 8, 13, 13), f32(32, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "bands_in_channel_groups": (f32(1, 8, 13, 13), f32(64, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
+    "map_7x7_tiles_of_five_rows": (f32(1, 16, 7, 7), f32(32, 16, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
     # 48 pixels in 8 row blocks of 6, 48 channels (9,216 bytes), 64 outputs (panels outer): with
     # A_CHUNK_BYTES patched to 8 KiB, two chunks of four row blocks.
     "in_place_1x1_in_row_chunks": (f32(1, 48, 8, 6), f32(64, 48, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
@@ -391,12 +392,16 @@ def test_grouped_bands_add_a_residual_once_where_the_last_band_overlaps(library:
 
 
 def test_a_large_input_read_in_place_is_swept_a_chunk_of_row_blocks_at_a_time(library: Library) -> None:
-    assert gemm.row_chunks(800 << 10, 33) == 3  # ResNet-50's 1x1 layer on 14x14, 1024 channels
-    assert gemm.row_chunks(1 << 20, 7) == 7  # the fewest chunks that divide the row blocks
-    assert gemm.row_chunks(100, 33) == 1
     # Tile t: chunk t / 16 (4 panels x 4 row blocks), panel (t / 4) % 4, row block 4 * chunk + t % 4.
     text = emit_prim_func(library.funcs["in_place_1x1_in_row_chunks"])
     assert "const int64_t mb = ((tile / INT64_C(16)) * INT64_C(4)) + (tile % INT64_C(4));" in text
+
+
+def test_a_7x7_map_takes_tiles_of_five_rows(library: Library) -> None:
+    # 49 pixels: 10 tiles of 5 (50 rows) rather than 9 of 6 (54).
+    tiles = [s.buffer for s in walk_stmts(library.funcs["map_7x7_tiles_of_five_rows"].body)
+             if isinstance(s, Allocate) and s.buffer.name.startswith("acc")]
+    assert tiles and all(int(t.shape[0]) == 5 * 16 for t in tiles)
 
 
 def test_a_block_other_than_one_or_two_vectors_is_not_the_packed_kernel(library: Library) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.ops.kernels.gemm import GemmSpec, RowReader, gemm, tile_rows, tile_shape
+from compiler.ops.kernels.gemm import GemmSpec, RowReader, fitted_rows, gemm, row_chunks, tile_rows, tile_shape
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
@@ -105,6 +105,21 @@ def test_a_product_stored_element_by_element_keeps_a_tile_of_the_leftover_rows()
 
 def test_tile_is_six_rows_by_two_vectors_of_float32() -> None:
     assert tile_shape(KernelContext(vector_lanes=8), "float32", 500) == (6, 16)
+
+
+def test_a_row_fewer_per_tile_where_that_computes_a_twentieth_fewer_rows() -> None:
+    assert fitted_rows(6, 49) == 5  # a 7x7 map: 54 rows in tiles of 6, 50 in tiles of 5
+    assert fitted_rows(6, 25) == 5  # 30 against 25
+    assert fitted_rows(6, 196) == 6  # 14x14: 198 against 200
+    assert fitted_rows(6, 3136) == 6  # 56x56 divides by 6 already
+    assert fitted_rows(2, 3) == 2  # never below two rows
+
+
+def test_row_chunks_are_the_fewest_that_divide_the_row_blocks_within_the_budget() -> None:
+    assert row_chunks(800 << 10, 33) == 3  # ResNet-50's 1x1 layer on 14x14, 1024 channels
+    assert row_chunks(1 << 20, 7) == 7
+    assert row_chunks(100, 33) == 1
+    assert row_chunks(0, 33) == 1  # A not read in place
 
 
 def test_tile_is_one_vector_wide_when_the_columns_fit_in_one() -> None:

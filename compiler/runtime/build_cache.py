@@ -171,6 +171,11 @@ class BuildCache:
         token = uuid.uuid4().hex  # one per restore: each file's temporary sits beside its target
         for item in files:
             target = Path(outdir) / item.path
+            if item.path not in contents and _same_file(entry / "files" / item.path, target):
+                # OUTDIR holds this entry's file already (a rebuild into the same OUTDIR):
+                # replacing it would only make the kernel drop and refill a large file's pages.
+                written.append(target)
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.{token}.tmp")
             try:
@@ -319,6 +324,13 @@ def _entry_bytes(entry: Path) -> int:
             if info.st_nlink <= 1:
                 total += info.st_size
     return total
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

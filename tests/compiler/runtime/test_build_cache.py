@@ -52,6 +52,19 @@ def test_a_restore_replaces_a_linked_file_instead_of_writing_through_it(tmp_path
     assert (built / "libdefault.so").read_bytes()[:4] == b"\x7fELF"
 
 
+def test_a_restore_into_the_directory_holding_the_entrys_links_leaves_them_in_place(tmp_path: Path) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    built = tmp_path / "built"
+    cache.store(KEY, built, _outdir(built))
+    before = os.stat(built / "libdefault.so")
+    (built / "metadata.json").write_bytes(b"{}")  # a small file: always written again
+    restored = cache.restore(KEY, built)
+    assert restored is not None and built / "libdefault.so" in restored
+    after = os.stat(built / "libdefault.so")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert (built / "metadata.json").read_bytes() == b'{"format": "relaycc.metadata/1"}\n'
+
+
 def test_an_altered_small_file_is_a_miss_and_removes_the_entry(tmp_path: Path) -> None:
     cache = BuildCache(tmp_path / "cache")
     built = tmp_path / "built"

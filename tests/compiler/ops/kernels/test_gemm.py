@@ -9,7 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.ops.kernels.gemm import GemmSpec, RowReader, fitted_rows, gemm, row_chunks, tile_rows, tile_shape
+from compiler.ops.kernels.gemm import (
+    GemmSpec,
+    RowReader,
+    fitted_rows,
+    gemm,
+    panels_outer,
+    row_chunks,
+    tile_rows,
+    tile_shape,
+)
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
@@ -120,6 +129,17 @@ def test_row_chunks_are_the_fewest_that_divide_the_row_blocks_within_the_budget(
     assert row_chunks(1 << 20, 7) == 7
     assert row_chunks(100, 33) == 1
     assert row_chunks(0, 33) == 1  # A not read in place
+
+
+def test_tiles_share_a_panel_when_b_is_the_larger_operand_or_too_large_for_l2() -> None:
+    def spec(m: int, n: int, k: tuple[int, ...]) -> GemmSpec:
+        return GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: te.const(0.0)),
+                        lambda bb, ks, col: te.const(0.0), lambda b, row, col, value: seq())
+
+    assert panels_outer(spec(64, 500, (800,)), 16)  # dense: B is the larger operand
+    assert not panels_outer(spec(3136, 64, (3, 3, 64)), 16)  # a 56x56 3x3 layer: 147 KB of B
+    # A 14x14 3x3 band with 256 input channels and 64 output channels in its group: 590 KB of B.
+    assert panels_outer(spec(98, 64, (3, 3, 256)), 16)
 
 
 def test_tile_is_one_vector_wide_when_the_columns_fit_in_one() -> None:

@@ -27,7 +27,7 @@ Conventions other parts of the compiler rely on:
   cannot wrap. Functions with loop nests are built without gcc's loop interchange.
 * Loops: SERIAL is a plain `for`, PARALLEL adds `#pragma omp parallel for` (the build adds
   `-fopenmp` when it sees one), VECTORIZED `#pragma omp simd` (honoured with `-fopenmp-simd`),
-  UNROLLED `#pragma GCC unroll`. A CLAIMED loop takes its iterations from a counter declared
+  UNROLLED `#pragma GCC unroll`, ROLLED `#pragma GCC unroll 1`. A CLAIMED loop takes its iterations from a counter declared
   before its parallel loop (`__atomic_fetch_add`, relaxed: the barrier at the parallel loop's
   end orders the work); outside a parallel loop it is a plain `for`. A parallel loop inside another parallel or a simd loop, and a
   simd loop inside a simd loop, lose their pragma: nesting them is useless or invalid OpenMP.
@@ -357,6 +357,8 @@ class _FunctionEmitter:
             extent = const_int_bound(simp(s.extent))
             n = extent[1] if extent[0] == extent[1] and extent[1] is not None and extent[1] <= 16 else 8
             return [f"#pragma GCC unroll {n}"]
+        if s.kind is ForKind.ROLLED:
+            return ["#pragma GCC unroll 1"]
         if s.kind is ForKind.PARALLEL and not (self.in_parallel or self.in_simd):
             low, high = const_int_bound(simp(s.extent))
             if low is not None and low == high and low >= DYNAMIC_MIN_ITERATIONS:

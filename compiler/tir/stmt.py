@@ -20,6 +20,10 @@ class ForKind(Enum):
     PARALLEL = "parallel"  # an OpenMP parallel for
     VECTORIZED = "vectorized"  # a hint: the C compiler is asked to vectorize (omp simd)
     UNROLLED = "unrolled"  # a hint: the C compiler is asked to unroll
+    # A hint: the C compiler is asked not to unroll. A register tile's reduction step is a dozen
+    # FMAs already; gcc unrolls a loop of three such steps whole (a 3x3 kernel over 3 channels)
+    # and then interleaves them and spills the tile (the CNN's first layer 0.78x rolled).
+    ROLLED = "rolled"
     # Inside a PARALLEL loop: the iterations are shared out among that loop's iterations as they
     # go, each taken by whichever asks next (an atomic counter the parallel loop resets), and
     # each runs once in all. A thread the host delays leaves its share to the others, where a

@@ -172,13 +172,14 @@ def flat_index(ks: Sequence[te.PrimExpr], extents: Sequence[int]) -> te.PrimExpr
 
 
 def loop_nest(
-    ctx: KernelContext, base: str, extents: Sequence[int], body: Callable[[list[te.Var]], Stmt]
+    ctx: KernelContext, base: str, extents: Sequence[int], body: Callable[[list[te.Var]], Stmt],
+    kind: ForKind = ForKind.SERIAL,
 ) -> Stmt:
-    """Serial loops over `extents`, outermost first, with fresh variables named `base0, base1...`."""
+    """Loops of `kind` over `extents`, outermost first, with fresh variables named `base0, base1...`."""
     vars_ = [index_var(ctx, f"{base}{i}") for i in range(len(extents))]
     stmt = body(vars_)
     for var, extent in reversed(list(zip(vars_, extents))):
-        stmt = For(var, _index(0), _index(extent), stmt)
+        stmt = For(var, _index(0), _index(extent), stmt, kind)
     return stmt
 
 
@@ -373,7 +374,7 @@ def _tile(
 
     if not spec.peel_last:
         lets = [let for r in readers for let in r.lets]
-        whole = loop_nest(ctx, "k", spec.k, step)
+        whole = loop_nest(ctx, "k", spec.k, step, ForKind.ROLLED)
         store_all = _store_tile(ctx, spec, lambda i, j: acc[j + i * nr], b, nb, m0, rows, nr, shared)
         return Allocate(acc, seq(init, let_all(lets, seq(whole, store_all))))
 
@@ -394,12 +395,12 @@ def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Se
     first, rest = extents[0], extents[1:]
     if not rest:
         k = index_var(ctx, "k0")
-        return For(k, _index(0), _index(first - 1), body([k])) if first > 1 else seq()
+        return For(k, _index(0), _index(first - 1), body([k]), ForKind.ROLLED) if first > 1 else seq()
     whole: Stmt = seq()
     if first > 1:
         outer = index_var(ctx, "k0")
         whole = For(outer, _index(0), _index(first - 1),
-                    loop_nest(ctx, "k", rest, lambda ks: body([outer, *ks])))
+                    loop_nest(ctx, "k", rest, lambda ks: body([outer, *ks]), ForKind.ROLLED), ForKind.ROLLED)
     return seq(whole, _all_but_last(ctx, rest, lambda ks: body([_index(first - 1), *ks])))
 
 

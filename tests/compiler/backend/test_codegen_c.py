@@ -563,6 +563,13 @@ def test_loop_kinds_become_pragmas() -> None:
     assert "#pragma GCC unroll 4" in text
 
 
+def test_rolled_loop_asks_the_compiler_not_to_unroll() -> None:
+    out = Buffer("out", (3,))
+    loop = for_range("i", 3, lambda i: Store(out, (i,), Const(1.0, "float32")), ForKind.ROLLED)
+    func = PrimFunc("f", (out,), loop, 0)
+    assert "#pragma GCC unroll 1\n  for (" in emit_prim_func(func)
+
+
 def test_long_unrolled_loop_unrolls_by_eight() -> None:
     out = Buffer("out", (100,))
     loop = for_range("i", 100, lambda i: Store(out, (i,), Const(1.0, "float32")), ForKind.UNROLLED)

@@ -164,6 +164,16 @@ def test_inner_loops_are_vectorized_over_contiguous_packed_columns() -> None:
     assert len(fma_loops) == 2 * 6
 
 
+def test_reduction_loops_of_a_tile_are_rolled() -> None:
+    # Unrolled, a 3x3x3 reduction's steps are interleaved by gcc, which then spills the tile.
+    func = nested_product("f", 1, 12, 32, (3, 3), False)
+    accumulators = {s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.scope == "local"}
+    reductions = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind is not ForKind.VECTORIZED
+                  and any(isinstance(t, Store) and t.buffer in accumulators for t in walk_stmts(s.body))
+                  and not any(isinstance(t, Allocate) for t in walk_stmts(s.body))]
+    assert reductions and all(s.kind is ForKind.ROLLED for s in reductions)
+
+
 def test_the_store_takes_the_last_reduction_step_so_it_is_never_a_plain_copy() -> None:
     # gcc turns a tile copied out unchanged into a memcpy and then keeps the tile in memory.
     func = nested_product("f", 2, 9, 19, (3, 4), False)

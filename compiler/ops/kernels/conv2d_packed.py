@@ -24,9 +24,12 @@ row of a tile binds its g once per tile, so a tile may cross output rows. Number
 g instead (one address for the whole tile) also computed the WP - OW padding columns of every
 row and stored nothing of them: 12% of the work on a 14-wide 3x3 layer, 22% on a 7-wide one
 (ResNet-50's 3x3 layers at 14x14 and 7x7 ran 12% and 18% faster numbered by pixels). Where
-the padding is under `COMPACT_MIN_PADDING` of the width the rows keep the grid's numbering:
-the 7x7 stride-2 stem (3 of 115 columns) ran 1.2x slower numbered by pixels, its short
-reduction loops then carrying six row addresses.
+the padding is under `COMPACT_MIN_PADDING` of the width and the reduction's innermost loop is
+short (under `COMPACT_MIN_INNER` steps) the rows keep the grid's numbering: the 7x7 stride-2
+stem (3 of 115 columns, 7 taps innermost) ran 1.2x slower numbered by pixels, its short
+reduction loops then carrying six row addresses. Channel-blocked layers (16 channels innermost)
+are numbered by pixels whatever their padding: a 3x3 stride-2 layer onto 28x28 computed 120
+rows per band of 112 pixels on the grid and 114 by pixels (0.94x).
 Strides and dilation read through the grid's phase planes; the input is copied into the grid
 when padding or a stride needs it, and read in place otherwise (a 1x1 stride-1 layer).
 
@@ -83,6 +86,7 @@ CLAIMS_PER_SLOT = 4  # a banded layer gives each thread at least this many items
 # Rows are numbered by output pixel, skipping the grid's padding columns, when those are at least
 # this fraction of the grid's width (module docstring).
 COMPACT_MIN_PADDING = 1 / 16
+COMPACT_MIN_INNER = 16
 # How a tile row element is stored: (image, first channel of the tile's block, channel in the
 # block, y, x, value).
 Store6 = Callable[[te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr, te.PrimExpr], Stmt]
@@ -485,7 +489,8 @@ def _product(
     reduction's channel axis is two, (block, channel in the block)."""
     n, c, kh, kw, oh, ow, wp, o = dims
     images, fixed, y0, count = part
-    width = ow if wp - ow >= wp * COMPACT_MIN_PADDING else wp
+    k = (kh, kw, c // block, block) if read_split is not None else (kh, kw, c) if taps_outer else (c, kh, kw)
+    width = ow if wp - ow >= wp * COMPACT_MIN_PADDING or k[-1] >= COMPACT_MIN_INNER else wp
 
     def image(b: te.PrimExpr) -> te.PrimExpr:
         return b if fixed is None else fixed
@@ -532,7 +537,6 @@ def _product(
     computes = (isinstance(plain, Store) and plain.value is not probe and plain.buffer.dtype == dtype
                 and all(node.dtype != "float16" for node in post_order(plain.value)))
     peel = not computes
-    k = (kh, kw, c // block, block) if read_split is not None else (kh, kw, c) if taps_outer else (c, kh, kw)
     spec = GemmSpec(
         batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,

@@ -119,6 +119,7 @@ BLOCKED = {
     "nchw_stem_to_blocked": (0, 16),
     "blocked_stride_2_avx512": (16, 32),
     "bands_blocked_stride_2": (8, 16),
+    "blocked_wide_3x3_rows_by_pixel": (16, 16),
 }
 CASES.update({
     "blocked_1x1_in_place": (f32(2, 16, 7, 9), f32(32, 16, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
@@ -127,6 +128,9 @@ CASES.update({
     "nchw_stem_to_blocked": (f32(1, 3, 15, 15), f32(16, 3, 7, 7), 16, False, 8, (2, 2), (1, 1), (3, 3, 3, 3)),
     "blocked_stride_2_avx512": (f32(1, 32, 9, 9), f32(64, 32, 1, 1), 32, True, 16, (2, 2), (1, 1), (0, 0, 0, 0)),
     "bands_blocked_stride_2": (f32(1, 16, 21, 17), f32(16, 16, 3, 3), 16, True, 8, (2, 2), (1, 1), (1, 1, 1, 1)),
+    # wide_3x3_rows_on_the_grid's map with 16 channels a block: 16 channels innermost.
+    "blocked_wide_3x3_rows_by_pixel": (f32(1, 16, 5, 40), f32(16, 16, 3, 3), 16, True, 8, (1, 1), (1, 1),
+                                       (1, 1, 1, 1)),
 })
 BANDED["bands_blocked_stride_2"] = (12800, (4, 3), 1)  # bands_stride_2_phases with 16 channels, blocked
 
@@ -471,3 +475,9 @@ def test_rows_are_the_output_pixels_when_the_grid_pads_them_materially(library: 
     # panels), where numbering by grid element computed 20, two padding columns of every row.
     assert tile_loop_extents(library.funcs["same_padding_3x3"]) == [2 * 17]
     assert tile_loop_extents(library.funcs["wide_3x3_rows_on_the_grid"]) == [-(-5 * 42 // 6)]
+
+
+def test_channel_blocked_rows_are_the_output_pixels_however_little_the_grid_pads_them(library: Library) -> None:
+    # 40 columns on a grid of 42, but a block of 16 channels innermost: 200 pixels in 34 tiles of
+    # 6, where the grid's 210 elements took 35 (the stem's short tap loops keep the grid).
+    assert tile_loop_extents(library.funcs["blocked_wide_3x3_rows_by_pixel"]) == [-(-5 * 40 // 6)]

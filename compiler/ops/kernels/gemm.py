@@ -44,10 +44,10 @@ from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt,
 PARALLEL_MIN_MACS = 1 << 18
 # Packing fewer elements than this is not worth a fork/join either.
 PARALLEL_MIN_PACK = 1 << 15
-# A read in place above this size is swept a chunk of rows at a time (`row_chunks`): ResNet-50's
-# 1x1 layers on 14x14 and 7x7 with 1024 and 2048 input channels (800 and 400 KB of A, an L2 of
-# 1 MB) 0.94x, the whole model 0.99x at one thread (interleaved least times and medians).
-A_CHUNK_BYTES = 384 << 10
+# The L2 a thread's tiles are sized for (512 KiB on the AMD EPYC, 1-2 MiB on the Xeons): where A
+# is read in place, `row_chunks` weighs rereading A that does not fit in it beside a B panel
+# against rereading B once per chunk of rows.
+L2_BYTES = 512 << 10
 # Row blocks outer reads the whole of B once per row block: fine while B stays in L2, and
 # otherwise it comes from L3 every time. ResNet-50's 3x3 layers on 14x14 (four 147 KB panels per
 # channel group) ran 4-5% faster with their panels outer, each swept over the band from L2.
@@ -110,7 +110,8 @@ class GemmSpec:
     # applies an epilogue to the value may turn it off.
     peel_last: bool = True
     # The bytes of A when the product reads it in place (0: A is a copy its caller sized for the
-    # caches). Panels outer reread all of it once per panel; a large A is swept in chunks.
+    # caches). Panels outer reread all of it once per panel; a large A is swept in chunks
+    # (`row_chunks`).
     a_bytes: int = 0
 
     @property
@@ -254,7 +255,7 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     row_blocks = -(-spec.m // mr)
     t = index_var(ctx, "tile")
     b, nb, mb = index_var(ctx, "b"), index_var(ctx, "nb"), index_var(ctx, "mb")
-    chunks = row_chunks(spec.a_bytes, row_blocks)
+    chunks = row_chunks(spec.a_bytes, row_blocks, panels, spec.k_total * nr * itemsize(spec.dtype))
     outer = panels_outer(spec, nr)
     if outer and chunks > 1:
         # A chunk of row blocks at a time, the panels swept over each: the chunk stays in L2.
@@ -287,13 +288,22 @@ def panels_outer(spec: GemmSpec, nr: int) -> bool:
     return spec.n >= spec.m or b_bytes > ROWS_OUTER_MAX_B_BYTES
 
 
-def row_chunks(a_bytes: int, row_blocks: int) -> int:
-    """How many chunks of row blocks keep each within `A_CHUNK_BYTES` of A read in place: the
-    fewest that divide `row_blocks` (1: A is small, or not read in place)."""
-    if a_bytes <= A_CHUNK_BYTES:
+def row_chunks(a_bytes: int, row_blocks: int, panels: int, panel_bytes: int) -> int:
+    """How many chunks of row blocks (a divisor of `row_blocks`) the `panels` B panels of
+    `panel_bytes` each are swept over, for a product reading `a_bytes` of A in place: the fewest
+    bytes from L3 by estimate. Each chunk reads all of B again; a chunk of A that does not fit in
+    `L2_BYTES` beside a panel is read again, in part, for every panel. ResNet-50's 1x1 layers on
+    14x14 with 1024 channels (800 KB of A) take three chunks, 0.94x; on 7x7 with 2048 (400 KB of A
+    beside a 128 KB panel, 4 MB of B) one, 0.96-0.98x against two. 1 when A is not read in place."""
+    if a_bytes <= 0:
         return 1
-    wanted = -(-a_bytes // A_CHUNK_BYTES)
-    return next((d for d in range(wanted, row_blocks + 1) if row_blocks % d == 0), 1)
+
+    def traffic(chunks: int) -> int:
+        overflow = max(0, -(-a_bytes // chunks) + panel_bytes - L2_BYTES)
+        return chunks * panels * panel_bytes + panels * overflow
+
+    divisors = [d for d in range(1, row_blocks + 1) if row_blocks % d == 0]
+    return min(divisors, key=lambda d: (traffic(d), d))
 
 
 def _pack_all(ctx: KernelContext, spec: GemmSpec, packed: te.Buffer, nr: int) -> Stmt:

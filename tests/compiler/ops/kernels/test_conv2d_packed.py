@@ -91,7 +91,7 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     "bands_in_channel_groups": (f32(1, 8, 13, 13), f32(64, 8, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
     "map_7x7_tiles_of_five_rows": (f32(1, 16, 7, 7), f32(32, 16, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
     # 48 pixels in 8 row blocks of 6, 48 channels (9,216 bytes), 64 outputs (panels outer): with
-    # A_CHUNK_BYTES patched to 8 KiB, two chunks of four row blocks.
+    # L2_BYTES patched to 8 KiB (A 9 KiB beside 3 KiB panels), two chunks of four row blocks.
     "in_place_1x1_in_row_chunks": (f32(1, 48, 8, 6), f32(64, 48, 1, 1), 16, True, 8, (1, 1), (1, 1), (0, 0, 0, 0)),
     # 40 columns on a grid of 42: too little padding to number the rows by pixel.
     "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
@@ -176,7 +176,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
         if case == "in_place_1x1_in_row_chunks":
-            patch.setattr(gemm, "A_CHUNK_BYTES", 8 << 10)
+            patch.setattr(gemm, "L2_BYTES", 8 << 10)
         if case in BANDED:
             patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)

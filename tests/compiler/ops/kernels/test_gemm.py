@@ -124,11 +124,15 @@ def test_a_row_fewer_per_tile_where_that_computes_a_twentieth_fewer_rows() -> No
     assert fitted_rows(2, 3) == 2  # never below two rows
 
 
-def test_row_chunks_are_the_fewest_that_divide_the_row_blocks_within_the_budget() -> None:
-    assert row_chunks(800 << 10, 33) == 3  # ResNet-50's 1x1 layer on 14x14, 1024 channels
-    assert row_chunks(1 << 20, 7) == 7
-    assert row_chunks(100, 33) == 1
-    assert row_chunks(0, 33) == 1  # A not read in place
+def test_row_chunks_weigh_rereading_a_against_rereading_b() -> None:
+    # ResNet-50's 1x1 layer on 14x14 with 1024 channels: 800 KB of A, 16 panels of 64 KB.
+    assert row_chunks(800 << 10, 33, 16, 64 << 10) == 3
+    # On 7x7 with 2048 channels: 400 KB of A beside a 128 KB panel overflows L2 by 16 KB, less
+    # than a second read of B's 4 MB.
+    assert row_chunks(400 << 10, 10, 32, 128 << 10) == 1
+    assert row_chunks(2 << 20, 7, 16, 64 << 10) == 7  # a prime count: the chunks are single blocks
+    assert row_chunks(100, 33, 16, 64 << 10) == 1
+    assert row_chunks(0, 33, 16, 64 << 10) == 1  # A not read in place
 
 
 def test_tiles_share_a_panel_when_b_is_the_larger_operand_or_too_large_for_l2() -> None:

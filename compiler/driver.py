@@ -779,7 +779,7 @@ def _remember_front(builds: BuildCache, front_key: str | None, key: str, options
 
 
 # Read from the environment by tools a build runs (runtime/build.py, byoc/codegen_library.py).
-_TOOL_VARIABLES = {"OBJCOPY": "objcopy", "NM": "nm"}
+_TOOL_VARIABLES = {"NM": "nm"}
 
 
 def build_key(

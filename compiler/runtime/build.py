@@ -15,9 +15,10 @@ compiles while the compilers run), and a build left by an exception kills its co
 host glue (`glue_sources`: the AOT executor, calls and copies, no loops worth optimizing) is
 compiled at `GLUE_OPT_LEVEL` under the default flags; flags a caller gives apply to every file.
 A large constant pool arrives as raw bytes (`Blob`) and becomes an object without the C
-compiler reading it as text: a stub C file declares the symbol, zero-filled, in a section of its
-own, and `objcopy --update-section` puts the bytes in (`$OBJCOPY`, or `objcopy`; the pool's C
-file is compiled instead where that does not work).
+compiler reading it as text: a few lines of assembly define the symbol in a section of its own
+and `.incbin` the file (the assembler copies the bytes; ResNet-50's 100 MB in 0.13 s, where a
+zero-filled stub compiled and then filled by `objcopy --update-section` took 0.35 s and GPT-2-
+sized's 650 MB 5.1 s against 3.4). The pool's C file is compiled instead where that fails.
 
 A failing compiler raises `BuildError` carrying the first error lines of its output and, for a
 file of several, that file's name.
@@ -352,7 +353,7 @@ class LibraryBuilder:
     def _blob(self, blob: Blob) -> Path | None:
         """The blob's object, or None when it must come from its C source: the caller may still
         be writing that file, so `link` compiles it."""
-        obj = _blob_by_objcopy(blob, self._work, self.cflags, self._track)
+        obj = _blob_by_assembler(blob, self._work, self.cflags, self._track)
         if obj is not None:
             self._counter.advance()
         return obj
@@ -465,23 +466,28 @@ def _link_command(
     return command
 
 
-def _blob_by_objcopy(blob: Blob, work: Path, cflags: Sequence[str] | None, run: Callable[[list[str]], str]) -> Path | None:
-    """The object defining `blob.symbol` as a stub of zeros whose section gets the bytes, or
-    None where that does not work (no objcopy, or one that fails)."""
-    flags = [*_object_flags(cflags, glue=True), "-O0"]
-    stub = work / f"{blob.symbol}_stub.c"
-    stub.write_text(
-        "#include <stdint.h>\n"
-        f'__attribute__((visibility("hidden"), aligned({blob.alignment}), section("{_BLOB_SECTION}")))\n'
-        f"const uint8_t {blob.symbol}[{blob.size}] = {{0}};\n"
-    )
-    zeros, obj = work / f"{blob.symbol}_stub.o", work / f"{blob.symbol}.o"
-    objcopy = shlex.split(os.environ.get("OBJCOPY", "").strip()) or ["objcopy"]
-    if blob.data.stat().st_size != blob.size or shutil.which(objcopy[0]) is None:
+def _blob_by_assembler(blob: Blob, work: Path, cflags: Sequence[str] | None,
+                       run: Callable[[list[str]], str]) -> Path | None:
+    """The object defining `blob.symbol` as the bytes of `blob.data` (`.incbin`), or None where
+    that does not work (a compiler whose assembler fails on it, or data of another size)."""
+    if blob.data.stat().st_size != blob.size:
         return None
+    quoted = str(blob.data.resolve()).replace("\\", "\\\\").replace('"', '\\"')
+    source, obj = work / f"{blob.symbol}.s", work / f"{blob.symbol}.o"
+    source.write_text(
+        f'\t.section {_BLOB_SECTION},"a"\n'
+        f"\t.balign {blob.alignment}\n"
+        f"\t.globl {blob.symbol}\n"
+        f"\t.hidden {blob.symbol}\n"
+        f"\t.type {blob.symbol}, @object\n"
+        f"\t.size {blob.symbol}, {blob.size}\n"
+        f"{blob.symbol}:\n"
+        f'\t.incbin "{quoted}"\n'
+        # No executable stack wanted (the linker warns about an object without this note).
+        '\t.section .note.GNU-stack,"",@progbits\n'
+    )
     try:
-        run([*c_compiler(), *flags, "-c", str(stub), "-o", str(zeros)])
-        run([*objcopy, f"--update-section={_BLOB_SECTION}={blob.data}", str(zeros), str(obj)])
+        run([*c_compiler(), *_object_flags(cflags, glue=True), "-c", str(source), "-o", str(obj)])
     except BuildError:
         return None
     return obj

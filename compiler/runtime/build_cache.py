@@ -355,7 +355,7 @@ def _mtime(path: Path) -> float:
 
 
 def toolchain_identity(compiler: Sequence[str], tools: Sequence[Sequence[str]]) -> str:
-    """The C compiler and the binary tools a build runs (objcopy, nm), and the CPU: the
+    """The C compiler and the binary tools a build runs (nm), and the CPU: the
     generated C itself depends on the machine (vector_width.py), whatever the flags say."""
     from compiler.runtime.compile_cache import compiler_identity
 

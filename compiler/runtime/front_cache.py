@@ -33,7 +33,7 @@ import blake3
 
 FORMAT = b"relaycc-front/1\n"
 # What a build reads from the environment besides RELAYCC_* (runtime/build.py, the C compiler).
-ENVIRONMENT = ("CC", "OBJCOPY", "NM", "PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
+ENVIRONMENT = ("CC", "NM", "PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH",
                "GCC_EXEC_PREFIX", "COMPILER_PATH", "TMPDIR")
 
 
@@ -61,7 +61,7 @@ def front_key(parts: Sequence[tuple[str, bytes | str]], environ: Mapping[str, st
     add("python", sys.version)
     add("numpy", _package_file("numpy"))
     add("relaycc", package_identity(Path(compiler.__file__).parent))
-    tools = [[env.get("OBJCOPY", "").strip() or "objcopy"], [env.get("NM", "").strip() or "nm"]]
+    tools = [[env.get("NM", "").strip() or "nm"]]
     add("toolchain", toolchain_identity(c_compiler(), tools))
     return digest.hexdigest()
 

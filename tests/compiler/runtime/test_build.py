@@ -272,14 +272,25 @@ BLOB_READER = (
 )
 
 
-@pytest.mark.parametrize("objcopy", ["objcopy", "no-such-objcopy-relaycc"])
+def compiler_without_assembler(directory: Path) -> str:
+    """A C compiler (the system's `cc`) that fails on assembly sources, as one whose assembler
+    knows no `.incbin` would."""
+    wrapper = directory / "cc-without-as"
+    wrapper.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in *.s) echo "no assembler" >&2; exit 1;; esac; done\n'
+                       'exec cc "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize("assembler", [True, False])
 def test_a_blob_is_linked_as_a_hidden_aligned_array_of_its_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objcopy: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, assembler: bool
 ) -> None:
-    monkeypatch.setenv("OBJCOPY", objcopy)
+    if not assembler:
+        monkeypatch.setenv("CC", compiler_without_assembler(tmp_path))
     data = bytes(range(256)) * 16 + b"\x05\x06\x07\x00"
     (tmp_path / "table.bin").write_bytes(data)
-    # The C definition, used where objcopy is missing: the same bytes as a string literal.
+    # The C definition, used where the assembler fails: the same bytes as a string literal.
     literal = "".join(f"\\{b:03o}" for b in data[:-1])
     write(tmp_path / "table.c", '#include <stdint.h>\n__attribute__((visibility("hidden"), aligned(64))) '
                                 f'const uint8_t table[4100] = "{literal}";\n')
@@ -374,10 +385,10 @@ def test_an_error_while_files_compile_kills_the_compilers_and_leaves_nothing(
     assert list(scratch.iterdir()) == []  # no objects directory left behind
 
 
-def test_a_blob_whose_objcopy_fails_is_compiled_from_its_source_at_link_time(
+def test_a_blob_the_assembler_fails_on_is_compiled_from_its_source_at_link_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OBJCOPY", "false")  # runs, and fails
+    monkeypatch.setenv("CC", compiler_without_assembler(tmp_path))
     data = bytes(range(256)) * 16 + b"\x05\x06\x07\x00"
     (tmp_path / "table.bin").write_bytes(data)
     blob = Blob(tmp_path / "table.bin", "table", len(data), 64, tmp_path / "table.c")

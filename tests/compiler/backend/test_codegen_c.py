@@ -605,10 +605,10 @@ def test_claimed_loop_outside_a_parallel_loop_is_a_plain_loop() -> None:
     assert "__atomic" not in text and "for (int64_t item = 0; item < 5; ++item)" in text
 
 
-def test_long_parallel_loop_is_scheduled_dynamically_in_chunks() -> None:
+def test_long_parallel_loop_is_handed_out_in_guided_chunks() -> None:
     out = Buffer("out", (64,))
     loop = for_range("i", 64, lambda i: Store(out, (i,), Const(0.0, "float32")), ForKind.PARALLEL)
-    assert "#pragma omp parallel for schedule(dynamic, 2)" in emit_prim_func(PrimFunc("f", (out,), loop, 0))
+    assert "#pragma omp parallel for schedule(guided)" in emit_prim_func(PrimFunc("f", (out,), loop, 0))
     short = for_range("i", 4, lambda i: Store(out, (i,), Const(0.0, "float32")), ForKind.PARALLEL)
     assert "schedule" not in emit_prim_func(PrimFunc("f", (out,), short, 0))
 

@@ -104,7 +104,7 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="0 to 4 (default 3): passes above it are skipped")
         sub.add_argument("--disabled-pass", action="append", default=[], metavar="NAME[,NAME]",
                          help="skip these passes (repeatable): AlterOpLayout, ConvertLayout, "
-                              "DeadCodeElimination, DynamicToStatic, FoldConstant, FuseOps")
+                              "DeadCodeElimination, DynamicToStatic, FoldConstant, FoldScaleAxis, FuseOps")
         sub.add_argument("--desired-layout", choices=("NCHW", "NHWC"),
                          help="compute the host's nn.conv2d in this data layout (ConvertLayout); "
                               "codegens choose theirs in their passes")

@@ -120,7 +120,7 @@ BUILD_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
           "alignment of the planned workspace buffers, a power of two", minimum=1),
     ConfigKey("disabled_pass", "list", [], "passes skipped by name (tvmc's --disabled-pass): "
               "AlterOpLayout, ConvertLayout, DeadCodeElimination, DynamicToStatic, Float16ComputeInFloat32, "
-              "FoldConstant, FuseOps"),
+              "FoldConstant, FoldScaleAxis, FuseOps"),
     ConfigKey("desired_layout", "str", None, "NCHW or NHWC: the data layout of the host's nn.conv2d "
               "(tvmc's --desired-layout; ConvertLayout)"),
 )}

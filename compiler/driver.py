@@ -67,6 +67,7 @@ from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.dynamic_to_static import DynamicToStatic
 from compiler.passes.float16_compute import Float16ComputeInFloat32
 from compiler.passes.fold_constant import FoldConstant
+from compiler.passes.fold_scale_axis import FoldScaleAxis
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType
 from compiler.passes.inline_globals import InlineGlobals
@@ -207,7 +208,7 @@ class BuildOptions:
 # LowerTE, ...) are what turns a model into C at all. FuseOps disabled is fusion at opt level 0:
 # every operator a kernel of its own, as in TVM.
 DISABLEABLE_PASSES = ("AlterOpLayout", "ConvertLayout", "DeadCodeElimination", "DynamicToStatic",
-                      "Float16ComputeInFloat32", "FoldConstant", "FuseOps")
+                      "Float16ComputeInFloat32", "FoldConstant", "FoldScaleAxis", "FuseOps")
 _REQUIRED_PASSES = ("InferType", "InlineGlobals", "SimplifyInference", "StripDevices", "UnwrapCallLowered",
                     "UndoManifestAlloc", "CheckCompilable", "BindParams", "LabelOps", "LowerTE",
                     "MergeComposite", "AnnotateTarget", "MergeCompilerRegions", "PartitionGraph")
@@ -328,7 +329,8 @@ def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
         names += ["OutlineCompilerFunctionsWithExistingGlobalSymbols", "RunCodegenPasses"]
     if options.desired_layout is not None:
         names += ["ConvertLayout", *(["FoldConstant"] if "FoldConstant" not in options.disabled_passes else [])]
-    return [*names, *at(1, "Float16ComputeInFloat32"), *at(3, "AlterOpLayout"), "FuseOps", "LabelOps", "LowerTE"]
+    return [*names, *at(3, "FoldScaleAxis"), *at(1, "Float16ComputeInFloat32"), *at(3, "AlterOpLayout"), "FuseOps",
+            "LabelOps", "LowerTE"]
 
 
 def lower(
@@ -372,10 +374,11 @@ def lower(
             # weights' transforms into constants.
             mod = ConvertLayout({"nn.conv2d": (options.desired_layout,)})(mod)
             mod = Sequential([FoldConstant()])(mod)
-        # After partitioning (a codegen takes its ops as they are), before fusion: float16 host
-        # ops compute in float32 (gcc vectorizes no _Float16 arithmetic), then constant weights
-        # packed for the host's product kernel.
-        mod = Sequential([Float16ComputeInFloat32(), AlterOpLayout()])(mod)
+        # After partitioning (a codegen takes its ops as they are), before fusion: a constant
+        # per-channel scale after a product goes into its weight (TVM's FoldScaleAxis), float16
+        # host ops compute in float32 (gcc vectorizes no _Float16 arithmetic), then constant
+        # weights packed for the host's product kernel.
+        mod = Sequential([FoldScaleAxis(), Float16ComputeInFloat32(), AlterOpLayout()])(mod)
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
         mod = FuseOps(fuse_opt_level=0 if "FuseOps" in options.disabled_passes else -1)(mod)
         mod = LabelOps()(mod)

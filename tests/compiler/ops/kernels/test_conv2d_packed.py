@@ -106,7 +106,9 @@ BANDED = {
     "bands_asymmetric_padding": (1152, (3, 6), 1),  # 18 = 6 x 3, two zero rows on top, one right column
     "bands_in_two_slots": (6144, (3, 10), 2),  # 30 = 10 x 3, five bands per thread
     "bands_batch_3_in_two_slots": (2880, (2, 7), 2),  # 13 = 7 x 2 - 1; 21 bands, 11 and 10 per thread
-    "bands_in_channel_groups": (4320, (7, 2), 2),  # 13 = 2 x 7 - 1: two bands, each in four groups of 16 channels
+    # 13 = 2 x 7 - 1: two bands, each in four groups of 16 channels (the whole output's copy,
+    # 7,200 bytes, is over twice the budget, so it is not one band)
+    "bands_in_channel_groups": (3520, (7, 2), 2),
 }
 
 
@@ -358,6 +360,14 @@ def test_band_rows_divide_the_output_within_the_budget_when_they_can() -> None:
     # 16 rows (two overlapping); two bands of 7 divide the rows, their copy a seventh over budget.
     wide = Grid((1, 1), (1, 1), (1, 1), 16, 16)
     assert conv2d_packed.band_rows(wide, 256, 3, 14, 4, slots=2) == 7
+    # In 6-row tiles numbered by pixel, though, those bands of 98 pixels compute 2 x 102 rows
+    # and one band of 196 computes 198; its copy (256 KiB) fits twice the budget.
+    assert conv2d_packed.band_rows(wide, 256, 3, 14, 4, slots=2, tile=(6, 14)) == 14
+    # Numbered on the 16-wide grid, 7 rows are 112 product rows, whole tiles of 6 computing 114
+    # per band, 228 in all; one band computes 228 too, no gain.
+    assert conv2d_packed.band_rows(wide, 256, 3, 14, 4, slots=2, tile=(6, 0)) == 7
+    # 512 channels: the whole band's copy (512 KiB) is over twice the budget.
+    assert conv2d_packed.band_rows(wide, 512, 3, 14, 4, slots=2, tile=(6, 14)) != 14
     # ResNet-50's stride-2 layer to 7x7, 512 channels in 4 phases of 8 wide: a band per thread
     # would be 32 pixels, so one band whose product the threads share.
     strided = Grid((2, 2), (1, 1), (2, 2), 8, 8)

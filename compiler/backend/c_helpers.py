@@ -192,64 +192,94 @@ _HALF_HELPERS = {
         "  __builtin_memcpy(p, &b, 2);\n}\n"),
 }
 
+# The vector conversions the row helpers use. gcc gets its own builtins, the ones immintrin.h
+# wraps: that header alone costs gcc 0.4 s of parsing in every file that includes it (float16
+# ResNet-50 spreads its kernels over 18 files: 7 s of compiler CPU). Other compilers get the
+# header. Loads and stores are memcpys, which compile to unaligned vector moves.
+_HALF_VECTORS = (
+    "#if defined(__F16C__) && !defined(RELAYCC_HALF_VECTORS)\n"
+    "#define RELAYCC_HALF_VECTORS\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "typedef float relaycc_f32x8 __attribute__((vector_size(32)));\n"
+    "typedef short relaycc_f16x8 __attribute__((vector_size(16)));\n"
+    "#define relaycc_cvtps_ph8(v) __builtin_ia32_vcvtps2ph256((v), 0)\n"
+    "#define relaycc_cvtph_ps8(h) __builtin_ia32_vcvtph2ps256(h)\n"
+    "#if defined(__AVX512F__)\n"
+    "typedef float relaycc_f32x16 __attribute__((vector_size(64)));\n"
+    "typedef short relaycc_f16x16 __attribute__((vector_size(32)));\n"
+    "#define relaycc_cvtps_ph16(v) __builtin_ia32_vcvtps2ph512_mask((v), 0, (relaycc_f16x16){0}, (unsigned short)-1)\n"
+    "#define relaycc_cvtph_ps16(h) __builtin_ia32_vcvtph2ps512_mask((h), (relaycc_f32x16){0}, (unsigned short)-1, 4)\n"
+    "#endif\n"
+    "#else\n"
+    "#include <immintrin.h>\n"
+    "typedef __m256 relaycc_f32x8;\n"
+    "typedef __m128i relaycc_f16x8;\n"
+    "#define relaycc_cvtps_ph8(v) _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT)\n"
+    "#define relaycc_cvtph_ps8(h) _mm256_cvtph_ps(h)\n"
+    "#if defined(__AVX512F__)\n"
+    "typedef __m512 relaycc_f32x16;\n"
+    "typedef __m256i relaycc_f16x16;\n"
+    "#define relaycc_cvtps_ph16(v) _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT)\n"
+    "#define relaycc_cvtph_ps16(h) _mm512_cvtph_ps(h)\n"
+    "#endif\n"
+    "#endif\n"
+    "#endif\n"
+)
+
+
+def _row_helper(signature: str, body16: str, body8: str, scalar: str) -> str:
+    """A row helper: 16 lanes at a time with AVX-512F, then 8 with F16C, then the scalar helper
+    (which gcc vectorizes) for the rest, or for all of it without F16C."""
+    return (
+        _HALF_VECTORS +
+        "static inline __attribute__((always_inline))\n"
+        f"void {signature} {{\n"
+        "  int64_t i = 0;\n"
+        "#if defined(__AVX512F__) && defined(__F16C__)\n"
+        f"  for (; i + 16 <= n; i += 16) {{\n{body16}  }}\n"
+        "#endif\n"
+        "#if defined(__F16C__)\n"
+        f"  for (; i + 8 <= n; i += 8) {{\n{body8}  }}\n"
+        "#endif\n"
+        "  #pragma omp simd\n"
+        f"  for (int64_t k = i; k < n; ++k) {scalar}\n}}\n")
+
+
+def _round_trip(lanes: int) -> str:
+    return (f"    relaycc_f32x{lanes} v;\n"
+            f"    __builtin_memcpy(&v, p + i, sizeof v);\n"
+            f"    v = relaycc_cvtph_ps{lanes}(relaycc_cvtps_ph{lanes}(v));\n"
+            f"    __builtin_memcpy(p + i, &v, sizeof v);\n")
+
+
+def _widen(lanes: int) -> str:
+    return (f"    relaycc_f16x{lanes} h;\n"
+            f"    __builtin_memcpy(&h, s + i, sizeof h);\n"
+            f"    relaycc_f32x{lanes} v = relaycc_cvtph_ps{lanes}(h);\n"
+            f"    __builtin_memcpy(d + i, &v, sizeof v);\n")
+
+
+def _narrow(lanes: int) -> str:
+    return (f"    relaycc_f32x{lanes} v;\n"
+            f"    __builtin_memcpy(&v, s + i, sizeof v);\n"
+            f"    relaycc_f16x{lanes} h = relaycc_cvtps_ph{lanes}(v);\n"
+            f"    __builtin_memcpy(d + i, &h, sizeof h);\n")
+
+
 # float16 conversions of whole rows, for kernels that stage a float16 epilogue through small
 # local arrays (compiler/ops/kernels/half_stages.py): with F16C, one vcvtps2ph/vcvtph2ps pair
 # rounds 8 lanes (16 with AVX-512F) where the bit trick above takes ~15 operations, and gcc 12
 # vectorizes no float16 conversion itself. Same bits as the scalar helpers (ties to even
-# explicitly, not MXCSR's mode). Without F16C the loops run the scalar helpers, which gcc
-# vectorizes. Always inlined: `n` is a constant at every call, and an out-of-line copy (which gcc
-# chose for three calls in one kernel) spills the arrays the calls share and adds vzeroupper.
-_INTRINSICS_INCLUDE = "#if defined(__F16C__)\n#include <immintrin.h>\n#endif\n"
+# explicitly, not MXCSR's mode). Always inlined: `n` is a constant at every call, and an
+# out-of-line copy (which gcc chose for three calls in one kernel) spills the arrays the calls
+# share and adds vzeroupper.
 _HALF_ROW_HELPERS = {
-    "halfroundn_f32": (
-        _INTRINSICS_INCLUDE +
-        "static inline __attribute__((always_inline))\n"
-        "void relaycc_halfroundn_f32(float* p, int64_t n) {\n"
-        "  int64_t i = 0;\n"
-        "#if defined(__AVX512F__)\n"
-        "  for (; i + 16 <= n; i += 16)\n"
-        "    _mm512_storeu_ps(p + i,\n"
-        "                     _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT)));\n"
-        "#endif\n"
-        "#if defined(__F16C__)\n"
-        "  for (; i + 8 <= n; i += 8)\n"
-        "    _mm256_storeu_ps(p + i,\n"
-        "                     _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT)));\n"
-        "#endif\n"
-        "  #pragma omp simd\n"
-        "  for (int64_t k = i; k < n; ++k) p[k] = relaycc_halfround_f32(p[k]);\n}\n"),
-    "halfwidenn_f32": (
-        _INTRINSICS_INCLUDE +
-        "static inline __attribute__((always_inline))\n"
-        "void relaycc_halfwidenn_f32(float* d, const _Float16* s, int64_t n) {\n"
-        "  int64_t i = 0;\n"
-        "#if defined(__AVX512F__)\n"
-        "  for (; i + 16 <= n; i += 16)\n"
-        "    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s + i))));\n"
-        "#endif\n"
-        "#if defined(__F16C__)\n"
-        "  for (; i + 8 <= n; i += 8)\n"
-        "    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));\n"
-        "#endif\n"
-        "  #pragma omp simd\n"
-        "  for (int64_t k = i; k < n; ++k) d[k] = relaycc_halfload_f32(s + k);\n}\n"),
-    "halfnarrown_f32": (
-        _INTRINSICS_INCLUDE +
-        "static inline __attribute__((always_inline))\n"
-        "void relaycc_halfnarrown_f32(_Float16* d, const float* s, int64_t n) {\n"
-        "  int64_t i = 0;\n"
-        "#if defined(__AVX512F__)\n"
-        "  for (; i + 16 <= n; i += 16)\n"
-        "    _mm256_storeu_si256((__m256i*)(d + i),\n"
-        "                        _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));\n"
-        "#endif\n"
-        "#if defined(__F16C__)\n"
-        "  for (; i + 8 <= n; i += 8)\n"
-        "    _mm_storeu_si128((__m128i*)(d + i),\n"
-        "                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));\n"
-        "#endif\n"
-        "  #pragma omp simd\n"
-        "  for (int64_t k = i; k < n; ++k) relaycc_halfstore_f32(d + k, s[k]);\n}\n"),
+    "halfroundn_f32": _row_helper("relaycc_halfroundn_f32(float* p, int64_t n)", _round_trip(16), _round_trip(8),
+                                  "p[k] = relaycc_halfround_f32(p[k]);"),
+    "halfwidenn_f32": _row_helper("relaycc_halfwidenn_f32(float* d, const _Float16* s, int64_t n)", _widen(16),
+                                  _widen(8), "d[k] = relaycc_halfload_f32(s + k);"),
+    "halfnarrown_f32": _row_helper("relaycc_halfnarrown_f32(_Float16* d, const float* s, int64_t n)", _narrow(16),
+                                   _narrow(8), "relaycc_halfstore_f32(d + k, s[k]);"),
 }
 
 HELPERS: dict[str, str] = {**_build_helpers(),

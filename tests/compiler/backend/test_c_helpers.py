@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import ctypes
+import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,7 +35,8 @@ def test_narrow_types_use_the_int32_variant() -> None:
 def test_every_helper_is_static_inline_and_named_by_its_key() -> None:
     for name, text in HELPERS.items():
         body = text
-        while body.startswith("#"):  # the whole-row float16 helpers include <immintrin.h> with F16C
+        # The whole-row float16 helpers open with their vector types and conversions.
+        while body.startswith(("#", "typedef ")):
             body = body.split("\n", 1)[1]
         assert body.startswith("static inline ") and f" {name}(" in text
 
@@ -155,3 +159,37 @@ def test_a_row_rounds_its_tail_past_the_last_whole_vector_too(half_library: ctyp
     got = _call(half_library, name, values, np.float32)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(got.view(np.uint32), values.astype(np.float16).astype(np.float32).view(np.uint32))
+
+
+def _row_helpers_source() -> str:
+    names = ("relaycc_halfroundn_f32", "relaycc_halfwidenn_f32", "relaycc_halfnarrown_f32")
+    return _HALF_LOOPS.format(helpers="".join(helpers_used(" ".join(f"{n}(" for n in names))))
+
+
+def test_gcc_builds_the_row_helpers_without_the_intrinsics_header(tmp_path: Path) -> None:
+    from compiler.runtime.build import c_compiler
+
+    source = tmp_path / "rows.c"
+    source.write_text(_row_helpers_source())
+    version = subprocess.run([*c_compiler(), "--version"], capture_output=True, text=True).stdout
+    if "clang" in version:
+        pytest.skip("the builtins are gcc's; other compilers include <immintrin.h>")
+
+    expanded = subprocess.run([*c_compiler(), "-E", "-mf16c", str(source)], capture_output=True, text=True, check=True)
+
+    assert "immintrin.h" not in expanded.stdout
+    assert "__builtin_ia32_vcvtps2ph256" in expanded.stdout
+
+
+def test_the_row_helpers_convert_16_lanes_at_a_time_on_an_avx512_machine(tmp_path: Path) -> None:
+    from compiler.runtime.build import c_compiler
+
+    source, obj = tmp_path / "rows.c", tmp_path / "rows.o"
+    source.write_text(_row_helpers_source())
+
+    subprocess.run([*c_compiler(), "-O3", "-march=skylake-avx512", "-fopenmp-simd", "-c", str(source), "-o", str(obj)],
+                   check=True)
+
+    code = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"vcvtps2ph\s+\$0x0,%zmm", code)
+    assert re.search(r"vcvtph2ps\s+%ymm\d+,%zmm", code)

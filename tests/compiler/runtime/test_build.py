@@ -419,3 +419,22 @@ def test_the_link_uses_gold_where_installed_unless_the_flags_choose_a_linker(
     links = [line.split() for line in log.read_text().splitlines() if " -c " not in line]
     linkers = [[f for f in line if f.startswith("-fuse-ld=")] for line in links]
     assert linkers == [["-fuse-ld=gold"] if shutil.which("ld.gold") else [], ["-fuse-ld=bfd"]]
+
+
+def test_the_link_skips_the_build_id_hash_unless_the_flags_ask_for_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = logging_compiler(tmp_path, monkeypatch)
+    kernels, glue, include = write_module(tmp_path / "m")
+    given = [f for f in DEFAULT_CFLAGS if f != "-shared"] + ["-Wl,--build-id=sha1"]
+    notes = []
+    for cflags in (None, given):
+        out = build_shared_library(kernels, tmp_path / "libm.so", glue_sources=[glue], include_dirs=[include],
+                                   cflags=cflags)
+        assert load_library(out, "int32_t run(int32_t x);").call("run", 10) == 19
+        notes.append(".note.gnu.build-id" in subprocess.run(["readelf", "-SW", str(out)], capture_output=True,
+                                                            text=True, check=True).stdout)
+    links = [line.split() for line in log.read_text().splitlines() if " -c " not in line]
+
+    assert [[f for f in line if "build-id" in f] for line in links] == [["-Wl,--build-id=none"], ["-Wl,--build-id=sha1"]]
+    assert notes == [False, True]

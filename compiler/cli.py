@@ -86,34 +86,25 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="Relay text, or an ONNX model (.onnx), imported first")
         sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
                          help="the directory the artifacts are written to (created if missing)")
-        sub.add_argument("--target", default="c", help='external codegens first, the host last (default "c")')
-        sub.add_argument("--module-name", default="default", help="name used in C symbols (default: default)")
-        sub.add_argument("--params", type=Path, metavar="PARAMS.npz",
-                         help="arrays bound to @main's parameters as constants at compile time")
-        sub.add_argument("--config", type=Path, metavar="CONFIG.json",
-                         help="a JSON object of opt_level, pass_config, cflags, workspace_byte_alignment, "
-                              "disabled_pass, desired_layout (`relaycc config` lists them); the flags "
-                              "below override it")
-        sub.add_argument("--codegen", type=Path, action="append", default=[], metavar="CODEGEN.json",
-                         help="an external codegen described in JSON (repeatable); one not named in "
-                              "--target is used after those that are")
-        sub.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
-                         help="a pass_config entry, the value read as the key's type (repeatable; "
-                              "`relaycc config` lists the keys)")
-        sub.add_argument("--opt-level", type=int, metavar="N",
-                         help="0 to 4 (default 3): passes above it are skipped")
-        sub.add_argument("--disabled-pass", action="append", default=[], metavar="NAME[,NAME]",
-                         help="skip these passes (repeatable): AlterOpLayout, ConvertLayout, "
-                              "DeadCodeElimination, DynamicToStatic, FoldConstant, FoldScaleAxis, FuseOps")
-        sub.add_argument("--desired-layout", choices=("NCHW", "NHWC"),
-                         help="compute the host's nn.conv2d in this data layout (ConvertLayout); "
-                              "codegens choose theirs in their passes")
-        sub.add_argument("--input-shapes", metavar="'x:[1,3,224,224] y:[8]'",
-                         help="concrete shapes for @main's inputs, fixing their ? dims at build time")
+        _add_build_flags(sub)
         sub.add_argument("--dump-code", metavar="relay,tir,c",
                          help="also write OUTDIR/<module-name>.relay (fused Relay), .tir (loop IR) "
                               "and/or .c (every C source in one file)")
         sub.set_defaults(handler=_compile, executor=(name == "compile"))
+
+    tune = commands.add_parser(
+        "tune", help="measure alternatives to the tiling rules of a model's kernels on this machine; "
+                     "write the winners as tuning records for compile --tuning-records")
+    tune.add_argument("model", type=Path, metavar="MODEL.relay", help="Relay text, or an ONNX model (.onnx)")
+    tune.add_argument("-o", "--output", type=Path, required=True, metavar="RECORDS.json",
+                      help="where the tuning records are written")
+    _add_build_flags(tune)
+    tune.add_argument("--repeat", type=int, default=10, metavar="N",
+                      help="profiled runs of each candidate build, taking turns (default 10); each kernel "
+                           "keeps its least time")
+    tune.add_argument("--threads", type=int, metavar="N",
+                      help="threads the kernels are measured on (default: every core)")
+    tune.set_defaults(handler=_tune, executor=True, codegen=[], dump_code=None)
 
     importer = commands.add_parser("import", help="convert an ONNX model to Relay text")
     importer.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to convert")
@@ -175,6 +166,38 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_build_flags(sub: argparse.ArgumentParser) -> None:
+    """The flags that decide what a build makes of a model (compile, lower, tune)."""
+    sub.add_argument("--target", default="c", help='external codegens first, the host last (default "c")')
+    sub.add_argument("--module-name", default="default", help="name used in C symbols (default: default)")
+    sub.add_argument("--params", type=Path, metavar="PARAMS.npz",
+                     help="arrays bound to @main's parameters as constants at compile time")
+    sub.add_argument("--config", type=Path, metavar="CONFIG.json",
+                     help="a JSON object of opt_level, pass_config, cflags, workspace_byte_alignment, "
+                          "disabled_pass, desired_layout (`relaycc config` lists them); the flags "
+                          "below override it")
+    if sub.prog.split()[-1] != "tune":
+        sub.add_argument("--codegen", type=Path, action="append", default=[], metavar="CODEGEN.json",
+                         help="an external codegen described in JSON (repeatable); one not named in "
+                              "--target is used after those that are")
+    sub.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a pass_config entry, the value read as the key's type (repeatable; "
+                          "`relaycc config` lists the keys)")
+    sub.add_argument("--opt-level", type=int, metavar="N",
+                     help="0 to 4 (default 3): passes above it are skipped")
+    sub.add_argument("--disabled-pass", action="append", default=[], metavar="NAME[,NAME]",
+                     help="skip these passes (repeatable): AlterOpLayout, ConvertLayout, "
+                          "DeadCodeElimination, DynamicToStatic, FoldConstant, FoldScaleAxis, FuseOps")
+    sub.add_argument("--desired-layout", choices=("NCHW", "NHWC"),
+                     help="compute the host's nn.conv2d in this data layout (ConvertLayout); "
+                          "codegens choose theirs in their passes")
+    sub.add_argument("--input-shapes", metavar="'x:[1,3,224,224] y:[8]'",
+                     help="concrete shapes for @main's inputs, fixing their ? dims at build time")
+    sub.add_argument("--tuning-records", type=Path, metavar="RECORDS.json",
+                     help="kernel schedules measured by `relaycc tune`; kernels the file does not "
+                          "name keep the rules' tiling")
+
+
 def _interpret(args: argparse.Namespace) -> int:
     model = _existing_file(args.model)
     inputs = load_arrays(args.inputs)
@@ -201,13 +224,7 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.driver import BuildOptions
 
     codegens = [CodegenSpec.from_json_file(path) for path in args.codegen]
-    options = BuildOptions.from_config(
-        _with_flags(config, args), target=args.target, module_name=args.module_name, codegens=codegens
-    )
-    if args.input_shapes is not None:
-        from compiler.passes.specialize_inputs import parse_input_shapes
-
-        options = dataclasses.replace(options, input_shapes=parse_input_shapes(args.input_shapes))
+    options = _build_options(args, config, codegens)
     dump = _dump_kinds(args.dump_code)
     try:
         data = model.read_bytes()
@@ -219,6 +236,67 @@ def _compile(args: argparse.Namespace) -> int:
     with compile_progress(planned_passes(options, params=bool(params))) as bar:
         _build_model(model, data, options, params, args, bar, dump, front)
     return 0
+
+
+def _build_options(args: argparse.Namespace, config: dict[str, object], codegens: Sequence[object] = ()) -> object:
+    """The BuildOptions of the build flags (`_add_build_flags`) over `config`."""
+    from compiler.driver import BuildOptions
+
+    options = BuildOptions.from_config(
+        _with_flags(config, args), target=args.target, module_name=args.module_name,
+        codegens=codegens,  # type: ignore[arg-type]  # CodegenSpecs, typed loosely to keep the import lazy
+    )
+    if args.input_shapes is not None:
+        from compiler.passes.specialize_inputs import parse_input_shapes
+
+        options = dataclasses.replace(options, input_shapes=parse_input_shapes(args.input_shapes))
+    if args.tuning_records is not None:
+        from compiler.tuning_records import load_records
+
+        options = dataclasses.replace(options, schedules=load_records(_existing_file(args.tuning_records)))
+    return options
+
+
+def _tune(args: argparse.Namespace) -> int:
+    model = _existing_file(args.model)
+    if args.repeat < 1:
+        raise InputError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads must be at least 1, got {args.threads}")
+    params = load_arrays(args.params) if args.params is not None else None
+    config = load_json(args.config) if args.config is not None else {}
+    options = _build_options(args, config)
+    from compiler.tuning import tune
+
+    text, source_name = _model_text(model)
+    document = tune(text, options, params, source_name=source_name, repeat=args.repeat, threads=args.threads,
+                    log=lambda line: print(f"relaycc tune: {line}", file=sys.stderr))
+    args.output.write_text(json.dumps(document, indent=1) + "\n")
+    records = document["records"]
+    assert isinstance(records, list)
+    for record in records:
+        rule, us = float(record["rule_us"]), float(record["us"])
+        choice = ", ".join(f"{k}={v}" for k, v in record["schedule"].items()) or "rules"
+        print(f"{record['kernel'][-60:]:60s} {rule:10.1f} us -> {us:10.1f} us ({us / rule:.3f})  {choice}")
+    changed = sum(1 for r in records if r["schedule"])
+    print(f"{changed} of {len(records)} kernels changed; records in {args.output}")
+    return 0
+
+
+def _model_text(model: Path) -> tuple[str, str]:
+    """A Relay text model's text and source name; ONNX is imported first (its weights stay
+    constants in the text)."""
+    try:
+        data = model.read_bytes()
+    except OSError as err:
+        raise InputError(f"{model}: cannot read: {err}") from err
+    if is_onnx(model, data):
+        raise InputError(f"{model}: relaycc tune takes Relay text; convert the ONNX model with "
+                         "`relaycc import MODEL.onnx -o MODEL.relay` first")
+    try:
+        return data.decode("utf-8"), str(model)
+    except UnicodeDecodeError as err:
+        raise InputError(f"{model}: not UTF-8 text: {err}") from err
 
 
 def _front_key(args: argparse.Namespace, model: Path) -> str | None:
@@ -240,7 +318,8 @@ def _front_key(args: argparse.Namespace, model: Path) -> str | None:
     ]
     try:
         parts.append(("model", model.read_bytes()))
-        for label, path in (("params", args.params), ("config", args.config)):
+        for label, path in (("params", args.params), ("config", args.config),
+                            ("tuning records", args.tuning_records)):
             parts.append((label, b"" if path is None else Path(path).read_bytes()))
     except OSError:
         return None

@@ -85,9 +85,11 @@ PASS_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
     _used("relaycc.max_tensor_bytes", "int", 1 << 32,
           "relaycc's own: largest tensor a model may have, in bytes", minimum=1),
     _ignored("relay.backend.use_auto_scheduler", "bool", False,
-             "relaycc has no tuning records; its kernels are tiled by fixed rules either way"),
+             "relaycc reads no TVM tuning logs; its kernels follow their tiling rules, or the records "
+             "of `relaycc tune` given with --tuning-records"),
     _ignored("relay.backend.use_meta_schedule", "bool", False,
-             "relaycc has no tuning records; its kernels are tiled by fixed rules either way"),
+             "relaycc reads no TVM tuning logs; its kernels follow their tiling rules, or the records "
+             "of `relaycc tune` given with --tuning-records"),
     _ignored("tir.noalias", "bool", True,
              "relaycc's kernels never receive aliased buffers and always declare them `restrict`"),
     _ignored("tir.usmp.enable", "bool", True,
@@ -104,7 +106,8 @@ PASS_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
     _refused("tir.usmp.algorithm", "str", "greedy_by_size",
              "relaycc has one memory planner and no choice of algorithm"),
     _refused("relay.ToMixedPrecision.keep_orig_output_dtype", "bool", False, "relaycc has no ToMixedPrecision pass"),
-    _refused("relay.backend.use_meta_schedule_dispatch", "int", 0, "relaycc has no tuning records"),
+    _refused("relay.backend.use_meta_schedule_dispatch", "int", 0,
+             "relaycc reads no meta-schedule database; `relaycc tune` writes records of its own"),
     _refused("relay.backend.tir_converter", "str", "default", "relaycc lowers with its own rules only"),
 )}
 

@@ -36,7 +36,7 @@ from compiler.backend.kernel_files import kernel_groups
 from compiler.backend.metadata_report import build_report
 from compiler.backend.mlf import mlf_metadata, write_mlf
 from compiler.backend.targets import TARGETS, compiler_names, compiler_spans
-from compiler.backend.te_compiler import LowerTE
+from compiler.backend.te_compiler import SCHEDULES_KEY, LowerTE
 from compiler.byoc.codegen_config import CodegenSpec, builtin
 from compiler.byoc.codegen_library import LibraryBuild, combined, write_library
 from compiler.backend.dlpack import HEADER_NAME, HEADER_TEXT
@@ -142,6 +142,8 @@ class BuildOptions:
     desired_layout: str | None = None
     # tvmc's --input-shapes: concrete shapes for @main's parameters, fixing their `?` dims.
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # tvmc's --tuning-records: kernel schedules by kernel key (compiler/tuning_records.py).
+    schedules: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
     @staticmethod
     def from_config(
@@ -385,7 +387,8 @@ def lower(
         # Fusion decides the kernels; labels name them; LowerTE turns them into PrimFuncs.
         mod = FuseOps(fuse_opt_level=0 if "FuseOps" in options.disabled_passes else -1)(mod)
         mod = LabelOps()(mod)
-        lowered = LowerTE(prefix, {"host": target.host, **options.config}, functions)(mod)
+        lowered = LowerTE(prefix, {"host": target.host, **options.config, SCHEDULES_KEY: options.schedules},
+                          functions)(mod)
         external_modules = codegens.external_modules(lowered, options.workspace_byte_alignment)
         aot = None
         if executor:

@@ -36,6 +36,7 @@ external or shape function is reported once to `process_fn` as a `LoweredFunctio
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
@@ -68,6 +69,11 @@ RESHAPE_ONLY = "relay.reshape_only"
 # Keys LowerTE reads from its config (or, without one, the PassContext's config).
 HOST_KEY = "host"  # the host target kind, "c" by default
 PARALLEL_KEY = "tir.parallel"  # allow OpenMP parallel loops (default True)
+# Tuning records' schedules by kernel key (`schedule_key`), from the driver's options.
+SCHEDULES_KEY = "relaycc.schedules"
+# A lowered PrimFunc's key and, as JSON, the schedule choices its kernel made (schedule.py).
+SCHEDULE_KEY_ATTR = "relaycc.schedule_key"
+DECISIONS_ATTR = "relaycc.schedule_decisions"
 # VECTOR_LANES_KEY ("tir.vector_lanes"): float32 lanes of the widest vector unit; by default
 # what gcc makes of our loops on this machine (compiler/runtime/vector_width.py).
 
@@ -107,6 +113,12 @@ class LowerTE(Pass):
         mod = InferType().run(mod, ctx)
         lowered = _ModuleLowering(mod, self.module_name, config, self.process_fn).run()
         return InferType().run(lowered, ctx)
+
+
+def schedule_key(func: Function) -> str:
+    """The key a tuning record names a kernel by: the structural hash of its primitive function
+    (operators, attributes, shapes and dtypes; not variable names), in hex."""
+    return f"{structural_hash(func) & ((1 << 64) - 1):016x}"
 
 
 def is_primitive(func: Function) -> bool:
@@ -159,6 +171,8 @@ class _ModuleLowering:
         self.host = str(config.get(HOST_KEY, targets.HOST))
         self.parallel = bool(config.get(PARALLEL_KEY, True))
         self.vector_lanes = configured_lanes(config)
+        schedules = config.get(SCHEDULES_KEY)
+        self.schedules: Mapping[str, Mapping[str, object]] = schedules if isinstance(schedules, Mapping) else {}
         self.process_fn = process_fn
         self.lowered: _StructuralCache[_Lowered] = _StructuralCache()
         self.shape_funcs: _StructuralCache[tuple[GlobalVar, ShapeFunction]] = _StructuralCache()
@@ -250,9 +264,14 @@ class _ModuleLowering:
         if cached is not None:
             return cached
         gv = self.out.fresh_global(_prefixed(self.module_name, primitive_name(func)))
-        ctx = KernelContext(parallel=self.parallel, vector_lanes=self.vector_lanes)
+        key = schedule_key(func)
+        ctx = KernelContext(parallel=self.parallel, vector_lanes=self.vector_lanes, schedule=self.schedules.get(key, {}))
         prim_func = lower_primitive(func, gv.name_hint, ctx)
-        prim_func = dataclasses.replace(prim_func, attrs=prim_func.attrs.with_attr("target", self.host))
+        attrs = prim_func.attrs.with_attr("target", self.host)
+        if ctx.decisions:
+            attrs = attrs.with_attr(SCHEDULE_KEY_ATTR, key).with_attr(DECISIONS_ATTR,
+                                                                       json.dumps(ctx.decisions, sort_keys=True))
+        prim_func = dataclasses.replace(prim_func, attrs=attrs)
         self.out.add(gv, prim_func)
         lowered = _Lowered(gv, (gv,), None)
         self.lowered.put(func, lowered)

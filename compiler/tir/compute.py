@@ -16,7 +16,7 @@ An op declares one of three forms in its OpDef (compiler/ops):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +87,11 @@ class KernelContext:
     parallel: bool = True  # OpenMP parallel loops allowed
     vector_lanes: int = 8  # float32 lanes of the widest vector unit (AVX2: 8)
     names: dict[str, int] = field(default_factory=dict)
+    # A tuning record's choices for this kernel (compiler/ops/kernels/schedule.py), each
+    # replacing a rule's; and the choices the kernel made, rule or record, for `relaycc tune`
+    # to vary.
+    schedule: Mapping[str, object] = field(default_factory=dict)
+    decisions: dict[str, object] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
         """A C identifier unique within the PrimFunc being built."""

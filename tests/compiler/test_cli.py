@@ -881,3 +881,54 @@ def test_a_model_without_main_is_one_located_line_for_compile_and_inspect(tmp_pa
     for args in (("compile", model, "-o", tmp_path / "out"), ("inspect", model)):
         line = assert_one_line_error(run_relaycc_process(*args))
         assert line.startswith(f"{model}:2:1: error: the module has no @main (it defines @f)"), line
+
+
+CONV_MODEL = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 8, 12, 12), float32], %w: Tensor[(16, 8, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1, 1, 1]))
+}
+"""
+
+
+def test_tune_writes_records_that_compile_applies_and_the_build_cache_tells_apart(tmp_path: Path) -> None:
+    model = write(tmp_path / "conv.relay", CONV_MODEL)
+    params = save_npz(tmp_path / "params.npz",
+                      w=np.random.default_rng(1).standard_normal((16, 8, 3, 3)).astype(np.float32))
+    records = tmp_path / "records.json"
+
+    tuned = run_relaycc("tune", model, "--params", params, "-o", records, "--repeat", "1", "--threads", "1")
+
+    assert tuned.returncode == 0, tuned.stderr
+    assert "kernels changed; records in" in tuned.stdout
+    document = json.loads(records.read_text())
+    (record,) = document["records"]
+    assert record["kernel"] in tuned.stdout
+    chosen = record["schedule"]
+    other = tmp_path / "other.json"
+    record["schedule"] = {"tile_rows": 2}
+    other.write_text(json.dumps(document))
+    sources = []
+    for name, path in (("a", records), ("b", other), ("c", other)):
+        built = run_relaycc("compile", model, "--params", params, "--tuning-records", path, "-o", tmp_path / name)
+        assert built.returncode == 0, built.stderr
+        sources.append("".join(p.read_text() for p in sorted((tmp_path / name / "src").glob("*.c"))))
+    assert "float acc[32]" in sources[1] and sources[2] == sources[1]
+    assert ("float acc[32]" in sources[0]) == (chosen == {"tile_rows": 2})
+
+
+def test_compile_with_a_missing_tuning_records_file_is_a_one_line_error(tmp_path: Path) -> None:
+    model = write(tmp_path / "double.relay", DOUBLE)
+
+    result = run_relaycc_process("compile", model, "--tuning-records", tmp_path / "none.json", "-o", tmp_path / "out")
+
+    assert "none.json" in assert_one_line_error(result)
+
+
+def test_tune_takes_relay_text_and_says_how_to_convert_onnx(tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"\x08\x07")
+
+    result = run_relaycc_process("tune", model, "-o", tmp_path / "records.json")
+
+    assert "relaycc import MODEL.onnx -o MODEL.relay" in assert_one_line_error(result)

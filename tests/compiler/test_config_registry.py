@@ -57,7 +57,7 @@ def test_tvms_own_keys_are_accepted_with_their_types_and_ignored_ones_say_why():
     config = {"relay.backend.use_auto_scheduler": True, "tir.noalias": True, "tir.disable_vectorize": False}
     assert check_pass_config(config) == config
     assert PASS_CONFIG["relay.backend.use_auto_scheduler"].support == "ignored"
-    assert "no tuning records" in PASS_CONFIG["relay.backend.use_auto_scheduler"].help
+    assert "reads no TVM tuning logs" in PASS_CONFIG["relay.backend.use_auto_scheduler"].help
 
 
 def test_a_refused_tvm_key_is_accepted_at_tvms_default_and_refused_otherwise():

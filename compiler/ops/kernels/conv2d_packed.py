@@ -67,6 +67,7 @@ from compiler.ops.kernels.gemm import (
     PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, fitted_rows, gemm, index_var, tile_rows,
 )
 from compiler.ops.kernels.half_stages import stage_half_conversions
+from compiler.ops.kernels.schedule import choose
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order
 from compiler.tir.compute import Epilogue, KernelContext
@@ -301,8 +302,11 @@ def _banded(
     macs = n * o * oh * wp * c * kh * kw
     threads = band_threads() if ctx.parallel and macs >= PARALLEL_MIN_MACS else 1
     inner = block if block else c if taps_outer else kw  # the reduction's innermost extent (`_product`)
-    tile = (tile_rows(ctx, dtype, nr), numbering_width(ow, grid.wp, inner))
+    mr = ctx.schedule.get("tile_rows")
+    most = tile_rows(ctx, dtype, nr)
+    tile = (mr if isinstance(mr, int) and 1 <= mr <= most else most, numbering_width(ow, grid.wp, inner))
     rows = band_rows(grid, c, kh, oh, itemsize(dtype), threads if n < threads else 1, tile)
+    rows = int(choose(ctx, "band_rows", rows, range(1, oh + 1)))  # type: ignore[call-overload]
     (sh, _), (dh, _) = grid.strides, grid.dilation
     band = Grid(grid.strides, grid.dilation, grid.phases, rows + (kh - 1) * dh // sh, wp)
     size = grid.phases[0] * grid.phases[1] * c * band.plane

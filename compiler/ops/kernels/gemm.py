@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from compiler.ops.kernels.schedule import ORDERS, choose
 from compiler.tir import expr as te
 from compiler.tir.compute import KernelContext
 from compiler.tir.dtypes import itemsize
@@ -246,6 +247,7 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         mr = fitted_rows(tile_rows(ctx, spec.dtype, nr), spec.m)
     else:
         mr, nr = tile_shape(ctx, spec.dtype, spec.n)
+    mr = int(choose(ctx, "tile_rows", mr, range(1, tile_rows(ctx, spec.dtype, nr) + 1)))  # type: ignore[call-overload]
     panels = -(-spec.n // nr)
     packed: te.Buffer | None = None
     pack: Stmt = seq()
@@ -256,7 +258,7 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     t = index_var(ctx, "tile")
     b, nb, mb = index_var(ctx, "b"), index_var(ctx, "nb"), index_var(ctx, "mb")
     chunks = row_chunks(spec.a_bytes, row_blocks, panels, spec.k_total * nr * itemsize(spec.dtype))
-    outer = panels_outer(spec, nr)
+    outer = choose(ctx, "order", "panels" if panels_outer(spec, nr) else "rows", ORDERS) == "panels"
     if outer and chunks > 1:
         # A chunk of row blocks at a time, the panels swept over each: the chunk stays in L2.
         b_e, c_e, nb_e, mi_e = _decode(t, (spec.batch, chunks, panels, row_blocks // chunks))

@@ -78,6 +78,17 @@ def _machine() -> dict[str, object]:
     return {"cpu": cpu, "vector_lanes": configured_lanes({})}
 
 
+def plan_rounds(kernels: list[Kernel]) -> list[dict[str, Mapping[str, object]]]:
+    """The schedules of each build after the rules' own (round 0): kernels take turns, half of
+    them varied in a round and the other half kept on their rules as its controls, each varied
+    kernel on its next alternative."""
+    by_round: dict[int, dict[str, Mapping[str, object]]] = {}
+    for i, kernel in enumerate(kernels):
+        for j, alternative in enumerate(kernel.alternatives):
+            by_round.setdefault(2 * j + i % 2, {})[kernel.key] = alternative
+    return [by_round[r] for r in sorted(by_round)]
+
+
 def tune(
     relay_text: str,
     options: BuildOptions,
@@ -93,36 +104,61 @@ def tune(
         raise ValueError(f"repeat must be at least 1, got {repeat}")
     started = time.monotonic()
     kernels = tunable_kernels(relay_text, options, params, source_name)
-    rounds = 1 + max((len(k.alternatives) for k in kernels), default=0)
-    log(f"{len(kernels)} kernels with schedule knobs, {rounds} builds")
+    plan = plan_rounds(kernels)
+    log(f"{len(kernels)} kernels with schedule knobs, {1 + len(plan)} builds")
     with tempfile.TemporaryDirectory(prefix="relaycc-tune-") as work:
         modules = []
-        for r in range(rounds):
+        for r, varied in enumerate([{}, *plan]):
             schedules = dict(options.schedules)
-            for k in kernels:
-                if 0 < r <= len(k.alternatives):
-                    schedules[k.key] = {**schedules.get(k.key, {}), **k.alternatives[r - 1]}
+            for key, alternative in varied.items():
+                schedules[key] = {**schedules.get(key, {}), **alternative}
             outdir = Path(work) / f"round{r}"
             build(relay_text, outdir, dataclasses.replace(options, schedules=schedules), params,
                   source_name=source_name)
             modules.append(CompiledModule(outdir))
-            log(f"built round {r + 1} of {rounds}")
+            log(f"built round {r + 1} of {1 + len(plan)}")
         inputs = fill_inputs(modules[0].inputs, "random")
         least = _least_times(modules, inputs, repeat, threads, log)
+    best: dict[str, tuple[float, int]] = {}
+    for r, varied in enumerate(plan, start=1):
+        for key, ratio in _round_winners(kernels, varied, least[0], least[r], r, log).items():
+            if ratio < best.get(key, (1.0, 0))[0]:
+                best[key] = (ratio, r)
     records = []
     for k in kernels:
         rule_us = least[0].get(k.name)
         if rule_us is None:
             continue
-        best, best_us = {}, rule_us
-        for r, alternative in enumerate(k.alternatives, start=1):
-            us = least[r].get(k.name)
-            if us is not None and us < best_us and us < rule_us * (1 - MIN_GAIN):
-                best, best_us = dict(alternative), us
-        records.append({"key": k.key, "kernel": k.name, "schedule": best, "us": round(best_us, 1),
-                        "rule_us": round(rule_us, 1), "rule": {n: v for n, v in k.decisions.items() if ":" not in n}})
+        ratio, r = best.get(k.key, (1.0, 0))
+        records.append({"key": k.key, "kernel": k.name, "schedule": dict(plan[r - 1][k.key]) if r else {},
+                        "us": round(least[r][k.name], 1), "rule_us": round(rule_us, 1), "ratio": round(ratio, 3),
+                        "rule": {n: v for n, v in k.decisions.items() if ":" not in n}})
     log(f"tuned in {time.monotonic() - started:.1f} s")
     return {"format": FORMAT, "machine": _machine(), "threads": threads, "repeat": repeat, "records": records}
+
+
+def _round_winners(kernels: list[Kernel], varied: Mapping[str, object], rules: Mapping[str, float],
+                   timed: Mapping[str, float], r: int, log: Callable[[str], None]) -> dict[str, float]:
+    """The varied kernels of round `r` that beat their rules, with their time over the rules'
+    corrected for the round's library as a whole. The controls (kernels on their rules in this
+    round too) give the correction (their median ratio: two builds of identical kernels differ
+    by a few percent as a whole on a shared host) and the noise (how far the luckiest control
+    fell below it); an alternative must beat the rules by more than that noise, and by
+    `MIN_GAIN`."""
+    def ratio(name: str) -> float | None:
+        return timed[name] / rules[name] if name in timed and rules.get(name) else None
+
+    controls = sorted(q for k in kernels if k.key not in varied and (q := ratio(k.name)) is not None)
+    bias = float(np.median(controls)) if controls else 1.0
+    noise = 1.0 - controls[0] / bias if controls else 0.0
+    bar = 1.0 - max(MIN_GAIN, noise)
+    log(f"round {r}: {len(varied)} kernels varied, {len(controls)} controls, noise {100 * noise:.1f}%")
+    winners = {}
+    for k in kernels:
+        q = ratio(k.name) if k.key in varied else None
+        if q is not None and q / bias < bar:
+            winners[k.key] = q / bias
+    return winners
 
 
 def _least_times(modules: list[CompiledModule], inputs: Mapping[str, np.ndarray], repeat: int, threads: int | None,

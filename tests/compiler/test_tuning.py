@@ -12,7 +12,7 @@ from compiler.diagnostics import CompileError
 from compiler.driver import BuildOptions, build, lower
 from compiler.parser import parse
 from compiler.runtime.module import CompiledModule
-from compiler.tuning import tunable_kernels, tune
+from compiler.tuning import Kernel, _round_winners, plan_rounds, tunable_kernels, tune
 from compiler.tuning_records import FORMAT, schedules_from
 
 CONVS = """\
@@ -108,9 +108,9 @@ def test_tune_records_a_schedule_for_every_kernel_with_knobs(params: dict[str, n
     assert isinstance(records, list) and {r["key"] for r in records} == set(kernels)
     for record in records:
         assert record["schedule"] == {} or record["schedule"] in [dict(a) for a in kernels[record["key"]].alternatives]
-        assert record["us"] <= record["rule_us"]
+        assert record["ratio"] <= 1.0 and (record["ratio"] < 1.0) == bool(record["schedule"])
     assert schedules_from(document, "tuned").keys() == kernels.keys()
-    rounds = 1 + max(len(k.alternatives) for k in kernels.values())
+    rounds = 1 + len(plan_rounds(list(kernels.values())))
     assert lines[0] == f"2 kernels with schedule knobs, {rounds} builds" and lines[-1].startswith("tuned in ")
 
 
@@ -134,3 +134,39 @@ def test_tune_stops_when_a_round_computes_other_results(
 def test_tune_refuses_a_repeat_below_one(params: dict[str, np.ndarray]) -> None:
     with pytest.raises(ValueError, match="repeat must be at least 1"):
         tune(CONVS, BuildOptions(), params, repeat=0)
+
+
+def kernel(i: int, alternatives: int = 2) -> Kernel:
+    return Kernel(f"{i:016x}", f"k{i}", {"tile_rows": 6}, tuple({"tile_rows": 5 - j} for j in range(alternatives)))
+
+
+def test_rounds_vary_half_the_kernels_and_keep_the_rest_as_controls() -> None:
+    kernels = [kernel(0, 3), kernel(1, 1), kernel(2, 2), kernel(3, 2)]
+
+    plan = plan_rounds(kernels)
+
+    assert [sorted(varied) for varied in plan] == [
+        [kernels[0].key, kernels[2].key], [kernels[1].key, kernels[3].key],
+        [kernels[0].key, kernels[2].key], [kernels[3].key], [kernels[0].key]]
+    assert plan[2][kernels[0].key] == {"tile_rows": 4}
+
+
+def test_a_round_is_judged_against_its_controls_after_their_common_shift() -> None:
+    kernels = [kernel(i) for i in range(6)]
+    varied = {kernels[0].key: {}, kernels[1].key: {}}
+    rules = {k.name: 100.0 for k in kernels}
+    # The whole library ran 10% slower (controls at 1.09-1.11): k0 at 1.00 is a real 9% gain;
+    # k1 at 1.08 is within the noise.
+    timed = {"k0": 100.0, "k1": 108.0, "k2": 110.0, "k3": 109.0, "k4": 111.0, "k5": 110.0}
+
+    winners = _round_winners(kernels, varied, rules, timed, 1, lambda _: None)
+
+    assert list(winners) == [kernels[0].key]
+    assert winners[kernels[0].key] == pytest.approx(100 / 110)
+
+
+def test_without_controls_an_alternative_must_beat_the_rules_by_the_minimum_gain() -> None:
+    kernels = [kernel(0)]
+    for time_us, wins in ((99.0, False), (97.0, True)):
+        winners = _round_winners(kernels, {kernels[0].key: {}}, {"k0": 100.0}, {"k0": time_us}, 1, lambda _: None)
+        assert bool(winners) == wins

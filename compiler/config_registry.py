@@ -126,6 +126,8 @@ BUILD_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
               "FoldConstant, FoldScaleAxis, FuseOps"),
     ConfigKey("desired_layout", "str", None, "NCHW or NHWC: the data layout of the host's nn.conv2d "
               "(tvmc's --desired-layout; ConvertLayout)"),
+    ConfigKey("tuning_records", "object", None, "a records document of `relaycc tune` "
+              "(format relaycc.tuning/1): kernel schedules by kernel key (tvmc's --tuning-records)"),
 )}
 
 # C flags a compile request may choose over HTTP; anything else could read or write files on

@@ -91,6 +91,7 @@ from compiler.runtime.front_cache import FrontCache
 from compiler.runtime.threads import available_cores
 from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
+from compiler.tuning_records import schedules_from
 
 HOST_TARGETS = ("c",)
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -154,7 +155,8 @@ class BuildOptions:
     ) -> BuildOptions:
         """Options from a `--config` JSON object: `opt_level`, `pass_config` (PassContext config),
         `cflags` (a list replacing the default C flags), `workspace_byte_alignment`,
-        `disabled_pass` (a list of pass names), `desired_layout`."""
+        `disabled_pass` (a list of pass names), `desired_layout`, `tuning_records` (a `relaycc
+        tune` records document)."""
         check_config_keys(config)
         opt_level = check_opt_level(config.get("opt_level", OPT_LEVEL_DEFAULT))
         pass_config = config.get("pass_config", {})
@@ -162,6 +164,7 @@ class BuildOptions:
         alignment = config.get("workspace_byte_alignment", WORKSPACE_ALIGNMENT_DEFAULT)
         disabled = config.get("disabled_pass", [])
         layout = config.get("desired_layout")
+        records = config.get("tuning_records")
         if not isinstance(pass_config, dict):
             raise ConfigError("config pass_config must be an object", "pass_config")
         if cflags is not None and not (isinstance(cflags, list) and all(isinstance(f, str) for f in cflags)):
@@ -173,6 +176,12 @@ class BuildOptions:
             raise ConfigError("config disabled_pass must be a list of pass names", "disabled_pass")
         if layout is not None and not isinstance(layout, str):
             raise ConfigError(f"config desired_layout must be a string, got {layout!r}", "desired_layout")
+        schedules = {}
+        if records is not None:
+            try:
+                schedules = schedules_from(records, "config tuning_records")
+            except InputError as err:
+                raise ConfigError(str(err), "tuning_records") from None
         return BuildOptions(
             opt_level=opt_level,
             config=pass_config,
@@ -183,6 +192,7 @@ class BuildOptions:
             codegens=tuple(codegens),
             disabled_passes=tuple(disabled),
             desired_layout=layout,
+            schedules=schedules,
         )
 
     def validated(self) -> BuildOptions:

@@ -148,6 +148,12 @@ class CompileConfig(BaseModel):
     desired_layout: Literal["NCHW", "NHWC"] | None = Field(
         default=None, description="The data layout of the host's nn.conv2d (tvmc's --desired-layout)."
     )
+    tuning_records: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="A records document of `relaycc tune` (format relaycc.tuning/1; tvmc's --tuning-records): "
+        "kernel schedules by kernel key. Kernels it does not name keep their rules; a bad document is a 400 "
+        "problem with member `key` \"tuning_records\".",
+    )
 
 
 class CodegenRequest(BaseModel):

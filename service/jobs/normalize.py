@@ -20,6 +20,7 @@ from compiler.diagnostics import InputError
 from compiler.byoc.codegen_config import CodegenSpec
 from compiler.config_registry import ALLOWED_CFLAGS, DEFINE_FLAG, ConfigError, is_allowed_cflag
 from compiler.driver import BuildOptions
+from compiler.tuning_records import FORMAT as TUNING_FORMAT
 
 REQUEST_FORMAT = "relaycc.request/1"
 # The name parse and type errors give the Relay text: the request field it came in.
@@ -158,6 +159,11 @@ def config_of(options: BuildOptions) -> dict[str, object]:
         config["disabled_pass"] = list(options.disabled_passes)
     if options.desired_layout is not None:
         config["desired_layout"] = options.desired_layout
+    if options.schedules:
+        # Only what a build reads, in key order: records that differ in their notes for people
+        # (times, kernel names) or in order make one module.
+        config["tuning_records"] = {"format": TUNING_FORMAT, "records": [
+            {"key": key, "schedule": dict(sorted(schedule.items()))} for key, schedule in sorted(options.schedules.items())]}
     return config
 
 

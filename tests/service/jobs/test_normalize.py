@@ -114,3 +114,22 @@ def test_record_passes_is_in_the_normal_form_only_when_asked_for() -> None:
 
     assert "record_passes" not in normal_form(relay, options, {})
     assert normal_form(relay, options, {}, record_passes=True)["record_passes"] is True
+
+
+def test_tuning_records_normalize_to_what_a_build_reads() -> None:
+    records = [{"key": "00000000000000b2", "kernel": "k2", "schedule": {"tile_rows": 5, "order": "rows"}, "us": 9.0},
+               {"key": "00000000000000a1", "schedule": {}}]
+    shuffled = [{"key": "00000000000000a1", "schedule": {}, "us": 1.0},
+                {"key": "00000000000000b2", "schedule": {"order": "rows", "tile_rows": 5}}]
+    forms = [normal_form("text", checked_options("c", "net", {"tuning_records": {"format": "relaycc.tuning/1",
+                                                                                  "records": r}}), {})
+             for r in (records, shuffled)]
+
+    assert forms[0] == forms[1]
+    assert forms[0]["config"]["tuning_records"]["records"][0] == {"key": "00000000000000a1", "schedule": {}}
+    assert build_options(forms[0]).schedules == {"00000000000000a1": {},
+                                                 "00000000000000b2": {"order": "rows", "tile_rows": 5}}
+
+
+def test_a_request_without_tuning_records_keeps_its_normal_form() -> None:
+    assert "tuning_records" not in normal_form("text", checked_options("c", "net", {}), {})["config"]

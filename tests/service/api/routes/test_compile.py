@@ -172,6 +172,8 @@ def test_bad_options_answer_400_input_problem(client: TestClient, change: dict[s
          "did you mean 'relay.FuseOps.max_depth'?"),
         ({"disabled_pass": ["FoldConstnt"]}, "disabled_pass", "did you mean 'FoldConstant'?"),
         ({"cflags": ["-fplugin=x.so"]}, "cflags", "C flag '-fplugin=x.so' is not allowed"),
+        ({"tuning_records": {"format": "relaycc.tuning/1", "records": [{"key": "0" * 16, "schedule": {"rows": 2}}]}},
+         "tuning_records", "config tuning_records: records[0].schedule: unknown schedule knob 'rows'"),
     ],
 )
 def test_a_bad_configuration_key_is_a_400_problem_naming_it(
@@ -332,3 +334,12 @@ def test_compile_of_onnx_bytes_that_are_not_a_model_is_an_input_problem(client: 
     assert response.status_code == 400
     assert response.json()["type"] == PROBLEMS + "input-error"
     assert "not an ONNX model" in response.json()["detail"]
+
+
+def test_a_compile_request_may_carry_tuning_records(client: TestClient) -> None:
+    records = {"format": "relaycc.tuning/1", "records": [{"key": "0123456789abcdef", "schedule": {"tile_rows": 4}}]}
+
+    response = client.post("/compile?wait=60", json={"relay": small_relay(31), "config": {"tuning_records": records}})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["state"] == "succeeded"

@@ -53,6 +53,13 @@ L2_BYTES = 512 << 10
 # otherwise it comes from L3 every time. ResNet-50's 3x3 layers on 14x14 (four 147 KB panels per
 # channel group) ran 4-5% faster with their panels outer, each swept over the band from L2.
 ROWS_OUTER_MAX_B_BYTES = 256 << 10
+# A convolution that reads A in place (a 1x1 layer) strides through its channel blocks: with the
+# panels outer, an A of more than two L2s came from L3 with that stride once per panel; with the
+# rows outer a tile's rows stay in L1 over every panel while B streams. ResNet-50's 1x1 layer
+# from 512 to 256 channels on 28x28 (1.6 MB of A): 0.93-0.94x by least times at one and two
+# threads (`relaycc tune` chose it in four runs out of four). Its 14x14 layers with 800 KB of A
+# measured from 0.85x to 1.03x, so they keep the rule below.
+ROWS_OUTER_MIN_IN_PLACE_ROWS = 128
 INDEX = "int64"
 
 Loader = Callable[[Sequence[te.PrimExpr]], te.PrimExpr]
@@ -283,9 +290,12 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
 
 def panels_outer(spec: GemmSpec, nr: int) -> bool:
     """Whether consecutive tiles share a B panel (each panel swept over the row blocks) rather
-    than a block of A rows (each swept over the panels): the panel when B is the larger operand
-    (dense: few rows, many outputs) or too large to stay in L2 (`ROWS_OUTER_MAX_B_BYTES`), else
-    the rows (conv2d: many pixels)."""
+    than a block of A rows (each swept over the panels): the rows when A is read in place and
+    larger than two L2s (`ROWS_OUTER_MIN_IN_PLACE_ROWS`), else the panel when B is the larger
+    operand (dense: few rows, many outputs) or too large to stay in L2
+    (`ROWS_OUTER_MAX_B_BYTES`), else the rows (conv2d: many pixels)."""
+    if spec.a_bytes > 2 * L2_BYTES and spec.m >= ROWS_OUTER_MIN_IN_PLACE_ROWS:
+        return False
     b_bytes = spec.k_total * -(-spec.n // nr) * nr * itemsize(spec.dtype)
     return spec.n >= spec.m or b_bytes > ROWS_OUTER_MAX_B_BYTES
 

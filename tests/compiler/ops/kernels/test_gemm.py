@@ -146,6 +146,19 @@ def test_tiles_share_a_panel_when_b_is_the_larger_operand_or_too_large_for_l2() 
     assert panels_outer(spec(98, 64, (3, 3, 256)), 16)
 
 
+def test_tiles_share_rows_when_a_read_in_place_is_larger_than_two_l2s() -> None:
+    def spec(m: int, n: int, k: int, a_bytes: int) -> GemmSpec:
+        return GemmSpec(1, m, n, (k,), "float32", lambda b, row: RowReader((), lambda ks: te.const(0.0)),
+                        lambda bb, ks, col: te.const(0.0), lambda b, row, col, value: seq(), a_bytes=a_bytes)
+
+    # ResNet-50's 1x1 layer from 512 to 256 channels on 28x28: 1.6 MB of A, 512 KB of B.
+    assert not panels_outer(spec(784, 256, 512, 784 * 512 * 4), 16)
+    # Its 1x1 layers on 14x14 with 1024 channels (800 KB of A) keep their panels.
+    assert panels_outer(spec(196, 512, 1024, 196 * 1024 * 4), 16)
+    # A small map keeps the panels whatever A weighs.
+    assert panels_outer(spec(49, 512, 2048 * 16, 49 * 2048 * 16 * 4), 16)
+
+
 def test_tile_is_one_vector_wide_when_the_columns_fit_in_one() -> None:
     assert tile_shape(KernelContext(vector_lanes=8), "float32", 8) == (6, 8)
 

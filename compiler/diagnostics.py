@@ -8,6 +8,7 @@ text in the CLI and in the service.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,3 +140,20 @@ class InputError(CompileError):
 
     kind = "input_error"
     title = "Bad input"
+
+
+def read_json_file(path: Path, kind: str) -> object:
+    """The JSON document in the file at `path`; InputError naming the file, and the line and
+    column of a syntax error, with `kind` saying what the file was to hold ("codegen")."""
+    import json
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {kind} file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read: {err}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}:{err.lineno}:{err.colno}: invalid {kind} JSON: {err.msg}") from None

@@ -17,12 +17,11 @@ meets and ignores the rest, so one file may serve many models.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from compiler.diagnostics import InputError
+from compiler.diagnostics import InputError, read_json_file
 from compiler.ops.kernels.schedule import check_schedule
 
 FORMAT = "relaycc.tuning/1"
@@ -55,12 +54,4 @@ def schedules_from(document: object, where: str) -> dict[str, dict[str, object]]
 
 def load_records(path: Path) -> dict[str, dict[str, object]]:
     """The schedules of the records file at `path`."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from err
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from err
-    return schedules_from(document, str(path))
+    return schedules_from(read_json_file(path, "tuning records"), str(path))

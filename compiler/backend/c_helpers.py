@@ -245,25 +245,25 @@ def _row_helper(signature: str, body16: str, body8: str, scalar: str) -> str:
         f"  for (int64_t k = i; k < n; ++k) {scalar}\n}}\n")
 
 
+def _converted(lanes: int, source: str, target: str, types: tuple[str, str], convert: str) -> str:
+    """One step of a row helper: `lanes` values loaded from `source`, converted, stored to
+    `target`; `types` are the vector types' element names (f32, f16) before and after."""
+    return (f"    relaycc_{types[0]}x{lanes} v;\n"
+            f"    __builtin_memcpy(&v, {source}, sizeof v);\n"
+            f"    relaycc_{types[1]}x{lanes} w = {convert.format(lanes=lanes)};\n"
+            f"    __builtin_memcpy({target}, &w, sizeof w);\n")
+
+
 def _round_trip(lanes: int) -> str:
-    return (f"    relaycc_f32x{lanes} v;\n"
-            f"    __builtin_memcpy(&v, p + i, sizeof v);\n"
-            f"    v = relaycc_cvtph_ps{lanes}(relaycc_cvtps_ph{lanes}(v));\n"
-            f"    __builtin_memcpy(p + i, &v, sizeof v);\n")
+    return _converted(lanes, "p + i", "p + i", ("f32", "f32"), "relaycc_cvtph_ps{lanes}(relaycc_cvtps_ph{lanes}(v))")
 
 
 def _widen(lanes: int) -> str:
-    return (f"    relaycc_f16x{lanes} h;\n"
-            f"    __builtin_memcpy(&h, s + i, sizeof h);\n"
-            f"    relaycc_f32x{lanes} v = relaycc_cvtph_ps{lanes}(h);\n"
-            f"    __builtin_memcpy(d + i, &v, sizeof v);\n")
+    return _converted(lanes, "s + i", "d + i", ("f16", "f32"), "relaycc_cvtph_ps{lanes}(v)")
 
 
 def _narrow(lanes: int) -> str:
-    return (f"    relaycc_f32x{lanes} v;\n"
-            f"    __builtin_memcpy(&v, s + i, sizeof v);\n"
-            f"    relaycc_f16x{lanes} h = relaycc_cvtps_ph{lanes}(v);\n"
-            f"    __builtin_memcpy(d + i, &h, sizeof h);\n")
+    return _converted(lanes, "s + i", "d + i", ("f32", "f16"), "relaycc_cvtps_ph{lanes}(v)")
 
 
 # float16 conversions of whole rows, for kernels that stage a float16 epilogue through small

@@ -29,7 +29,6 @@ compiled; each error is an `InputError` whose message starts with `codegen <name
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from compiler import ops
 from compiler.byoc.codegen_passes import PassSpecError, parse_pass_spec
 from compiler.byoc.pattern import Pattern
 from compiler.byoc.pattern_text import parse_pattern
-from compiler.diagnostics import CompileError, InputError
+from compiler.diagnostics import CompileError, InputError, read_json_file
 from compiler.ir.expr import Expr, Function
 
 RELAY_TO_TIR = "relay_to_tir"
@@ -140,16 +139,7 @@ class CodegenSpec:
     def from_json_file(path: Path | str) -> CodegenSpec:
         """The spec in a JSON file; library paths are relative to the file."""
         path = Path(path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such codegen file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"{path}: cannot read: {err}") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path}:{err.lineno}:{err.colno}: invalid codegen JSON: {err.msg}") from None
+        doc = read_json_file(path, "codegen")
         return CodegenSpec.from_document(doc, base_dir=path.resolve().parent, origin=str(path))
 
     @staticmethod

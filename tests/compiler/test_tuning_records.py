@@ -27,7 +27,7 @@ def test_invalid_json_is_reported_at_its_line_and_column(tmp_path: Path) -> None
     path = tmp_path / "r.json"
     path.write_text('{"format": "relaycc.tuning/1",\n "records": [}\n')
 
-    with pytest.raises(InputError, match=r"r\.json:2:14: invalid JSON"):
+    with pytest.raises(InputError, match=r"r\.json:2:14: invalid tuning records JSON"):
         load_records(path)
 
 

@@ -165,6 +165,9 @@ def test_unreadable_json_names_file_line_and_column(tmp_path):
 def test_builtin_registry_finds_registered_specs_by_name(monkeypatch):
     from compiler.byoc import codegen_config
 
+    # The modules of the built-in codegens register themselves when first imported: import them
+    # before the registry is swapped, or they register into the copy and are lost with it.
+    builtin_names()
     monkeypatch.setattr(codegen_config, "_BUILTINS", dict(codegen_config._BUILTINS))
     spec = CodegenSpec("test_builtin_acme", patterns=(PatternSpec("relu", "nn.relu(*)", "acme_relu"),))
     register_builtin(spec)

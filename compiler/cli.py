@@ -95,7 +95,8 @@ def _build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser(
         "tune", help="measure alternatives to the tiling rules of a model's kernels on this machine; "
                      "write the winners as tuning records for compile --tuning-records")
-    tune.add_argument("model", type=Path, metavar="MODEL.relay", help="Relay text, or an ONNX model (.onnx)")
+    tune.add_argument("model", type=Path, metavar="MODEL.relay",
+                      help="the Relay text model (convert an ONNX model with `relaycc import` first)")
     tune.add_argument("-o", "--output", type=Path, required=True, metavar="RECORDS.json",
                       help="where the tuning records are written")
     _add_build_flags(tune)

@@ -39,6 +39,10 @@ from compiler.runtime.vector_width import configured_lanes
 from compiler.tuning_records import FORMAT
 
 MIN_GAIN = 0.02
+# Fewer controls than this say little about a round's noise (one control has none to show): such a
+# round's alternatives must win by `FEW_CONTROLS_NOISE`, a shared host's usual spread of least times.
+MIN_CONTROLS = 3
+FEW_CONTROLS_NOISE = 0.05
 ROUNDS_MAX = 8
 
 
@@ -143,14 +147,16 @@ def _round_winners(kernels: list[Kernel], varied: Mapping[str, object], rules: M
     corrected for the round's library as a whole. The controls (kernels on their rules in this
     round too) give the correction (their median ratio: two builds of identical kernels differ
     by a few percent as a whole on a shared host) and the noise (how far the luckiest control
-    fell below it); an alternative must beat the rules by more than that noise, and by
-    `MIN_GAIN`."""
+    fell below it; `FEW_CONTROLS_NOISE` at least where there are fewer than `MIN_CONTROLS`); an
+    alternative must beat the rules by more than that noise, and by `MIN_GAIN`."""
     def ratio(name: str) -> float | None:
         return timed[name] / rules[name] if name in timed and rules.get(name) else None
 
     controls = sorted(q for k in kernels if k.key not in varied and (q := ratio(k.name)) is not None)
     bias = float(np.median(controls)) if controls else 1.0
     noise = 1.0 - controls[0] / bias if controls else 0.0
+    if len(controls) < MIN_CONTROLS:
+        noise = max(noise, FEW_CONTROLS_NOISE)
     bar = 1.0 - max(MIN_GAIN, noise)
     log(f"round {r}: {len(varied)} kernels varied, {len(controls)} controls, noise {100 * noise:.1f}%")
     winners = {}

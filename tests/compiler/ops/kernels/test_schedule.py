@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from compiler.ops.kernels.schedule import check_schedule, choose, variants
@@ -60,3 +63,88 @@ def test_a_bad_schedule_is_refused_with_where_it_is(schedule: object, message: s
 
 def test_a_good_schedule_is_kept_as_given() -> None:
     assert check_schedule({"tile_rows": 5, "order": "panels"}, "x") == {"tile_rows": 5, "order": "panels"}
+
+
+# Every product kernel with knobs: a 3x3 layer and a stride-2 layer that copy their input in
+# bands, a 1x1 layer read in place, a dense and a batch_matmul; and a float16 layer, whose tile
+# stores round in stages.
+PRODUCTS = """\
+#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 8, 15, 15), float32], %d: Tensor[(20, 64), float32], %a: Tensor[(2, 13, 20), float32],
+          %b: Tensor[(2, 20, 24), float32], %h: Tensor[(1, 16, 9, 9), float16],
+          %w1: Tensor[(32, 8, 3, 3), float32], %w2: Tensor[(32, 32, 3, 3), float32], %w3: Tensor[(16, 32, 1, 1), float32],
+          %wd: Tensor[(24, 64), float32], %wh: Tensor[(32, 16, 3, 3), float16]) {
+  %0 = nn.relu(nn.conv2d(%x, %w1, padding=[1, 1, 1, 1]));
+  %1 = nn.conv2d(%0, %w2, strides=[2, 2], padding=[1, 1, 1, 1]);
+  (nn.conv2d(%1, %w3), nn.relu(nn.dense(%d, %wd, units=None)), nn.batch_matmul(%a, %b, transpose_b=False),
+   nn.conv2d(%h, %wh, padding=[1, 1, 1, 1]))
+}
+"""
+WEIGHTS = {"w1": (32, 8, 3, 3), "w2": (32, 32, 3, 3), "w3": (16, 32, 1, 1), "wd": (24, 64), "wh": (32, 16, 3, 3)}
+
+
+def schedule_space(decisions: dict[str, object]) -> list[dict[str, object]]:
+    """Each knob through every value the kernel allows (band rows: the ends, the small heights
+    and the middle), the others on their rules."""
+    points: list[dict[str, object]] = []
+    for knob in ("tile_rows", "order", "band_rows"):
+        allowed = decisions.get(f"{knob}:allowed")
+        if not isinstance(allowed, list):
+            continue
+        if knob == "order":
+            values: list[object] = list(allowed)
+        elif knob == "tile_rows":
+            values = list(range(allowed[0], allowed[1] + 1))
+        else:
+            values = sorted({1, 2, 3, allowed[1] // 2, allowed[1] - 1, allowed[1]})
+        points += [{knob: v} for v in values if v != decisions[knob]]
+    return points
+
+
+def conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = w.shape[2:]
+    oh, ow = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            window = xp[:, :, i : i + stride * oh : stride, j : j + stride * ow : stride]
+            out += np.einsum("nchw,oc->nohw", window, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_path: Path) -> None:
+    # A record only reorders work (compiler/ops/kernels/schedule.py), so every value a kernel
+    # allows must reproduce the rules' build bit for bit, and numpy within float rounding.
+    from compiler.driver import BuildOptions, build
+    from compiler.runtime.module import CompiledModule
+    from compiler.tuning import tunable_kernels
+
+    rng = np.random.default_rng(11)
+    params = {name: rng.standard_normal(shape).astype(np.float16 if name == "wh" else np.float32)
+              for name, shape in WEIGHTS.items()}
+    inputs = {"x": rng.standard_normal((1, 8, 15, 15)).astype(np.float32),
+              "d": rng.standard_normal((20, 64)).astype(np.float32),
+              "a": rng.standard_normal((2, 13, 20)).astype(np.float32),
+              "b": rng.standard_normal((2, 20, 24)).astype(np.float32),
+              "h": rng.standard_normal((1, 16, 9, 9)).astype(np.float16)}
+    kernels = tunable_kernels(PRODUCTS, BuildOptions(), params, "products.relay")
+    spaces = {k.key: schedule_space(dict(k.decisions)) for k in kernels}
+    assert len(kernels) == 6 and all(spaces.values())
+    rounds = max(len(s) for s in spaces.values())
+
+    outputs = []
+    for r in range(rounds + 1):
+        schedules = {key: space[r - 1] for key, space in spaces.items() if 0 < r <= len(space)}
+        build(PRODUCTS, tmp_path / f"round{r}", BuildOptions(schedules=schedules), params,
+              source_name="products.relay", cache=None)
+        outputs.append(CompiledModule(tmp_path / f"round{r}").run(inputs).outputs)
+
+    y = conv(conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1), params["w3"], 1, 0)
+    want = [y, np.maximum(inputs["d"] @ params["wd"].T, 0), inputs["a"] @ inputs["b"],
+            conv(inputs["h"], params["wh"], 1, 1)]
+    for r, got in enumerate(outputs):
+        for i, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g, outputs[0][i], err_msg=f"round {r}, output {i}")
+            tol = 2e-2 if g.dtype == np.float16 else 1e-4
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max(), err_msg=f"round {r}, output {i}")

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,9 @@ def _build_parser() -> argparse.ArgumentParser:
         sub.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR",
                          help="the directory the artifacts are written to (created if missing)")
         _add_build_flags(sub)
+        sub.add_argument("--no-stored-records", action="store_true",
+                         help="tile every kernel by the rules, not by the records `relaycc tune` stored for this "
+                              "machine in the cache directory")
         sub.add_argument("--dump-code", metavar="relay,tir,c",
                          help="also write OUTDIR/<module-name>.relay (fused Relay), .tir (loop IR) "
                               "and/or .c (every C source in one file)")
@@ -97,15 +100,16 @@ def _build_parser() -> argparse.ArgumentParser:
                      "write the winners as tuning records for compile --tuning-records")
     tune.add_argument("model", type=Path, metavar="MODEL.relay",
                       help="the Relay text model (convert an ONNX model with `relaycc import` first)")
-    tune.add_argument("-o", "--output", type=Path, required=True, metavar="RECORDS.json",
-                      help="where the tuning records are written")
+    tune.add_argument("-o", "--output", type=Path, metavar="RECORDS.json",
+                      help="also write the records to this file (they are always stored in the cache "
+                           "directory, for later builds on this machine)")
     _add_build_flags(tune)
     tune.add_argument("--repeat", type=int, default=10, metavar="N",
                       help="profiled runs of each candidate build, taking turns (default 10); each kernel "
                            "keeps its least time")
     tune.add_argument("--threads", type=int, metavar="N",
                       help="threads the kernels are measured on (default: every core)")
-    tune.set_defaults(handler=_tune, executor=True, codegen=[], dump_code=None)
+    tune.set_defaults(handler=_tune, executor=True, codegen=[], dump_code=None, no_stored_records=True)
 
     importer = commands.add_parser("import", help="convert an ONNX model to Relay text")
     importer.add_argument("model", type=Path, metavar="MODEL.onnx", help="the ONNX model to convert")
@@ -255,7 +259,38 @@ def _build_options(args: argparse.Namespace, config: dict[str, object], codegens
         from compiler.tuning_records import load_records
 
         options = dataclasses.replace(options, schedules=load_records(_existing_file(args.tuning_records)))
+    elif _uses_stored_records(args, config):
+        options = dataclasses.replace(options, schedules=_stored_schedules())
     return options
+
+
+def _uses_stored_records(args: argparse.Namespace, config: Mapping[str, object]) -> bool:
+    """Whether a build takes the records stored for this machine: it is given none of its own
+    (flag or config), may (no --no-stored-records; tune measures against the rules) and has a
+    cache directory."""
+    from compiler.runtime.compile_cache import CompileCache
+
+    return (args.tuning_records is None and "tuning_records" not in config and not args.no_stored_records
+            and CompileCache.from_environment() is not None)
+
+
+def _stored_schedules() -> dict[str, dict[str, object]]:
+    """The schedules stored for this machine (runtime/tuning_store.py); none, with a warning,
+    when the stored document is not a valid one."""
+    from compiler.runtime.compile_cache import CompileCache
+    from compiler.runtime.tuning_store import store_path, stored_document
+    from compiler.tuning_records import schedules_from
+
+    cache = CompileCache.from_environment()
+    assert cache is not None
+    document = stored_document(cache.root)
+    if document is None:
+        return {}
+    try:
+        return schedules_from(document, str(store_path(cache.root)))
+    except InputError as err:
+        print(f"relaycc: warning: stored tuning records ignored: {err}", file=sys.stderr)
+        return {}
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -264,6 +299,11 @@ def _tune(args: argparse.Namespace) -> int:
         raise InputError(f"--repeat must be at least 1, got {args.repeat}")
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
+    from compiler.runtime.compile_cache import CompileCache
+
+    if args.output is None and CompileCache.from_environment() is None:
+        raise InputError("relaycc tune: the cache directory is off (RELAYCC_CACHE_DIR), so the records "
+                         "need a file: give -o RECORDS.json")
     params = load_arrays(args.params) if args.params is not None else None
     config = load_json(args.config) if args.config is not None else {}
     options = _build_options(args, config)
@@ -272,7 +312,15 @@ def _tune(args: argparse.Namespace) -> int:
     text, source_name = _model_text(model)
     document = tune(text, options, params, source_name=source_name, repeat=args.repeat, threads=args.threads,
                     log=lambda line: print(f"relaycc tune: {line}", file=sys.stderr))
-    args.output.write_text(json.dumps(document, indent=1) + "\n")
+    from compiler.runtime.tuning_store import remember
+
+    cache = CompileCache.from_environment()
+    kept = []
+    if cache is not None:
+        kept.append(str(remember(cache.root, document)))
+    if args.output is not None:
+        args.output.write_text(json.dumps(document, indent=1) + "\n")
+        kept.append(str(args.output))
     records = document["records"]
     assert isinstance(records, list)
     for record in records:
@@ -280,7 +328,7 @@ def _tune(args: argparse.Namespace) -> int:
         choice = ", ".join(f"{k}={v}" for k, v in record["schedule"].items()) or "rules"
         print(f"{record['kernel'][-60:]:60s} {rule:10.1f} us -> {us:10.1f} us ({us / rule:.3f})  {choice}")
     changed = sum(1 for r in records if r["schedule"])
-    print(f"{changed} of {len(records)} kernels changed; records in {args.output}")
+    print(f"{changed} of {len(records)} kernels changed; records in {' and '.join(kept)}")
     return 0
 
 
@@ -307,16 +355,21 @@ def _front_key(args: argparse.Namespace, model: Path) -> str | None:
     compiler)."""
     from compiler.runtime.compile_cache import CompileCache
 
-    if args.codegen or CompileCache.from_environment() is None:
+    cache = CompileCache.from_environment()
+    if args.codegen or cache is None:
         return None
     from compiler.runtime.front_cache import front_key
 
     parts: list[tuple[str, bytes | str]] = [
         ("command", "compile" if args.executor else "lower"),
         ("flags", json.dumps([args.target, args.module_name, args.pass_config, args.opt_level, args.disabled_pass,
-                              args.desired_layout, args.input_shapes, args.dump_code])),
+                              args.desired_layout, args.input_shapes, args.dump_code, args.no_stored_records])),
         ("model name", str(model)),
     ]
+    if args.tuning_records is None and not args.no_stored_records:
+        from compiler.runtime.tuning_store import stored_bytes
+
+        parts.append(("stored tuning records", stored_bytes(cache.root)))
     try:
         parts.append(("model", model.read_bytes()))
         for label, path in (("params", args.params), ("config", args.config),

@@ -200,11 +200,11 @@ def compiler_identity(compiler: tuple[str, ...], native: bool) -> str:
         info = os.stat(real)
         parts.append(f"{word}={real}:{info.st_size}:{info.st_mtime_ns}")
     if native:
-        parts.append(_cpu())
+        parts.append(cpu_identity())
     return "\n".join(parts)
 
 
-def _cpu() -> str:
+def cpu_identity() -> str:
     """The CPU's model and feature flags (what -march=native expands from)."""
     try:
         text = Path("/proc/cpuinfo").read_text()

@@ -891,7 +891,10 @@ def @main(%x: Tensor[(1, 8, 12, 12), float32], %w: Tensor[(16, 8, 3, 3), float32
 """
 
 
-def test_tune_writes_records_that_compile_applies_and_the_build_cache_tells_apart(tmp_path: Path) -> None:
+def test_tune_writes_records_that_compile_applies_and_the_build_cache_tells_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELAYCC_CACHE_DIR", str(tmp_path / "cache"))  # the records it stores stay in this test
     model = write(tmp_path / "conv.relay", CONV_MODEL)
     params = save_npz(tmp_path / "params.npz",
                       w=np.random.default_rng(1).standard_normal((16, 8, 3, 3)).astype(np.float32))
@@ -915,6 +918,64 @@ def test_tune_writes_records_that_compile_applies_and_the_build_cache_tells_apar
         sources.append("".join(p.read_text() for p in sorted((tmp_path / name / "src").glob("*.c"))))
     assert "float acc[32]" in sources[1] and sources[2] == sources[1]
     assert ("float acc[32]" in sources[0]) == (chosen == {"tile_rows": 2})
+
+
+def kernel_sources(outdir: Path) -> str:
+    return "".join(p.read_text() for p in sorted((outdir / "src").glob("*.c")))
+
+
+def test_records_tune_stored_for_this_machine_are_applied_by_later_builds_unless_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELAYCC_CACHE_DIR", str(tmp_path / "cache"))
+    model = write(tmp_path / "conv.relay", CONV_MODEL)
+    params = save_npz(tmp_path / "params.npz",
+                      w=np.random.default_rng(1).standard_normal((16, 8, 3, 3)).astype(np.float32))
+    before = run_relaycc("compile", model, "--params", params, "-o", tmp_path / "before")
+    assert before.returncode == 0, before.stderr
+
+    tuned = run_relaycc("tune", model, "--params", params, "--repeat", "1", "--threads", "1")
+    assert tuned.returncode == 0, tuned.stderr
+    (store,) = (tmp_path / "cache" / "tuning").glob("*.json")
+    assert f"records in {store}" in tuned.stdout
+    document = json.loads(store.read_text())
+    (record,) = document["records"]
+    assert record["threads"] == 1
+    # A schedule the rules never take, so the stored record shows in the kernel's C.
+    record["schedule"] = {"tile_rows": 2}
+    store.write_text(json.dumps(document))
+
+    for name, flags in (("after", ()), ("rules", ("--no-stored-records",))):
+        built = run_relaycc("compile", model, "--params", params, *flags, "-o", tmp_path / name)
+        assert built.returncode == 0, built.stderr
+    assert "float acc[32]" in kernel_sources(tmp_path / "after")
+    assert kernel_sources(tmp_path / "rules") == kernel_sources(tmp_path / "before")
+    assert "float acc[32]" not in kernel_sources(tmp_path / "before")
+
+
+def test_a_damaged_store_is_ignored_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.runtime.tuning_store import store_path
+
+    monkeypatch.setenv("RELAYCC_CACHE_DIR", str(tmp_path / "cache"))
+    model = write(tmp_path / "double.relay", DOUBLE)
+    store = store_path(tmp_path / "cache")
+    store.parent.mkdir(parents=True)
+    store.write_text(json.dumps({"format": "relaycc.tuning/1", "records": [{"key": "nothex"}]}))
+
+    built = run_relaycc("compile", model, "-o", tmp_path / "out")
+
+    assert built.returncode == 0, built.stderr
+    assert "warning: stored tuning records ignored" in built.stderr and "records[0]" in built.stderr
+
+
+def test_tune_without_a_cache_directory_needs_an_output_file(tmp_path: Path) -> None:
+    model = write(tmp_path / "conv.relay", CONV_MODEL)
+    env_off = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RELAYCC_CACHE_DIR="off")
+
+    result = subprocess.run([sys.executable, "-m", "compiler", "tune", str(model)], capture_output=True, text=True,
+                            env=env_off, timeout=120)
+
+    assert "give -o RECORDS.json" in assert_one_line_error(result)
 
 
 def test_compile_with_a_missing_tuning_records_file_is_a_one_line_error(tmp_path: Path) -> None:

@@ -282,8 +282,23 @@ _HALF_ROW_HELPERS = {
                                    _narrow(8), "relaycc_halfstore_f32(d + k, s[k]);"),
 }
 
+# Heap temporaries (codegen_c's heap-scope Allocate): aligned as the workspace's buffers are, at
+# least one byte so a zero-size `?` temporary is not mistaken for a failed allocation. The C
+# library's functions are declared here: generated files include no <stdlib.h>.
+_HEAP_HELPERS = {
+    "heap_alloc": (
+        "extern int posix_memalign(void** memptr, size_t alignment, size_t size);\n"
+        "extern void free(void* ptr);\n"
+        "static inline void relaycc_heap_free(void* slot) { free(*(void**)slot); }\n"
+        "static inline void* relaycc_heap_alloc(int64_t count, int64_t size) {\n"
+        "  void* p = NULL;\n"
+        "  int64_t bytes = count > 0 ? count * size : 1;\n"
+        "  return posix_memalign(&p, 64, (size_t)bytes) == 0 ? p : NULL;\n}\n"),
+}
+
 HELPERS: dict[str, str] = {**_build_helpers(),
-                           **{HELPER_PREFIX + k: v for k, v in {**_HALF_HELPERS, **_HALF_ROW_HELPERS}.items()}}
+                           **{HELPER_PREFIX + k: v
+                              for k, v in {**_HALF_HELPERS, **_HALF_ROW_HELPERS, **_HEAP_HELPERS}.items()}}
 _HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
 
 

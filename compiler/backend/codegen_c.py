@@ -18,7 +18,9 @@ Conventions other parts of the compiler rely on:
   `kernel_workspace_alignment(alignment)`, at least 64); the caller provides at least
   `workspace_bytes(func, alignment)` bytes, best aligned to that too (any alignment of the
   element types is correct, only slower). Local-scope Allocates are
-  stack arrays aligned to 64 bytes and need a static size.
+  stack arrays aligned to 64 bytes and need a static size. Heap-scope Allocates (temporaries
+  of `?` shape) are taken from the C heap for their body and freed on leaving it; the
+  function returns -1 when there is no memory.
 * Buffers are row-major and addressed with a flattened, simplified index (`A[(i * 8) + j]`);
   dynamic dimensions appear in the index as the scalar parameters they are.
 * int32 loop counters are `int64_t` in C, and so is int32 index arithmetic on them
@@ -61,8 +63,8 @@ from compiler.backend.c_signature import (
 from compiler.backend.forked_map import ForkedMap
 from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
-from compiler.tir.dtypes import c_type
-from compiler.tir.expr import Binary, Buffer, CallExtern, Cast, Const, Intrin, Load, PrimExpr, Select, Var, cast
+from compiler.tir.dtypes import c_type, itemsize
+from compiler.tir.expr import Binary, Buffer, CallExtern, Cast, Const, Intrin, Load, PrimExpr, Select, Var, as_expr, cast
 from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify, split_constant_offset
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
@@ -400,6 +402,17 @@ class _FunctionEmitter:
             offset = self.layout[buf]
             self.workspace_used = True
             self.line(f"{ctype}* restrict {name} = ({ctype}*)(workspace + {offset});")
+        elif buf.scope == "heap":
+            # Dynamic-size temporaries: the caller cannot size them ahead of the call, so the
+            # kernel takes them from the C heap; `cleanup` frees them on every way out.
+            (count,), _ = self.exprs([as_expr(buf.num_elements)])
+            # The memory is held by a plain pointer (`cleanup` takes its address, which a
+            # restrict-qualified one would not convert to) and used through a restrict one.
+            memory = self.fresh(f"{name}_memory")
+            self.line(f"void* {memory} __attribute__((cleanup({HELPER_PREFIX}heap_free))) = "
+                      f"{HELPER_PREFIX}heap_alloc({strip_parens(count)}, {itemsize(buf.dtype)});")
+            self.line(f"if ({memory} == NULL) return -1;")
+            self.line(f"{ctype}* restrict {name} = ({ctype}*){memory};")
         elif buf.scope == "local":
             size = buf.num_elements
             if not isinstance(size, int):

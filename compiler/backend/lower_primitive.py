@@ -341,13 +341,9 @@ class PrimitiveLowering:
         return self.shapes.type_of(node) if self.shapes is not None else node.checked_type
 
     def _temp(self, base: str, shape: tuple[int | te.PrimExpr, ...], dtype: str, node: Expr | None) -> te.Buffer:
-        if not _is_static(shape):
-            # Temporaries live in the kernel's workspace, whose size the caller must know
-            # before the call.
-            raise UnsupportedError(
-                f"{_op_suffix(node) if node is not None else 'a kernel input'}: an intermediate of dynamic shape "
-                "inside a fused function is not supported yet", getattr(node, "span", None))
-        temp = te.Buffer(self.ctx.fresh(base), shape, dtype)
+        # Temporaries live in the kernel's workspace, whose size the caller knows before the
+        # call; one of `?` shape the kernel takes from the heap for its run.
+        temp = te.Buffer(self.ctx.fresh(base), shape, dtype, "global" if _is_static(shape) else "heap")
         self.temps.append(temp)
         return temp
 

@@ -323,9 +323,12 @@ def _take(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 _NARROW_INDEX = ("int8", "int16", "int32", "uint8", "uint16")
 
 
-def _fixed_index(value: PrimExpr, extent: int, mode: str) -> PrimExpr:
-    """An index value brought into [0, extent) as `mode` says, as an int32 loop index."""
-    index = cast("int32" if value.dtype in _NARROW_INDEX else "int64", value)
+def _fixed_index(value: PrimExpr, extent: int | PrimExpr, mode: str) -> PrimExpr:
+    """An index value brought into [0, extent) as `mode` says, as an int32 loop index; a `?`
+    extent is the kernel's int64 dim parameter."""
+    index = cast("int32" if value.dtype in _NARROW_INDEX and isinstance(extent, int) else "int64", value)
+    if not isinstance(extent, int):
+        extent = cast("int64", extent)
     if mode == "clip":
         index = maximum(minimum(index, extent - 1), 0)
     elif mode == "wrap":
@@ -335,7 +338,7 @@ def _fixed_index(value: PrimExpr, extent: int, mode: str) -> PrimExpr:
 
 def _take_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     data, indices = inputs
-    shape = static_dims(data.shape, "take")
+    shape = data.shape  # `?` dims are the kernel's dim parameters
     mode = attrs["mode"]
     if attrs["axis"] is None:
         return data[row_major_index(_fixed_index(indices[tuple(idx)], math.prod(shape), mode), shape)]

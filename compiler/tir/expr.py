@@ -167,7 +167,8 @@ class CallExtern(PrimExpr):
 @dataclass(frozen=True, eq=False)
 class Buffer:
     """A row-major n-d array in memory. `scope`: "global" (a parameter or planned workspace
-    memory) or "local" (a small array on the stack, e.g. an accumulator tile).
+    memory), "local" (a small array on the stack, e.g. an accumulator tile) or "heap" (a
+    temporary of `?` shape the kernel allocates itself while its Allocate's body runs).
 
     Dimensions are ints or PrimExprs (dynamic shapes). `name` is the C identifier of the data
     pointer.

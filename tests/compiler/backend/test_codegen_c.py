@@ -264,6 +264,19 @@ def claimed_counts(name: str, slots: ExprLike, items: ExprLike, scalars: tuple[V
     return PrimFunc(name, (counts,), body, 0, scalar_params=scalars)
 
 
+def heap_temporary() -> PrimFunc:
+    """out[i] = x[n - 1 - i] + 1 through a temporary of the run-time length n; the length to
+    allocate is a separate parameter, so a test can ask for more memory than there is."""
+    n, length = Var("n", "int64"), Var("length", "int64")
+    x, out = Buffer("x", (n,)), Buffer("out", (n,))
+    tmp = Buffer("tmp", (length,), scope="heap")
+    body = Allocate(tmp, seq(
+        for_range("i", n, lambda i: Store(tmp, (i,), x[n - 1 - i] + 1.0)),
+        for_range("i", n, lambda i: Store(out, (i,), tmp[i])),
+    ))
+    return PrimFunc("heap_temporary", (x, out), body, 1, scalar_params=(n, length))
+
+
 CLAIMED_SHAPES = {"claimed_even": (2, 14), "claimed_ragged": (3, 10), "claimed_fewer_items": (4, 3)}
 
 
@@ -277,7 +290,7 @@ def all_funcs() -> list[PrimFunc]:
     return [
         vector_add(), transpose(), matmul(), intrinsics("float32"), intrinsics("float64"),
         division("int32"), division("int64"), division("float32"), min_max("float32"), min_max("int32"),
-        select_cast(), dynamic_shape(), constants(), shadowed_names(), shared_subexpressions(),
+        select_cast(), dynamic_shape(), heap_temporary(), constants(), shadowed_names(), shared_subexpressions(),
         unused_and_odd_names(), odd_bounds(), loop_index_overflow(), checked_copy(ForKind.SERIAL), checked_copy(ForKind.PARALLEL), calls_vector_add(),
         *claimed_funcs(),
     ]
@@ -309,6 +322,21 @@ def test_vector_add_with_parallel_loop_matches_numpy(lib: Library) -> None:
     a, b, c = rand(N), rand(N, seed=1), np.zeros(N, np.float32)
     assert lib.call("vector_add", a, b, c) == 0
     np.testing.assert_array_equal(c, a + b)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000])
+def test_a_heap_temporary_of_run_time_length_is_allocated_for_the_call(lib: Library, n: int) -> None:
+    x, out = rand(n), np.zeros(n, np.float32)
+
+    assert lib.call("heap_temporary", x, out, n, n) == 0
+    np.testing.assert_array_equal(out, x[::-1] + 1)
+
+
+def test_a_heap_temporary_the_machine_cannot_hold_makes_the_call_fail(lib: Library) -> None:
+    x, out = rand(4), np.zeros(4, np.float32)
+
+    assert lib.call("heap_temporary", x, out, 4, 1 << 60) == -1
+    assert not out.any()
 
 
 def test_transpose_matches_numpy(lib: Library) -> None:

@@ -484,6 +484,12 @@ DYNAMIC_CONV = """fn (%p0: Tensor[(?, 3, 8, 8), float32], %p1: Tensor[(4, 3, 3, 
     nn.relu(add(nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]), %p2))
 }"""
 DYNAMIC_POOL_SOFTMAX = """fn (%p0: Tensor[(?, 3, 8, 8), float32], Primitive=1) {{ {pool} }}"""
+# The residual comes first, so the sum takes its `?` dims, which the kernel cannot show equal to
+# the product's: the product is kept in a temporary of the kernel's own, of `?` shape.
+DYNAMIC_RESIDUAL = """fn (%p0: Tensor[(?, ?, 6), float32], %p1: Tensor[(20, 6), float32], %p2: Tensor[(20), float32],
+                        %p3: Tensor[(?, ?, 20), float32], Primitive=1) {
+    add(%p3, add(%p2, nn.dense(%p0, %p1, units=20)))
+}"""
 
 
 def conv2d_same_3x3(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -515,7 +521,11 @@ def build_dynamic_library(directory: Path) -> PrimLibrary:
                    "dyn_softmax_axis"),
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { nn.batch_flatten(%p0) }", "dyn_flatten"),
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { reshape(%p0, newshape=[0, 3, 2]) }",
-                   "dyn_reshape")]
+                   "dyn_reshape"),
+             lower(DYNAMIC_RESIDUAL, "dyn_residual"),
+             lower("fn (%p0: Tensor[(?, ?, 4), float32], Primitive=1) { take(%p0, 0i64, axis=1) }", "dyn_take_first"),
+             lower("""fn (%p0: Tensor[(?, 4), float32], %p1: Tensor[(3), int32], Primitive=1) {
+                          take(%p0, %p1, axis=0, mode="wrap") }""", "dyn_take_wrap")]
     return build_prim_library(funcs, directory)
 
 
@@ -613,6 +623,37 @@ def test_reshapes_keeping_an_unknown_batch_map_it_directly(dynamic_library: Prim
     np.testing.assert_array_equal(flat, x.reshape(batch, 6))
     (reshaped,) = dynamic_library.run("dyn_reshape", [x])
     np.testing.assert_array_equal(reshaped, x.reshape(batch, 3, 2))
+
+
+def test_an_intermediate_of_unknown_shape_is_a_heap_temporary_of_the_kernel() -> None:
+    func = lower(DYNAMIC_RESIDUAL, "residual")
+    (temp,) = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.scope == "heap"]
+
+    assert temp.name == "T_dense" and not temp.is_static
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (2, 5), (3, 13)])
+def test_a_kernel_with_a_heap_temporary_runs_for_every_shape(dynamic_library: PrimLibrary,
+                                                             shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal((*shape, 6)).astype("float32")
+    w = rng.standard_normal((20, 6)).astype("float32")
+    bias = rng.standard_normal(20).astype("float32")
+    residual = rng.standard_normal((*shape, 20)).astype("float32")
+    (out,) = dynamic_library.run("dyn_residual", [x, w, bias, residual])
+    np.testing.assert_allclose(out, residual + (bias + x @ w.T), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_take_reads_along_and_wraps_around_unknown_extents(dynamic_library: PrimLibrary, rows: int) -> None:
+    x = np.arange(rows * 3 * 4, dtype="float32").reshape(rows, 3, 4)
+    (first,) = dynamic_library.run("dyn_take_first", [x])
+    np.testing.assert_array_equal(first, x[:, 0])
+
+    flat = x.reshape(-1, 4)
+    indices = np.array([-1, 7, 2], dtype="int32")
+    (taken,) = dynamic_library.run("dyn_take_wrap", [flat, indices])
+    np.testing.assert_array_equal(taken, flat[np.mod(indices, len(flat))])
 
 
 def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:

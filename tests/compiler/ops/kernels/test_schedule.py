@@ -83,22 +83,24 @@ def @main(%x: Tensor[(1, 8, 15, 15), float32], %d: Tensor[(20, 64), float32], %a
 WEIGHTS = {"w1": (32, 8, 3, 3), "w2": (32, 32, 3, 3), "w3": (16, 32, 1, 1), "wd": (24, 64), "wh": (32, 16, 3, 3)}
 
 
-def schedule_space(decisions: dict[str, object]) -> list[dict[str, object]]:
-    """Each knob through every value the kernel allows (band rows: the ends, the small heights
-    and the middle), the others on their rules."""
-    points: list[dict[str, object]] = []
+def schedule_rounds(decisions: dict[str, object]) -> list[dict[str, object]]:
+    """Schedules that together give each knob every value the kernel allows (band rows: the
+    ends, the small heights and the middle) but the rule's: round r takes each knob's r-th
+    value, so the rounds are as many as the longest knob has values."""
+    values: dict[str, list[object]] = {}
     for knob in ("tile_rows", "order", "band_rows"):
         allowed = decisions.get(f"{knob}:allowed")
         if not isinstance(allowed, list):
             continue
         if knob == "order":
-            values: list[object] = list(allowed)
+            every: list[object] = list(allowed)
         elif knob == "tile_rows":
-            values = list(range(allowed[0], allowed[1] + 1))
+            every = list(range(allowed[0], allowed[1] + 1))
         else:
-            values = sorted({1, 2, 3, allowed[1] // 2, allowed[1] - 1, allowed[1]})
-        points += [{knob: v} for v in values if v != decisions[knob]]
-    return points
+            every = sorted({1, 2, 3, allowed[1] // 2, allowed[1] - 1, allowed[1]})
+        values[knob] = [v for v in every if v != decisions[knob]]
+    rounds = max(len(v) for v in values.values())
+    return [{knob: v[r % len(v)] for knob, v in values.items() if v} for r in range(rounds)]
 
 
 def conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
@@ -129,13 +131,13 @@ def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_p
               "b": rng.standard_normal((2, 20, 24)).astype(np.float32),
               "h": rng.standard_normal((1, 16, 9, 9)).astype(np.float16)}
     kernels = tunable_kernels(PRODUCTS, BuildOptions(), params, "products.relay")
-    spaces = {k.key: schedule_space(dict(k.decisions)) for k in kernels}
-    assert len(kernels) == 6 and all(spaces.values())
-    rounds = max(len(s) for s in spaces.values())
+    plans = {k.key: schedule_rounds(dict(k.decisions)) for k in kernels}
+    assert len(kernels) == 6 and all(plans.values())
+    rounds = max(len(p) for p in plans.values())
 
     outputs = []
     for r in range(rounds + 1):
-        schedules = {key: space[r - 1] for key, space in spaces.items() if 0 < r <= len(space)}
+        schedules = {key: plan[r - 1] for key, plan in plans.items() if 0 < r <= len(plan)}
         build(PRODUCTS, tmp_path / f"round{r}", BuildOptions(schedules=schedules), params,
               source_name="products.relay", cache=None)
         outputs.append(CompiledModule(tmp_path / f"round{r}").run(inputs).outputs)

@@ -160,6 +160,8 @@ register(
         shape_func=_shape_rule,
         reference=_reference,
         kernel=_kernel,
+        # Each result row reads only its own data row: a `?` batch runs the static kernel per row.
+        extras={"batch_rows": lambda attrs, rank: True},
         attrs=(
             AttrSpec("units", "int", REQUIRED, optional=True),
             AttrSpec("out_dtype", "dtype", ""),

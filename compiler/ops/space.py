@@ -698,8 +698,11 @@ def _upsample(a: Sequence[np.ndarray], attrs: Attrs, op: str) -> np.ndarray:
 def _upsample_compute(op: str) -> Callable[..., PrimExpr]:
     def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
         (data,) = inputs
-        in_type = TensorType(static_dims(data.shape, op), data.dtype)
+        # Only the spatial sizes enter the index arithmetic; a `?` batch or channel count
+        # passes through as the kernel's dim parameter (a placeholder of 1 for the geometry).
+        in_type = TensorType(tuple(d if isinstance(d, int) else 1 for d in data.shape), data.dtype)
         positions, _, out, method, mode = _upsampling_geometry(in_type, attrs, op)
+        static_dims(to_canonical(tuple(data.shape), positions)[2:], op)
         sizes = to_canonical(in_type.shape, positions)
         work = "float64" if data.dtype == "float64" else F32
         coord = np.float64 if work == "float64" else np.float32

@@ -191,7 +191,8 @@ def test_reshape_to_a_static_shape_refuses_a_batch_with_other_element_count(tmp_
         module.run({"x": np.ones((2, 1, 1, 4), "float32")})
 
 
-@pytest.mark.parametrize("model", ["resnet_basic_block"])
+# U-Net's nearest upsampling and the NCHWc MobileNet's packed dense head take the `?` batch too.
+@pytest.mark.parametrize("model", ["resnet_basic_block", "unet", "mobilenet_nchwc"])
 def test_printed_cnn_with_an_unknown_batch_runs_batches_1_and_2(model, tmp_path):
     from tests.e2e import tvm_printed
 

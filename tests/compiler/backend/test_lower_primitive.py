@@ -455,7 +455,7 @@ def test_dynamic_elementwise_chain_is_still_one_loop_nest() -> None:
 
 def test_kernel_reached_by_a_dynamic_dim_is_refused_naming_the_op() -> None:
     with pytest.raises(UnsupportedError, match="nn.contrib_dense_pack: its kernel needs static shapes"):
-        lower("""fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
+        lower("""fn (%p0: Tensor[(3, ?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
             nn.contrib_dense_pack(%p0, %p1, units=8, weight_layout="NC4n")
         }""")
 
@@ -523,6 +523,10 @@ def build_dynamic_library(directory: Path) -> PrimLibrary:
              lower("fn (%p0: Tensor[(?, 2, 3), float32], Primitive=1) { reshape(%p0, newshape=[0, 3, 2]) }",
                    "dyn_reshape"),
              lower(DYNAMIC_RESIDUAL, "dyn_residual"),
+             lower("""fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
+                          nn.contrib_dense_pack(%p0, %p1, units=7, weight_layout="NC4n") }""", "dyn_dense_pack"),
+             lower("""fn (%p0: Tensor[(?, 2, 3, 4), float32], Primitive=1) {
+                          nn.upsampling(%p0, scale_h=2f, scale_w=1.5f, method="bilinear") }""", "dyn_upsampling"),
              lower("fn (%p0: Tensor[(?, ?, 4), float32], Primitive=1) { take(%p0, 0i64, axis=1) }", "dyn_take_first"),
              lower("""fn (%p0: Tensor[(?, 4), float32], %p1: Tensor[(3), int32], Primitive=1) {
                           take(%p0, %p1, axis=0, mode="wrap") }""", "dyn_take_wrap")]
@@ -654,6 +658,33 @@ def test_take_reads_along_and_wraps_around_unknown_extents(dynamic_library: Prim
     indices = np.array([-1, 7, 2], dtype="int32")
     (taken,) = dynamic_library.run("dyn_take_wrap", [flat, indices])
     np.testing.assert_array_equal(taken, flat[np.mod(indices, len(flat))])
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_packed_dense_runs_its_static_kernel_once_per_row_of_a_question_mark_batch(
+    dynamic_library: PrimLibrary, rows: int
+) -> None:
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 8)).astype("float32")
+    w = rng.standard_normal((8, 8)).astype("float32")  # 7 units padded to two blocks of 4
+    w[7] = 0
+    packed = np.ascontiguousarray(w.reshape(2, 4, 8).transpose(0, 2, 1))
+    (out,) = dynamic_library.run("dyn_dense_pack", [x, packed])
+    np.testing.assert_allclose(out, x @ w[:7].T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_upsampling_takes_a_question_mark_batch(dynamic_library: PrimLibrary, rows: int) -> None:
+    from compiler.parser import parse
+    from compiler.runtime.interpreter import run_main
+
+    x = np.random.default_rng(rows).standard_normal((rows, 2, 3, 4)).astype("float32")
+    (out,) = dynamic_library.run("dyn_upsampling", [x])
+    static = parse(f"""#[version = "0.0.5"]
+def @main(%x: Tensor[({rows}, 2, 3, 4), float32]) {{
+  nn.upsampling(%x, scale_h=2f, scale_w=1.5f, method="bilinear")
+}}""", "static.relay")
+    np.testing.assert_allclose(out, run_main(static, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_kernels_compile_without_warnings(dynamic_library: PrimLibrary) -> None:

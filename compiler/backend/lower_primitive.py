@@ -347,19 +347,22 @@ class PrimitiveLowering:
         self.temps.append(temp)
         return temp
 
-    def _batch_rows(self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], out: te.Buffer) -> te.PrimExpr | None:
+    def _batch_rows(self, opdef: OpDef, node: Call, inputs: Sequence[TensorView],
+                    out: te.Buffer | tuple[te.Buffer, ...]) -> te.PrimExpr | None:
         """The run-time batch, when it is the kernel's only unknown dim and the op's rows are
-        independent along it (compiler/backend/batch_loop.py)."""
+        independent along it (compiler/backend/batch_loop.py). A tuple result's fields all
+        carry the batch."""
         rows = opdef.extras.get("batch_rows")
-        if rows is None or opdef.extras.get("dynamic_extents") or out.is_static:
+        outs = out if isinstance(out, tuple) else (out,)
+        if rows is None or opdef.extras.get("dynamic_extents") or all(o.is_static for o in outs):
             return None
-        if not rows(node.attrs, len(out.shape)):  # type: ignore[operator]  # a predicate
+        if not rows(node.attrs, len(outs[0].shape)):  # type: ignore[operator]  # a predicate
             return None
-        return batch_rows_only(inputs, (out,))
+        return batch_rows_only(inputs, outs)
 
     def _kernel_per_row(
-        self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], out: te.Buffer, out_type: Type,
-        epilogue: Callable[[te.PrimExpr, Index], te.PrimExpr], batch: te.PrimExpr,
+        self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], out: te.Buffer | tuple[te.Buffer, ...],
+        out_type: Type, epilogue: Callable[[te.PrimExpr, Index], te.PrimExpr], batch: te.PrimExpr,
     ) -> Stmt:
         row = self.ctx.var("row")
         real: dict[te.Buffer, te.Buffer] = {}
@@ -371,13 +374,20 @@ class PrimitiveLowering:
             one = stand_in(view.buffer, self.ctx.fresh(f"{view.buffer.name}_row"))
             real[one] = view.buffer
             views.append(replace(TensorView.of_buffer(one), data=view.data))
-        out_row = stand_in(out, self.ctx.fresh(f"{out.name}_row"))
-        real[out_row] = out
-        assert isinstance(out_type, TensorType)
-        row_type = TensorType((1, *out_type.shape[1:]), out_type.dtype)
+        out_rows = []
+        for buffer in out if isinstance(out, tuple) else (out,):
+            out_rows.append(stand_in(buffer, self.ctx.fresh(f"{buffer.name}_row")))
+            real[out_rows[-1]] = buffer
+
+        def row_of(ty: Type) -> Type:
+            if isinstance(ty, TupleType):
+                return TupleType(tuple(row_of(f) for f in ty.fields))
+            assert isinstance(ty, TensorType)
+            return TensorType((1, *ty.shape[1:]), ty.dtype)
+
         stmt = opdef.kernel(  # type: ignore[misc]  # checked by the caller
-            self.ctx, views, out_row, node.attrs, row_type,
-            lambda value, idx: epilogue(value, (row + idx[0], *idx[1:])),
+            self.ctx, views, tuple(out_rows) if isinstance(out, tuple) else out_rows[0], node.attrs,
+            row_of(out_type), lambda value, idx: epilogue(value, (row + idx[0], *idx[1:])),
         )
         assert isinstance(stmt, Stmt)
         return batch_loop(row, batch, move_to_row(stmt, real, row))
@@ -519,8 +529,12 @@ class PrimitiveLowering:
             raise UnsupportedError(f"operator {opdef.name} has a tuple result but no kernel")
         views = self._views(param_views, {})
         inputs = [self._materialize_input(views[a]) for a in node.args]
-        self._require_static_kernel(node, inputs, buffers)
-        stmt = opdef.kernel(self.ctx, inputs, tuple(buffers), node.attrs, ty, lambda value, idx: value)
+        batch = self._batch_rows(opdef, node, inputs, tuple(buffers))
+        if batch is not None:
+            stmt = self._kernel_per_row(opdef, node, inputs, tuple(buffers), ty, lambda value, idx: value, batch)
+        else:
+            self._require_static_kernel(node, inputs, buffers)
+            stmt = opdef.kernel(self.ctx, inputs, tuple(buffers), node.attrs, ty, lambda value, idx: value)
         assert isinstance(stmt, Stmt)
         self.stmts.append(stmt)
         return tuple(TensorView.of_buffer(b) for b in buffers)

@@ -426,7 +426,8 @@ def _resize_compute(op: str, k: int) -> Callable[..., te.PrimExpr]:
         (data,) = inputs
         assert isinstance(out_type, TensorType)
         positions = _resize_layout(op, k, attrs)
-        sizes = to_canonical(static_dims(data.shape, op), positions)[2:]
+        # Only the spatial sizes enter the index arithmetic: a `?` batch or channel count is fine.
+        sizes = static_dims(to_canonical(tuple(data.shape), positions)[2:], op)
         canon = to_canonical(tuple(idx), positions)
 
         def load(index: tuple[object, ...]) -> te.PrimExpr:

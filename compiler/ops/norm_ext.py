@@ -24,7 +24,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, TensorType, Type
-from compiler.ops.common import check_arity, normalize_axis, static_dims
+from compiler.ops.common import check_arity, normalize_axis
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.nn import float_arg
 from compiler.ops.norm import _NORM_ATTRS, _along, _channel_vectors
@@ -217,7 +217,7 @@ def _lrn(a: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 def _lrn_compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
     (data,) = inputs
-    shape = static_dims(data.shape, "nn.lrn")
+    shape = data.shape  # a `?` extent is the kernel's dim parameter
     axis = attrs["axis"] % len(shape)
     size = attrs["size"]
     # float16 sums and powers in float, as C's half math does anyway.

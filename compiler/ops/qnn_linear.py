@@ -32,7 +32,7 @@ import numpy as np
 from compiler import ops as _ops
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType, Type
-from compiler.ops.common import check_arity, tensor_arg
+from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.conv_nd import padding_nd, spatial_values
 from compiler.ops.domain import Domain, Draw, int_values
 from compiler.ops.kernels.common import buffer_dims, input_buffers
@@ -335,6 +335,17 @@ SHAPE_RULES: dict[str, ShapeRule] = {
 }
 
 
+# A `?` batch runs the static kernel once per row where each result row reads only its own row
+# of data (compiler/backend/batch_loop.py): dense's rows (a 1-D data has none), conv2d's batch
+# when the layouts put it first, batch_matmul's batches.
+_BATCH_ROWS: dict[str, dict[str, object]] = {
+    "qnn.dense": {"batch_rows": lambda attrs, rank: rank > 1},
+    "qnn.conv2d": {"batch_rows": batch_first("data_layout", "out_layout")},
+    "qnn.batch_matmul": {"batch_rows": lambda attrs, rank: True},
+    "qnn.conv2d_transpose": {"batch_rows": batch_first("data_layout", "out_layout")},
+}
+
+
 def _register(name: str, base: str, domain: Domain, samples: tuple[Sample, ...]) -> OpDef:
     base_op = _base(base)
     return register(
@@ -347,7 +358,7 @@ def _register(name: str, base: str, domain: Domain, samples: tuple[Sample, ...])
             kernel=_kernel(name, base),
             shape_func=SHAPE_RULES[name],
             attrs=base_op.attrs,
-            extras={"constant_args": (2, 3, 4, 5)},
+            extras={"constant_args": (2, 3, 4, 5), **_BATCH_ROWS.get(name, {})},
             domain=domain,
             samples=samples,
         )

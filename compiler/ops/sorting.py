@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, TupleType, Type, flatten_tensor_types
-from compiler.ops.common import check_arity, normalize_axis, tensor_arg
+from compiler.ops.common import check_arity, normalize_axis, rows_unless_axis_zero, tensor_arg
 from compiler.ops.domain import FLOAT_DTYPES, INT_DTYPES, Domain, Draw
 from compiler.ops.kernels.common import buffer_dims, input_buffers, unflatten
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
@@ -338,6 +338,8 @@ register(
             AttrSpec("dtype", "dtype", "int32"),
         ),
         kernel=_topk_kernel,
+        # Rows along axis 0 are sorted apart when the sort runs along another axis.
+        extras={"batch_rows": rows_unless_axis_zero},
         domain=Domain(draw=_topk_domain),
         samples=(
             Sample((TensorType((3, 5), F32),), {"k": 2}),

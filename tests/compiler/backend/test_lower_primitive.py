@@ -527,6 +527,8 @@ def build_dynamic_library(directory: Path) -> PrimLibrary:
                           nn.contrib_dense_pack(%p0, %p1, units=7, weight_layout="NC4n") }""", "dyn_dense_pack"),
              lower("""fn (%p0: Tensor[(?, 2, 3, 4), float32], Primitive=1) {
                           nn.upsampling(%p0, scale_h=2f, scale_w=1.5f, method="bilinear") }""", "dyn_upsampling"),
+             *(lower(f"fn ({', '.join(f'%p{i}: {t}' for i, t in enumerate(types))}, Primitive=1) {{ {call} }}",
+                     f"dyn_{name}") for name, (call, types) in QUESTION_BATCH_OPS.items()),
              lower("fn (%p0: Tensor[(?, ?, 4), float32], Primitive=1) { take(%p0, 0i64, axis=1) }", "dyn_take_first"),
              lower("""fn (%p0: Tensor[(?, 4), float32], %p1: Tensor[(3), int32], Primitive=1) {
                           take(%p0, %p1, axis=0, mode="wrap") }""", "dyn_take_wrap")]
@@ -658,6 +660,48 @@ def test_take_reads_along_and_wraps_around_unknown_extents(dynamic_library: Prim
     indices = np.array([-1, 7, 2], dtype="int32")
     (taken,) = dynamic_library.run("dyn_take_wrap", [flat, indices])
     np.testing.assert_array_equal(taken, flat[np.mod(indices, len(flat))])
+
+
+# Ops with a `?` batch (a kernel run once per row, or a loop nest over the `?` extent), each
+# checked against the interpreter on the same call with the batch given.
+QUESTION_BATCH_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "lrn": ("nn.lrn(%p0, size=3)", ("Tensor[(?, ?, 3, 4), float32]",)),
+    "topk": ("topk(%p0, k=3)", ("Tensor[(?, 7), float32]",)),
+    "topk_values": ('topk(%p0, k=2, ret_type="values", is_ascend=True)', ("Tensor[(?, 3, 5), float32]",)),
+    "qnn_dense": ('qnn.dense(%p0, %p1, 1, 2, 0.5f, 0.25f, units=5, out_dtype="int32")',
+                  ("Tensor[(?, 8), int8]", "Tensor[(5, 8), int8]")),
+    "resize2d": ('image.resize2d(%p0, size=[8, 7], roi=[0f, 0f, 0f, 0f], method="linear")',
+                 ("Tensor[(?, 3, 4, 5), float32]",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUESTION_BATCH_OPS))
+@pytest.mark.parametrize("rows", [1, 3])
+def test_an_op_with_a_question_mark_batch_matches_the_interpreter(
+    dynamic_library: PrimLibrary, name: str, rows: int
+) -> None:
+    from compiler.parser import parse
+    from compiler.runtime.interpreter import run_main
+
+    call, types = QUESTION_BATCH_OPS[name]
+    rng = np.random.default_rng(rows)
+    static = [t.replace("?", str(rows) if i == 0 else "2") for i, t in enumerate(types)]
+    arrays = []
+    for t in static:
+        dims, dtype = t[len("Tensor[("):].split("), ")
+        shape = tuple(int(d) for d in dims.split(", "))
+        dtype = dtype.rstrip("]")
+        data = rng.integers(-100, 100, shape) if dtype.startswith("int") else rng.standard_normal(shape)
+        arrays.append(data.astype(dtype))
+    params = ", ".join(f"%p{i}: {t}" for i, t in enumerate(static))
+    want = run_main(parse(f'#[version = "0.0.5"]\ndef @main({params}) {{ {call} }}\n', "static.relay"),
+                    {f"p{i}": a for i, a in enumerate(arrays)})
+
+    got = dynamic_library.run(f"dyn_{name}", arrays)
+
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("rows", [1, 4])

@@ -558,8 +558,9 @@ def test_lower_te_does_not_rewrite_inside_functions_owned_by_an_external_compile
 
 
 def test_primitive_with_dynamic_shape_is_refused_at_the_op_that_makes_it() -> None:
-    text = """def @main(%x: Tensor[(?, 8), float32], %w: Tensor[(2, 8, 4), float32]) {
-  %0 = fn (%p0: Tensor[(?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
+    # A `?` batch alone would run the packed kernel per row; a `?` inside the rows cannot.
+    text = """def @main(%x: Tensor[(3, ?, 8), float32], %w: Tensor[(2, 8, 4), float32]) {
+  %0 = fn (%p0: Tensor[(3, ?, 8), float32], %p1: Tensor[(2, 8, 4), float32], Primitive=1) {
     nn.relu(nn.contrib_dense_pack(%p0, %p1, units=8, weight_layout="NC4n"))
   };
   %0(%x, %w)

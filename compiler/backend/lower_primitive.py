@@ -38,7 +38,7 @@ from compiler.tir.analysis import expr_children, rebuild_expr, substitute
 from compiler.tir.compute import Index, KernelContext, Reduction, TensorView
 from compiler.tir.dtypes import max_value, min_value
 from compiler.tir.injective_loops import Loop, store_nest
-from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, PrimFunc, Stmt, Store, seq
 
 View = TensorView | tuple  # a tensor view, or a tuple of views for tuple-typed nodes
 
@@ -392,6 +392,23 @@ class PrimitiveLowering:
         assert isinstance(stmt, Stmt)
         return batch_loop(row, batch, move_to_row(stmt, real, row))
 
+    def _dynamic_form(
+        self, opdef: OpDef, node: Call, inputs: Sequence[TensorView], kernel_inputs: Sequence[TensorView],
+        out: te.Buffer, out_type: Type, epilogue: Callable[[te.PrimExpr, Index], te.PrimExpr],
+    ) -> Stmt | None:
+        """A kernel reached by `?` dims other than a batch: its form for run-time extents
+        (`extras["dynamic_kernel"]`, conv2d's tiled product over chunks of pixels), else the op
+        as a plain reduction (`extras["dynamic_reduction"]`: conv2d's other cases and the 2-D
+        pools); None when the op has neither for this call."""
+        kernel = opdef.extras.get("dynamic_kernel")
+        if kernel is not None:
+            stmt = kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)  # type: ignore[operator]  # see OpDef.extras
+            if stmt is not None:
+                return stmt  # type: ignore[no-any-return]  # a Stmt
+        make = opdef.extras.get("dynamic_reduction")
+        reduction = make(inputs, node.attrs, out_type) if make is not None else None  # type: ignore[operator]  # see OpDef.extras
+        return None if reduction is None else self._reduction_loop(reduction, out, epilogue)
+
     def _require_static_kernel(self, node: Call, inputs: Sequence[TensorView], outputs: Sequence[te.Buffer]) -> None:
         """Hand-tiled kernels (conv, pools, ...) specialize on their extents; those declaring
         `extras["dynamic_extents"]` (dense, matmul, batch_matmul) also take `?` dims."""
@@ -476,8 +493,12 @@ class PrimitiveLowering:
             widened = self._widened_inputs(opdef, node, views)
             kernel_inputs = [widened.get(k) or self._materialize_input(v) for k, v in enumerate(inputs)]
             batch = self._batch_rows(opdef, node, kernel_inputs, out)
+            dynamic = batch is None and not (out.is_static and all(_is_static(v.shape) for v in kernel_inputs))
             if batch is not None:
                 stmt = self._kernel_per_row(opdef, node, kernel_inputs, out, out_type, epilogue, batch)
+            elif dynamic and (found := self._dynamic_form(opdef, node, inputs, kernel_inputs, out, out_type,
+                                                          epilogue)) is not None:
+                stmt = found
             else:
                 self._require_static_kernel(node, kernel_inputs, (out,))
                 stmt = opdef.kernel(self.ctx, kernel_inputs, out, node.attrs, out_type, epilogue)
@@ -650,11 +671,25 @@ class PrimitiveLowering:
             reduced = reduced * extent if isinstance(reduced, int) and isinstance(extent, int) else None
         big = (self.ctx.parallel and isinstance(total, int) and total >= PARALLEL_MIN_RESULTS
                and (reduced is None or reduced >= PARALLEL_MIN_REDUCED))
-        at = parallel_axis(out.shape) if big else None
-        for k in reversed(range(len(out_vars))):
-            kind = ForKind.PARALLEL if k == at else ForKind.SERIAL
-            body = For(out_vars[k], te.const(0), te.as_expr(out.shape[k]), body, kind)
-        return body
+
+        def nest(at: int | None) -> Stmt:
+            nested = body
+            for k in reversed(range(len(out_vars))):
+                kind = ForKind.PARALLEL if k == at else ForKind.SERIAL
+                nested = For(out_vars[k], te.const(0), te.as_expr(out.shape[k]), nested, kind)
+            return nested
+
+        at = parallel_axis(out.shape)
+        if self.ctx.parallel and not isinstance(total, int) and at is not None:
+            # A result of `?` size: whether it is worth a second thread is known only at run
+            # time (a convolution over an image of any size takes this form), so both nests
+            # are emitted and the sizes choose.
+            work = te.as_expr(total)
+            for extent in red.extents:
+                work = work * extent
+            worth = te.logical_and(te.as_expr(total) >= PARALLEL_MIN_RESULTS, work >= PARALLEL_MIN_REDUCED)
+            return IfThenElse(worth, nest(at), nest(None))
+        return nest(at if big else None)
 
     def _partials(self, red: Reduction, value: te.PrimExpr, inner: te.Var) -> int:
         """The number of partial accumulators for `red`, or 0 to reduce in order: sums, max and

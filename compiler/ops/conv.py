@@ -17,17 +17,17 @@ from compiler.ir.attrs import Attrs
 from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.common import batch_first, check_arity, dims_equal, tensor_arg
 from compiler.ops.domain import Domain, Draw, int_values
-from compiler.ops.kernels.common import input_buffers
-from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_loops
+from compiler.ops.kernels.common import input_buffers, place
+from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_dynamic_loops, conv2d_loops
 from compiler.ops.layout import from_canonical, plain_positions, to_canonical
 from compiler.ops.nn import accumulator_dtype, merge_dim, result_dtype
 from compiler.ops.pool import padding_attr, window_input_size, window_pair
 from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
 from compiler.ops.shape_rules import Dim as ShapeDim
 from compiler.ops.shape_rules import ShapeArg, dims, fill, window_count
-from compiler.ops.window import padding4, positive_pair, window_extent, window_views
-from compiler.tir.compute import Epilogue, KernelContext, TensorView
-from compiler.tir.expr import Buffer
+from compiler.ops.window import padding4, positive_pair, tap_or, window_extent, window_views
+from compiler.tir.compute import Epilogue, KernelContext, Reduction, TensorView
+from compiler.tir.expr import Buffer, PrimExpr, cast, const
 from compiler.tir.stmt import Stmt
 
 OP = "nn.conv2d"
@@ -193,6 +193,55 @@ def _conv2d_kernel(
     return conv2d_loops(ctx, data, weight, out, epilogue, layout)
 
 
+def _conv2d_dynamic_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt | None:
+    """The tiled product over an image of run-time size (kernels/conv2d.py), or None."""
+    data, weight = input_buffers(inputs, OP)
+    data_pos = plain_positions(attrs["data_layout"], "NCHW", OP, "data_layout")
+    kernel_pos = plain_positions(attrs["kernel_layout"], "OIHW", OP, "kernel_layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", OP, "out_layout")
+    strides = positive_pair(attrs["strides"], "strides", OP)
+    dilation = positive_pair(attrs["dilation"], "dilation", OP)
+    layout = Conv2DLayout(data_pos, kernel_pos, out_pos, strides, dilation, padding4(attrs["padding"], OP),
+                          attrs["groups"])  # type: ignore[arg-type]  # an int attr
+    return conv2d_dynamic_loops(ctx, data, weight, out, epilogue, layout)
+
+
+def conv2d_reduction(inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> Reduction | None:
+    """The call as a plain reduction over (input channel of the group, kernel row, kernel
+    column), for spatial dims known only at run time, where the tiled kernels (sized at build
+    time) cannot go; None for a weight of `?` dims. Slow but general: every layout permutation,
+    groups, strides, dilation, padding. Sums in float32 for float16 and float32, else in the
+    output dtype, as the tiled kernels do."""
+    data, weight = inputs
+    data_pos = plain_positions(attrs["data_layout"], "NCHW", OP, "data_layout")
+    kernel_pos = plain_positions(attrs["kernel_layout"], "OIHW", OP, "kernel_layout")
+    out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", OP, "out_layout")
+    o, i, kh, kw = to_canonical(weight.shape, kernel_pos)
+    if not all(isinstance(d, int) for d in (o, i, kh, kw)):
+        return None
+    _, _, h, w = to_canonical(data.shape, data_pos)
+    (sh, sw), (dh, dw) = positive_pair(attrs["strides"], "strides", OP), positive_pair(attrs["dilation"], "dilation", OP)
+    top, left, _, _ = padding4(attrs["padding"], OP)
+    out_dtype = attrs["out_dtype"] or data.dtype
+    acc = F32 if out_dtype == "float16" else out_dtype
+    per_group = o // attrs["groups"]  # type: ignore[operator]  # static, checked above
+
+    def body(out_idx: Sequence[PrimExpr], red_idx: Sequence[PrimExpr]) -> PrimExpr:
+        n, oc, y, x = to_canonical(tuple(out_idx), out_pos)
+        c, ky, kx = red_idx
+        ic = (oc // per_group) * i + c
+        w_value = cast(acc, cast(out_dtype, weight[place((oc, c, ky, kx), kernel_pos)]))
+
+        def product(iy: PrimExpr, ix: PrimExpr) -> PrimExpr:
+            return cast(acc, cast(out_dtype, data[place((n, ic, iy, ix), data_pos)])) * w_value
+
+        return tap_or(product, y * sh - top + ky * dh, x * sw - left + kx * dw, (h, w), const(0, acc))
+
+    return Reduction("sum", (i, kh, kw), body, acc)  # type: ignore[arg-type]  # PrimExpr sequences
+
+
 _DATA_LAYOUTS = ("NCHW", "NCHW", "NHWC", "CHWN")
 _KERNEL_LAYOUTS = ("OIHW", "OIHW", "HWIO", "OHWI", "HWOI", "IHWO")
 # (data dtype, out_dtype): floats mostly; integers widened as quantized models do, or not.
@@ -247,7 +296,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=_conv2d,
         kernel=_conv2d_kernel,
-        extras={"batch_rows": batch_first("data_layout", "out_layout")},
+        extras={"batch_rows": batch_first("data_layout", "out_layout"), "dynamic_kernel": _conv2d_dynamic_kernel,
+                "dynamic_reduction": conv2d_reduction},
         shape_func=_conv2d_shape,
         attrs=(
             AttrSpec("strides", "ints", (1, 1)),

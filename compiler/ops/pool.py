@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ir.attrs import Attrs
-from compiler.ir.types import Dim, TensorType, Type
+from compiler.ir.types import ANY, Dim, TensorType, Type
 from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.domain import FLOAT_CHOICES, Domain, Draw, int_range, int_values
 from compiler.ops.kernels.common import input_buffers
@@ -196,6 +196,30 @@ def _pool2d_kernel(op: str, kind: str) -> Callable[..., Stmt]:
     return kernel
 
 
+def _pool2d_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
+    """The pool over an image of run-time size: the same loops with the `?` dims as the
+    kernel's parameters (kernels/pool.py); None for channel-blocked layouts."""
+
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt | None:
+        (data,) = input_buffers(inputs, op)
+        g = pool2d_geometry(_run_time_type(data), attrs, op)
+        if any(factor is not None for layout in (g.in_layout, g.out_layout) for _, factor in layout.axes):
+            return None
+        window = PoolWindow(g.in_layout, g.out_layout, g.pool_size, g.strides, g.dilation, g.padding)
+        include_pad = kind == "avg" and attrs["count_include_pad"]
+        return pool2d_loops(ctx, data, out, epilogue, window, kind, _lowest_scalar(data.dtype), include_pad)
+
+    return kernel
+
+
+def _run_time_type(buffer: Buffer) -> TensorType:
+    """A buffer's type with its `?` dims (the kernel's parameters) as ANY."""
+    return TensorType(tuple(d if isinstance(d, int) else ANY for d in buffer.shape), buffer.dtype)
+
+
 _WINDOW_ATTRS = (
     AttrSpec("pool_size", "ints", REQUIRED),
     AttrSpec("strides", "ints", (1, 1)),
@@ -318,7 +342,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.max_pool2d", "max"),
         kernel=_pool2d_kernel("nn.max_pool2d", "max"),
-        extras={"batch_rows": batch_first("layout", "out_layout")},
+        extras={"batch_rows": batch_first("layout", "out_layout"),
+                "dynamic_kernel": _pool2d_dynamic_kernel("nn.max_pool2d", "max")},
         shape_func=pool2d_shape_rule("nn.max_pool2d"),
         attrs=_WINDOW_ATTRS,
         samples=_POOL_SAMPLES
@@ -335,7 +360,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _pool2d(a, attrs, "nn.avg_pool2d", "avg"),
         kernel=_pool2d_kernel("nn.avg_pool2d", "avg"),
-        extras={"batch_rows": batch_first("layout", "out_layout")},
+        extras={"batch_rows": batch_first("layout", "out_layout"),
+                "dynamic_kernel": _pool2d_dynamic_kernel("nn.avg_pool2d", "avg")},
         shape_func=pool2d_shape_rule("nn.avg_pool2d"),
         attrs=_WINDOW_ATTRS + (AttrSpec("count_include_pad", "bool", False),),
         samples=_POOL_SAMPLES
@@ -393,6 +419,22 @@ def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
     return kernel
 
 
+def _global_pool_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
+    """The global pool over an image of run-time size; None for channel-blocked layouts."""
+
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt | None:
+        (data,) = input_buffers(inputs, op)
+        in_layout, out_layout, _ = _layouts(_run_time_type(data), attrs, op)
+        if any(factor is not None for layout in (in_layout, out_layout) for _, factor in layout.axes):
+            return None
+        return global_pool2d_loops(ctx, data, out, epilogue, in_layout, out_layout, kind, _lowest_scalar(data.dtype))
+
+    return kernel
+
+
 _GLOBAL_ATTRS = (AttrSpec("layout", "str", "NCHW"), AttrSpec("out_layout", "str", ""))
 _GLOBAL_SAMPLES = (
     Sample((TensorType((2, 3, 4, 5), F32),)),
@@ -425,7 +467,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_avg_pool2d", "avg"),
         kernel=_global_pool_kernel("nn.global_avg_pool2d", "avg"),
-        extras={"batch_rows": batch_first("layout", "out_layout")},
+        extras={"batch_rows": batch_first("layout", "out_layout"),
+                "dynamic_kernel": _global_pool_dynamic_kernel("nn.global_avg_pool2d", "avg")},
         shape_func=pool2d_shape_rule("nn.global_avg_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,
@@ -441,7 +484,8 @@ register(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         reference=lambda a, attrs: _global_pool(a, attrs, "nn.global_max_pool2d", "max"),
         kernel=_global_pool_kernel("nn.global_max_pool2d", "max"),
-        extras={"batch_rows": batch_first("layout", "out_layout")},
+        extras={"batch_rows": batch_first("layout", "out_layout"),
+                "dynamic_kernel": _global_pool_dynamic_kernel("nn.global_max_pool2d", "max")},
         shape_func=pool2d_shape_rule("nn.global_max_pool2d", global_pool=True),
         attrs=_GLOBAL_ATTRS,
         samples=_GLOBAL_SAMPLES,

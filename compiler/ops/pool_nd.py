@@ -29,6 +29,7 @@ from compiler.ir.types import Dim, TensorType, Type
 from compiler.ops.common import batch_first, check_arity, tensor_arg
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.pool import global_pool2d_loops
 from compiler.ops.kernels.pool_nd import WindowND, adaptive_pool_loops, pool_nd_loops
 from compiler.ops.layout import Layout, parse_layout, pool_layout, transform_array, transform_shape
 from compiler.ops.nn import accumulator_dtype
@@ -407,6 +408,26 @@ def _adaptive_kernel(op: str, spatial: int, kind: str) -> Callable[..., Stmt]:
     return kernel
 
 
+def _adaptive_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
+    """An adaptive pool to one pixel (squeeze-and-excite's) over an image of run-time size: the
+    global pool's loops with the `?` dims as parameters; None for other output sizes and
+    channel-blocked layouts."""
+
+    def kernel(
+        ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
+        epilogue: Epilogue,
+    ) -> Stmt | None:
+        if not attrs["output_size"] or any(size != 1 for size in attrs["output_size"]):
+            return None
+        (data,) = input_buffers(inputs, op)
+        layouts = [parse_layout(text, op) for text in (attrs["layout"], attrs["out_layout"] or attrs["layout"])]
+        if any(factor is not None for layout in layouts for _, factor in layout.axes):
+            return None
+        return global_pool2d_loops(ctx, data, out, epilogue, *layouts, kind, _lowest_scalar(data.dtype))
+
+    return kernel
+
+
 def _adaptive_domain(spatial: int) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
         layout = d.choice(_layout_choices(spatial))
@@ -457,7 +478,8 @@ for _spatial in (1, 2, 3):
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 reference=lambda a, attrs, _n=_name, _s=_spatial, _k=_kind: _adaptive(a, attrs, _n, _s, _k),
                 kernel=_adaptive_kernel(_name, _spatial, _kind),
-                extras={"batch_rows": batch_first("layout", "out_layout")},
+                extras={"batch_rows": batch_first("layout", "out_layout"),
+                        **({"dynamic_kernel": _adaptive_dynamic_kernel(_name, _kind)} if _spatial == 2 else {})},
                 shape_func=pool_nd_shape_rule(_name, _spatial, adaptive=True),
                 attrs=(
                     AttrSpec("output_size", "ints", ()),

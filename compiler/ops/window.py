@@ -6,12 +6,13 @@ type relations, the numpy references and the loop lowering all read windows the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 from compiler.ir.types import ANY, Dim
 from compiler.ops.registry import TypeRelationError
+from compiler.tir import expr as te
 
 
 def pair(values: Sequence[int], name: str, op: str) -> tuple[int, int]:
@@ -83,3 +84,17 @@ def window_views(
             h0, w0 = kh * dh, kw * dw
             view = padded[..., h0 : h0 + (oh - 1) * sh + 1 : sh, w0 : w0 + (ow - 1) * sw + 1 : sw]
             yield kh, kw, view
+
+
+def tap_or(value: Callable[[te.PrimExpr, te.PrimExpr], te.PrimExpr], iy: te.PrimExpr, ix: te.PrimExpr,
+           hw: tuple[object, object], outside: te.PrimExpr) -> te.PrimExpr:
+    """`value(iy, ix)` for a window tap inside the input's `hw` (ints or the kernel's `?` dim
+    parameters), `outside` elsewhere: the loop form of a window over run-time spatial dims.
+    The tap is read at indices clamped into the input, so no read leaves it; the selects are
+    nested, not one on a conjunction, a form GCC 12 -O3 miscompiles (see lrn)."""
+    h, w = (te.as_expr(d) for d in hw)
+    read = value(te.maximum(te.minimum(iy, h - 1), 0), te.maximum(te.minimum(ix, w - 1), 0))
+    for cond in (ix < w, ix >= 0, iy < h, iy >= 0):
+        read = te.select(cond, read, outside)
+    return read
+

@@ -23,9 +23,11 @@ from compiler.ops.kernels.common import buffer_dims, canonical_dims, place
 from compiler.ops.kernels.gemm import (
     PARALLEL_MIN_MACS,
     GemmSpec,
+    Panels,
     RowReader,
     gemm,
     loop_nest,
+    packed_once,
     vector_lanes,
 )
 from compiler.tir import expr as te
@@ -34,6 +36,9 @@ from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
 
 # Output-row chunk of the direct kernel: its accumulators live on the stack.
 DIRECT_ROW_CHUNK = 128
+# Output pixels per product when the image size is known only at run time: the tiled product is
+# built for this many rows (16 tiles of 6) and run once per chunk, the weights packed once.
+DYNAMIC_ROW_CHUNK = 96
 PARALLEL_MIN_PAD_COPY = 1 << 15
 
 # Readers and writers in canonical coordinates: (n, c, y, x) of the input, (o, i, ky, kx) of the
@@ -112,6 +117,89 @@ def conv2d_loops(
     return Allocate(pad_copy, seq(_pad(ctx, data, pad_copy, layout, (h, w)), body))
 
 
+def conv2d_dynamic_loops(
+    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue, layout: Conv2DLayout
+) -> Stmt | None:
+    """conv2d over an image whose size (and batch) is known only at run time: the same
+    implicit-im2col product as `conv2d_loops`, over the output pixels of all images as rows,
+    `DYNAMIC_ROW_CHUNK` of them per product (the chunks shared among the threads), the last
+    few one at a time; the weights are packed once, and the padding copied into a buffer the
+    kernel takes from the heap. None for a weight of `?` dims or narrow groups (fewer output
+    channels per group than a vector has lanes), which the caller runs as a plain reduction."""
+    if not all(isinstance(d, int) for d in weight.shape):
+        return None
+    o, cg, kh, kw = canonical_dims(buffer_dims(weight), layout.kernel_pos)
+    n, c, h, w = (data.shape[p] for p in layout.data_pos)
+    oh, ow = (out.shape[p] for p in layout.out_pos[2:])
+    groups = layout.groups
+    og = o // groups
+    if og < vector_lanes(ctx, out.dtype):
+        return None
+    (sh, sw), (dh, dw) = layout.strides, layout.dilation
+    top, left, bottom, right = layout.padding
+    source = data
+    pad_copy: te.Buffer | None = None
+    if top or left or bottom or right:
+        # Without padding every window lies inside the image; with it, the copy holds all of it.
+        pad_dims: list[int | te.PrimExpr] = [0] * 4
+        padded_hw = (te.as_expr(h) + (top + bottom), te.as_expr(w) + (left + right))
+        for coord, pos in zip((n, c, *padded_hw), layout.data_pos):
+            pad_dims[pos] = coord
+        pad_copy = te.Buffer(ctx.fresh("padded"), tuple(pad_dims), data.dtype, "heap")
+        source = pad_copy
+    channels_last = layout.data_pos[1] == 3
+    k_axes = (kh, kw, cg) if channels_last else (cg, kh, kw)
+
+    def split_k(ks: Sequence[te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr, te.PrimExpr]:
+        return (ks[2], ks[0], ks[1]) if channels_last else (ks[0], ks[1], ks[2])
+
+    pixels = te.as_expr(oh) * ow
+
+    def a_row(grp: te.PrimExpr, row: te.PrimExpr) -> RowReader:
+        img, y0, x0 = ctx.var("img"), ctx.var("y0"), ctx.var("x0")
+        lets = ((img, row // pixels), (y0, ((row % pixels) // ow) * sh), (x0, (row % ow) * sw))
+
+        def load(ks: Sequence[te.PrimExpr]) -> te.PrimExpr:
+            ci, ky, kx = split_k(ks)
+            at = place((img, grp * cg + ci, y0 + ky * dh, x0 + kx * dw), layout.data_pos)
+            return te.cast(out.dtype, source[at])
+
+        return RowReader(lets, load)
+
+    def b_load(grp: te.PrimExpr, ks: Sequence[te.PrimExpr], col: te.PrimExpr) -> te.PrimExpr:
+        ci, ky, kx = split_k(ks)
+        return te.cast(out.dtype, weight[place((grp * og + col, ci, ky, kx), layout.kernel_pos)])
+
+    def store(grp: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        p = row % pixels
+        idx = place((row // pixels, grp * og + col, p // ow, p % ow), layout.out_pos)
+        return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
+
+    def product(rows: int, first: te.PrimExpr, panels: Panels | None) -> GemmSpec:
+        return GemmSpec(
+            batch=groups, m=rows, n=og, k=k_axes, dtype=out.dtype,
+            a_row=lambda g, r: a_row(g, first + r), b_load=b_load,
+            store=lambda g, r, col, value: store(g, first + r, col, value),
+            b_batches=groups, b_batch_of=lambda g: g, panels=panels, parallel_min_macs=1 << 62,
+        )
+
+    packed, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
+    total = te.as_expr(n) * pixels
+    chunk, row = ctx.var("chunk"), ctx.var("row")
+    whole = (total // DYNAMIC_ROW_CHUNK) * DYNAMIC_ROW_CHUNK
+    body = seq(
+        pack,
+        For(chunk, te.const(0, "int64"), total // DYNAMIC_ROW_CHUNK,
+            gemm(ctx, product(DYNAMIC_ROW_CHUNK, chunk * DYNAMIC_ROW_CHUNK, panels)),
+            ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL),
+        For(row, whole, total - whole, gemm(ctx, product(1, row, panels))),
+    )
+    body = Allocate(packed, body)
+    if pad_copy is None:
+        return body
+    return Allocate(pad_copy, seq(_pad(ctx, data, pad_copy, layout, (h, w)), body))
+
+
 @dataclass(frozen=True)
 class _Geometry:
     n: int
@@ -126,10 +214,12 @@ class _Geometry:
 
 
 def _pad(
-    ctx: KernelContext, data: te.Buffer, padded: te.Buffer, layout: Conv2DLayout, hw: tuple[int, int]
+    ctx: KernelContext, data: te.Buffer, padded: te.Buffer, layout: Conv2DLayout,
+    hw: tuple[int | te.PrimExpr, int | te.PrimExpr],
 ) -> Stmt:
-    """Copies `data` into `padded` (same layout, zeros around it), in storage order."""
-    dims = buffer_dims(padded)
+    """Copies `data` into `padded` (same layout, zeros around it), in storage order. Dims may
+    be the kernel's `?` parameters; such a copy runs on the threads when its channels can."""
+    dims = padded.shape
     top, left, _, _ = layout.padding
     h_axis, w_axis = layout.data_pos[2], layout.data_pos[3]
 
@@ -141,19 +231,22 @@ def _pad(
         inside = te.logical_and(te.logical_and(y >= 0, y < hw[0]), te.logical_and(x >= 0, x < hw[1]))
         return Store(padded, tuple(idx), te.select(inside, data[tuple(src_idx)], te.const(0, data.dtype)))
 
-    total = 1
-    for d in dims:
-        total *= d
     kinds = [ForKind.SERIAL] * 4
     kinds[3] = ForKind.VECTORIZED
-    if ctx.parallel and total >= PARALLEL_MIN_PAD_COPY and dims[0] > 1:
-        kinds[0] = ForKind.PARALLEL
-    elif ctx.parallel and total >= PARALLEL_MIN_PAD_COPY:
+    if all(isinstance(d, int) for d in dims):
+        total = 1
+        for d in dims:
+            total *= d  # type: ignore[assignment, operator]  # ints
+        if ctx.parallel and total >= PARALLEL_MIN_PAD_COPY and dims[0] > 1:  # type: ignore[operator]  # an int
+            kinds[0] = ForKind.PARALLEL
+        elif ctx.parallel and total >= PARALLEL_MIN_PAD_COPY:
+            kinds[1] = ForKind.PARALLEL
+    elif ctx.parallel:
         kinds[1] = ForKind.PARALLEL
     vars_ = [ctx.var(f"p{i}") for i in range(4)]
     stmt = body(vars_)
     for k in reversed(range(4)):
-        stmt = For(vars_[k], te.const(0), te.const(dims[k]), stmt, kinds[k])
+        stmt = For(vars_[k], te.const(0), te.as_expr(dims[k]), stmt, kinds[k])
     return stmt
 
 

@@ -318,6 +318,20 @@ def row_chunks(a_bytes: int, row_blocks: int, panels: int, panel_bytes: int) -> 
     return min(divisors, key=lambda d: (traffic(d), d))
 
 
+def packed_once(ctx: KernelContext, spec: GemmSpec) -> tuple[te.Buffer, Stmt, Panels]:
+    """B of `spec` packed for many products that share it (a product of `?` rows is run a
+    chunk of rows at a time): the buffer, the loop that fills it, and the `Panels` that read
+    it, for each chunk's spec."""
+    _, nr = tile_shape(ctx, spec.dtype, spec.n)
+    panels = -(-spec.n // nr)
+    packed = te.Buffer(ctx.fresh("packed_b"), (spec.b_batches, panels, spec.k_total, nr), spec.dtype)
+
+    def load(bb: te.PrimExpr, nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
+        return packed[bb, nb, flat_index(ks, spec.k), j]
+
+    return packed, _pack_all(ctx, spec, packed, nr), Panels(nr, load)
+
+
 def _pack_all(ctx: KernelContext, spec: GemmSpec, packed: te.Buffer, nr: int) -> Stmt:
     panels = -(-spec.n // nr)
     p = index_var(ctx, "panel")

@@ -37,6 +37,13 @@ def merged_dims(buffer: te.Buffer, layout: Layout) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)  # type: ignore[arg-type]  # static buffers have int dims
 
 
+def plain_dims(buffer: te.Buffer, layout: Layout) -> tuple[int | te.PrimExpr, ...]:
+    """`merged_dims` of a layout that splits no axis, whose dims may be the kernel's `?`
+    parameters (a pool over an image of run-time size)."""
+    letters = canonical_letters(layout)
+    return tuple(buffer.shape[layout.primal.index(letter)] for letter in letters)
+
+
 def canonical_letters(layout: Layout) -> str:
     """N, C, then the spatial axes in the order D, H, W."""
     return "NC" + "".join(letter for letter in "DHW" if letter in layout.primal)
@@ -65,14 +72,17 @@ def accumulator_dtype(dtype: str, kind: str) -> str:
     return "uint64" if dtype.startswith("uint") or dtype == "bool" else "int64"
 
 
-def _average(total: te.PrimExpr, count: te.PrimExpr, dtype: str) -> te.PrimExpr:
+def average_expr(total: te.PrimExpr, count: te.PrimExpr, dtype: str) -> te.PrimExpr:
+    """total / count (at least 1) in `dtype`, truncating toward zero for integers."""
     count = te.maximum(count, 1)
     if is_float(dtype):
         return te.cast(dtype, total / te.cast(total.dtype, count))
     return te.cast(dtype, te.binary("tdiv", total, te.cast(total.dtype, count)))
 
 
-def _kind_of_loop(ctx: KernelContext, iterations: int, work: int) -> ForKind:
+def _kind_of_loop(ctx: KernelContext, iterations: int | te.PrimExpr, work: int | te.PrimExpr) -> ForKind:
+    if not isinstance(work, int) or not isinstance(iterations, int):
+        return ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL  # sizes known only at run time
     return ForKind.PARALLEL if ctx.parallel and iterations > 1 and work >= PARALLEL_MIN_WORK else ForKind.SERIAL
 
 
@@ -86,9 +96,10 @@ def pool2d_loops(
     lowest: float | int,
     count_include_pad: bool = False,
 ) -> Stmt:
-    """`kind` is "max" (windows start from `lowest`) or "avg"."""
-    n, c, h, w = merged_dims(data, window.in_layout)
-    _, _, oh, ow = merged_dims(out, window.out_layout)
+    """`kind` is "max" (windows start from `lowest`) or "avg". Dims may be `?` (`plain_dims`)."""
+    dynamic = not (data.is_static and out.is_static)
+    n, c, h, w = plain_dims(data, window.in_layout) if dynamic else merged_dims(data, window.in_layout)
+    _, _, oh, ow = plain_dims(out, window.out_layout) if dynamic else merged_dims(out, window.out_layout)
     (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
     top, left, bottom, right = window.padding
     acc_dtype = accumulator_dtype(data.dtype, kind)
@@ -111,7 +122,7 @@ def pool2d_loops(
 
     result: te.PrimExpr = acc[zero]
     body: Stmt = seq(Store(acc, (zero,), init_value), reduce)
-    interior = _interior((w, ow), (kw, sw, dw), left)
+    interior = (0, 0) if dynamic else _interior((w, ow), (kw, sw, dw), left)  # type: ignore[arg-type]  # static
     if kind == "max" and interior[1] > interior[0]:
         edge = Allocate(acc, seq(body, _store(out, window, epilogue, img, ch, y, x, result)))
         row = _max_row(ctx, data, out, epilogue, window, (img, ch, y, x), (h, ow), interior, init_value, edge)
@@ -132,14 +143,14 @@ def pool2d_loops(
             For(cx, zero, te.const(kw), Store(count, (te.const(1),), count[te.const(1)] + te.cast(
                 "int32", te.logical_and(rx >= lo_w, rx < hi_w)))),
         )
-        average = _average(result, count[zero] * count[te.const(1)], out.dtype)
+        average = average_expr(result, count[zero] * count[te.const(1)], out.dtype)
         body = Allocate(count, seq(counting, body, _store(out, window, epilogue, img, ch, y, x, average)))
     else:
         body = seq(body, _store(out, window, epilogue, img, ch, y, x, result))
-    row = For(x, zero, te.const(ow), Allocate(acc, body))
+    row = For(x, zero, te.as_expr(ow), Allocate(acc, body))
     rows = n * c * oh
     loop_kind = _kind_of_loop(ctx, rows, rows * ow * kh * kw)
-    return For(t, zero, te.const(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
+    return For(t, zero, te.as_expr(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
         y, t % oh, row))), loop_kind)
 
 
@@ -217,8 +228,8 @@ def global_pool2d_loops(
     kind: str,
     lowest: float | int,
 ) -> Stmt:
-    """Max or average over all of H and W for every (n, c)."""
-    n, c, h, w = merged_dims(data, in_layout)
+    """Max or average over all of H and W for every (n, c). Dims may be `?` (`plain_dims`)."""
+    n, c, h, w = merged_dims(data, in_layout) if data.is_static else plain_dims(data, in_layout)
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
     t = ctx.var("plane")
@@ -227,12 +238,12 @@ def global_pool2d_loops(
     acc = te.Buffer(ctx.fresh("acc"), (1,), acc_dtype, scope="local")
     value = te.cast(acc_dtype, data[at(in_layout, (img, ch, iy, ix))])
     combined = te.maximum(acc[zero], value) if kind == "max" else acc[zero] + value
-    reduce = For(iy, zero, te.const(h), For(ix, zero, te.const(w), Store(acc, (zero,), combined)))
-    result: te.PrimExpr = acc[zero] if kind == "max" else _average(acc[zero], te.const(h * w), out.dtype)
+    reduce = For(iy, zero, te.as_expr(h), For(ix, zero, te.as_expr(w), Store(acc, (zero,), combined)))
+    result: te.PrimExpr = acc[zero] if kind == "max" else average_expr(acc[zero], te.as_expr(h * w), out.dtype)
     idx = at(out_layout, (img, ch, zero, zero))
     store = Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx)))
     init = Store(acc, (zero,), te.const(lowest if kind == "max" else 0, acc_dtype))
     body = Allocate(acc, seq(init, reduce, store))
     planes = n * c
     kind_of_loop = _kind_of_loop(ctx, planes, planes * h * w)
-    return For(t, zero, te.const(planes), LetStmt(img, t // c, LetStmt(ch, t % c, body)), kind_of_loop)
+    return For(t, zero, te.as_expr(planes), LetStmt(img, t // c, LetStmt(ch, t % c, body)), kind_of_loop)

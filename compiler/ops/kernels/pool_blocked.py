@@ -11,7 +11,7 @@ then columns) and the averages' counts are those of pool.py, so results are the 
 
 from __future__ import annotations
 
-from compiler.ops.kernels.pool import PoolWindow, _average, _kind_of_loop, accumulator_dtype
+from compiler.ops.kernels.pool import PoolWindow, _kind_of_loop, accumulator_dtype, average_expr
 from compiler.ops.layout import Layout
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
@@ -77,7 +77,7 @@ def blocked_pool2d_loops(
             For(cx, zero, te.const(kw), Store(count, (one,), count[one] + te.cast(
                 "int32", te.logical_and(rx >= lo_w, rx < hi_w)))),
         )
-        result = _average(acc[sj], count[zero] * count[one], out.dtype)
+        result = average_expr(acc[sj], count[zero] * count[one], out.dtype)
     idx = (img, blk, y, x, sj)
     store = For(sj, zero, te.const(b), Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx))),
                 ForKind.VECTORIZED)
@@ -106,7 +106,7 @@ def blocked_global_pool2d_loops(
         j, zero, te.const(b), Store(acc, (j,), combined), ForKind.VECTORIZED)))
     init = For(zj, zero, te.const(b), Store(acc, (zj,), te.const(lowest if kind == "max" else 0, acc_dtype)),
                ForKind.VECTORIZED)
-    result: te.PrimExpr = acc[sj] if kind == "max" else _average(acc[sj], te.const(h * w), out.dtype)
+    result: te.PrimExpr = acc[sj] if kind == "max" else average_expr(acc[sj], te.const(h * w), out.dtype)
     idx = (img, blk, zero, zero, sj)
     store = For(sj, zero, te.const(b), Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx))),
                 ForKind.VECTORIZED)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from compiler.ops.kernels.common import unflatten
-from compiler.ops.kernels.pool import _average, _kind_of_loop, accumulator_dtype, at, merged_dims
+from compiler.ops.kernels.pool import _kind_of_loop, accumulator_dtype, at, average_expr, merged_dims
 from compiler.ops.layout import Layout
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
@@ -114,7 +114,7 @@ def pool_nd_loops(
                     "int32", te.logical_and(pos >= lo, pos < hi)))),
             ]
             divisor = divisor * count[slot]
-        result = _average(acc[zero], divisor, out.dtype)
+        result = average_expr(acc[zero], divisor, out.dtype)
         store = _store(out, window.out_layout, epilogue, coords, result)
         return Allocate(acc, Allocate(count, seq(*counting, init, nest, store)))
 
@@ -162,7 +162,7 @@ def adaptive_pool_loops(
             count: te.PrimExpr = te.const(1)
             for k in range(spatial):
                 count = count * (ends[k] - starts[k])
-            result = _average(acc[zero], count, out.dtype)
+            result = average_expr(acc[zero], count, out.dtype)
         body = Allocate(acc, seq(init, nest, _store(out, out_layout, epilogue, coords, result)))
         names = [v for pair in zip(starts, ends) for v in pair]
         return _let_all(names, bounds, body)

@@ -232,3 +232,51 @@ def test_dyn_reshape_and_full_driven_by_shape_of_run_every_batch(batch, tmp_path
     np.testing.assert_allclose(summed, np.maximum(x, 0).reshape(batch, 2, 4) + y, rtol=1e-6)
     np.testing.assert_array_equal(reshaped, x.reshape(batch, 2, 4))
     np.testing.assert_array_equal(full, np.full((batch, 8), 2.0, "float32"))
+
+
+UNKNOWN_IMAGE_SIZE = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, ?, ?), float32], %w: Tensor[(16, 3, 3, 3), float32], %b: Tensor[(16), float32],
+          %w2: Tensor[(8, 16, 1, 1), float32]) {
+  %0 = nn.relu(nn.bias_add(nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1, 1, 1]), %b));
+  %1 = nn.max_pool2d(%0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1]);
+  %2 = nn.conv2d(%1, %w2);
+  (nn.global_avg_pool2d(%2), nn.avg_pool2d(%2, pool_size=[2, 2], ceil_mode=True))
+}
+"""
+
+
+def test_a_cnn_with_an_unknown_image_size_runs_every_size_like_the_interpreter(tmp_path):
+    rng = np.random.default_rng(5)
+    params = {"w": rng.standard_normal((16, 3, 3, 3)).astype("float32"),
+              "b": rng.standard_normal(16).astype("float32"),
+              "w2": rng.standard_normal((8, 16, 1, 1)).astype("float32")}
+    build(UNKNOWN_IMAGE_SIZE, tmp_path, params=params)
+    module = CompiledModule(tmp_path)
+    for hw in [(16, 16), (23, 9), (5, 40)]:
+        x = rng.standard_normal((1, 3, *hw)).astype("float32")
+        got = module.run({"x": x}).outputs
+        want = run_main(parse(UNKNOWN_IMAGE_SIZE), {"x": x, **params})
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ResNet's convolutions take the tiled product, MobileNet's depthwise ones the plain reduction,
+# EfficientNet's squeeze-and-excite an adaptive pool to one pixel.
+@pytest.mark.parametrize("model", ["resnet", "mobilenet_v2", "efficientnet"])
+def test_printed_cnn_with_an_unknown_image_size_runs_two_sizes(model, tmp_path):
+    from tests.e2e import tvm_printed
+
+    printed = getattr(tvm_printed, model)()
+    name, (shape, dtype) = next(iter(printed.inputs.items()))
+    declared = f"%{name}: Tensor[({', '.join(map(str, shape))}), {dtype}]"
+    text = printed.text.replace(declared, f"%{name}: Tensor[({shape[0]}, {shape[1]}, ?, ?), {dtype}]", 1)
+    assert text != printed.text
+    build(text, tmp_path)
+    module = CompiledModule(tmp_path)
+    for hw in ((shape[2], shape[3]), (shape[2] + 8, shape[3] - 8)):
+        x = np.random.default_rng(hw[0]).standard_normal((*shape[:2], *hw)).astype(dtype)
+        got = module.run({name: x}).outputs
+        want = run_main(parse(text), {name: x})
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

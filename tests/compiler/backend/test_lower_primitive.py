@@ -7,6 +7,7 @@ PrimFunc compiles to against numpy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from compiler.passes.infer_type import infer_expr
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts
 from compiler.runtime.threads import available_cores, set_threads
-from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Store
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, PrimFunc, Store
 from tests.built_once import built_once
 from tests.compiler.backend.prim_library import PrimLibrary, build_prim_library
 
@@ -528,7 +529,7 @@ def build_dynamic_library(directory: Path) -> PrimLibrary:
              lower("""fn (%p0: Tensor[(?, 2, 3, 4), float32], Primitive=1) {
                           nn.upsampling(%p0, scale_h=2f, scale_w=1.5f, method="bilinear") }""", "dyn_upsampling"),
              *(lower(f"fn ({', '.join(f'%p{i}: {t}' for i, t in enumerate(types))}, Primitive=1) {{ {call} }}",
-                     f"dyn_{name}") for name, (call, types) in QUESTION_BATCH_OPS.items()),
+                     f"dyn_{name}") for name, (call, types) in {**QUESTION_BATCH_OPS, **SPATIAL_OPS}.items()),
              lower("fn (%p0: Tensor[(?, ?, 4), float32], Primitive=1) { take(%p0, 0i64, axis=1) }", "dyn_take_first"),
              lower("""fn (%p0: Tensor[(?, 4), float32], %p1: Tensor[(3), int32], Primitive=1) {
                           take(%p0, %p1, axis=0, mode="wrap") }""", "dyn_take_wrap")]
@@ -618,8 +619,10 @@ def test_per_row_kernel_loops_over_the_batch_around_the_static_kernel() -> None:
 
 
 def test_kernel_whose_unknown_dim_is_not_its_batch_is_refused() -> None:
+    # A plain layout would take the pool's reduction form; a channel-blocked one has none.
     with pytest.raises(UnsupportedError, match="nn.max_pool2d: its kernel needs static shapes"):
-        lower("fn (%p0: Tensor[(1, 3, ?, 8), float32], Primitive=1) { nn.max_pool2d(%p0, pool_size=[2, 2]) }")
+        lower("""fn (%p0: Tensor[(1, 1, ?, 8, 8), float32], Primitive=1) {
+                     nn.max_pool2d(%p0, pool_size=[2, 2], layout="NCHW8c") }""")
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -675,30 +678,102 @@ QUESTION_BATCH_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(QUESTION_BATCH_OPS))
-@pytest.mark.parametrize("rows", [1, 3])
-def test_an_op_with_a_question_mark_batch_matches_the_interpreter(
-    dynamic_library: PrimLibrary, name: str, rows: int
-) -> None:
-    from compiler.parser import parse
-    from compiler.runtime.interpreter import run_main
+# Convolutions and pools whose spatial dims are `?` take a plain reduction over the window
+# (`extras["dynamic_reduction"]`): every layout permutation, groups, strides, dilation,
+# padding, ceil mode and both average divisors.
+SPATIAL_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "conv_nchw": ("nn.relu(nn.conv2d(%p0, %p1, strides=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 2], groups=2))",
+                  ("Tensor[(2, 4, ?, ?), float32]", "Tensor[(6, 2, 3, 2), float32]")),
+    "conv_nhwc": ('nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="HWIO")',
+                  ("Tensor[(1, ?, ?, 3), float32]", "Tensor[(3, 3, 3, 5), float32]")),
+    "conv_wide": ("nn.relu(nn.conv2d(%p0, %p1, strides=[2, 2], padding=[1, 2, 0, 1]))",
+                  ("Tensor[(2, 4, ?, ?), float32]", "Tensor[(32, 4, 3, 3), float32]")),
+    "conv_wide_nhwc": ('nn.conv2d(%p0, %p1, dilation=[2, 1], data_layout="NHWC", kernel_layout="HWIO")',
+                       ("Tensor[(1, ?, ?, 3), float32]", "Tensor[(2, 2, 3, 16), float32]")),
+    "conv_int8": ('nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1], out_dtype="int32")',
+                  ("Tensor[(1, 3, ?, ?), int8]", "Tensor[(4, 3, 3, 3), int8]")),
+    "max_pool": ("nn.max_pool2d(%p0, pool_size=[3, 2], strides=[2, 2], padding=[1, 1], ceil_mode=True)",
+                 ("Tensor[(1, 3, ?, ?), float32]",)),
+    "avg_pool": ('nn.avg_pool2d(%p0, pool_size=[3, 3], strides=[2, 1], padding=[1, 1, 0, 2], ceil_mode=True, '
+                 'layout="NHWC")', ("Tensor[(2, ?, ?, 3), float32]",)),
+    "avg_pool_pad": ("nn.avg_pool2d(%p0, pool_size=[2, 3], dilation=[2, 1], padding=[1, 1], count_include_pad=True)",
+                     ("Tensor[(1, 2, ?, ?), int32]",)),
+    "global_avg": ('nn.global_avg_pool2d(%p0, layout="NHWC")', ("Tensor[(2, ?, ?, 3), int8]",)),
+    "global_max": ("nn.global_max_pool2d(%p0)", ("Tensor[(1, 4, ?, ?), float32]",)),
+    "adaptive_to_one": ("nn.adaptive_avg_pool2d(%p0, output_size=[1, 1])", ("Tensor[(1, 8, ?, ?), float32]",)),
+}
 
-    call, types = QUESTION_BATCH_OPS[name]
-    rng = np.random.default_rng(rows)
-    static = [t.replace("?", str(rows) if i == 0 else "2") for i, t in enumerate(types)]
+
+def random_arrays(types: Sequence[str], rng: np.random.Generator) -> list[np.ndarray]:
     arrays = []
-    for t in static:
+    for t in types:
         dims, dtype = t[len("Tensor[("):].split("), ")
         shape = tuple(int(d) for d in dims.split(", "))
         dtype = dtype.rstrip("]")
         data = rng.integers(-100, 100, shape) if dtype.startswith("int") else rng.standard_normal(shape)
         arrays.append(data.astype(dtype))
-    params = ", ".join(f"%p{i}: {t}" for i, t in enumerate(static))
-    want = run_main(parse(f'#[version = "0.0.5"]\ndef @main({params}) {{ {call} }}\n', "static.relay"),
+    return arrays
+
+
+def interpreted(call: str, types: Sequence[str], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    from compiler.parser import parse
+    from compiler.runtime.interpreter import run_main
+
+    params = ", ".join(f"%p{i}: {t}" for i, t in enumerate(types))
+    return run_main(parse(f'#[version = "0.0.5"]\ndef @main({params}) {{ {call} }}\n', "static.relay"),
                     {f"p{i}": a for i, a in enumerate(arrays)})
+
+
+@pytest.mark.parametrize("name", sorted(SPATIAL_OPS))
+@pytest.mark.parametrize("hw", [(5, 7), (9, 6)])
+def test_a_convolution_or_pool_over_question_mark_spatial_dims_matches_the_interpreter(
+    dynamic_library: PrimLibrary, name: str, hw: tuple[int, int]
+) -> None:
+    call, types = SPATIAL_OPS[name]
+    static = [t.replace("?", str(hw[0]), 1).replace("?", str(hw[1]), 1) for t in types]
+    arrays = random_arrays(static, np.random.default_rng(hw[0]))
+
+    (got,) = dynamic_library.run(f"dyn_{name}", arrays)
+
+    (want,) = interpreted(call, static, arrays)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def spatial_op(name: str) -> PrimFunc:
+    call, types = SPATIAL_OPS[name]
+    return lower(f"fn ({', '.join(f'%p{i}: {t}' for i, t in enumerate(types))}, Primitive=1) {{ {call} }}")
+
+
+def test_a_convolution_over_question_mark_spatial_dims_runs_the_tiled_product_on_a_heap_copy() -> None:
+    allocated = {s.buffer.name.rstrip("_0123456789"): s.buffer.scope
+                 for s in walk_stmts(spatial_op("conv_wide").body) if isinstance(s, Allocate)}
+
+    assert allocated["padded"] == "heap" and allocated["packed_b"] == "global" and allocated["acc"] == "local"
+
+
+def test_a_narrow_group_convolution_over_question_mark_spatial_dims_is_one_plain_reduction() -> None:
+    func = spatial_op("conv_nchw")  # 3 output channels per group: a register tile would be mostly empty
+
+    # Two copies of the loop nest, on the threads or not as the run's sizes make it worth it.
+    assert isinstance(func.body, IfThenElse)
+    assert {s.buffer.scope for s in walk_stmts(func.body) if isinstance(s, Allocate)} == {"local"}
+    assert [type(b) for b in (func.body.then_case, func.body.else_case)] == [For, For]
+    assert func.body.then_case.kind == ForKind.PARALLEL and func.body.else_case.kind == ForKind.SERIAL
+
+
+@pytest.mark.parametrize("name", sorted(QUESTION_BATCH_OPS))
+@pytest.mark.parametrize("rows", [1, 3])
+def test_an_op_with_a_question_mark_batch_matches_the_interpreter(
+    dynamic_library: PrimLibrary, name: str, rows: int
+) -> None:
+    call, types = QUESTION_BATCH_OPS[name]
+    static = [t.replace("?", str(rows) if i == 0 else "2") for i, t in enumerate(types)]
+    arrays = random_arrays(static, np.random.default_rng(rows))
 
     got = dynamic_library.run(f"dyn_{name}", arrays)
 
+    want = interpreted(call, static, arrays)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from compiler.ir.types import TensorType
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType, Type
 from compiler.ops.conv_nd import (
     SPATIAL,
     conv_kernel,
@@ -35,7 +36,12 @@ from compiler.ops.conv_nd import (
 )
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.common import batch_first
-from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, register
+from compiler.ops.kernels.common import place
+from compiler.ops.layout import plain_positions, to_canonical
+from compiler.ops.registry import AttrSpec, OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.window import tap_or
+from compiler.tir.compute import Reduction, TensorView
+from compiler.tir.expr import PrimExpr, cast, const, eq, select
 
 F32 = "float32"
 ULPS = 64.0
@@ -106,6 +112,46 @@ def _transpose_domain(
     return draw
 
 
+def _conv2d_transpose_reduction(inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> Reduction | None:
+    """nn.conv2d_transpose over an image of run-time size as a plain reduction over (input
+    channel of the group, kernel row, kernel column): output (y, x) gathers input (iy, ix)
+    where y = iy*stride + k*dilation - pad_before, i.e. where y + pad - k*dilation is a
+    multiple of the stride; None for layouts that are not permutations or a `?` weight."""
+    data, weight = inputs
+    op = "nn.conv2d_transpose"
+    try:
+        data_pos = plain_positions(attrs["data_layout"], "NCHW", op, "data_layout")
+        kernel_pos = plain_positions(attrs["kernel_layout"], "IOHW", op, "kernel_layout")
+        out_pos = plain_positions(attrs["out_layout"] or attrs["data_layout"], "NCHW", op, "out_layout")
+    except TypeRelationError:
+        return None
+    c_all, og, kh, kw = to_canonical(weight.shape, kernel_pos)
+    if not all(isinstance(d, int) for d in (c_all, og, kh, kw)):
+        return None
+    _, _, h, w = to_canonical(data.shape, data_pos)
+    cg = c_all // attrs["groups"]  # type: ignore[operator]  # ints, checked above
+    (sh, sw), (dh, dw) = tuple(attrs["strides"]), tuple(attrs["dilation"])
+    (top, left), _ = padding_nd(attrs["padding"], 2, op)
+    out_dtype = attrs["out_dtype"] or data.dtype
+    acc = F32 if out_dtype == "float16" else out_dtype
+
+    def body(out_idx: Sequence[PrimExpr], red_idx: Sequence[PrimExpr]) -> PrimExpr:
+        n, oc, y, x = to_canonical(tuple(out_idx), out_pos)
+        c, ky, kx = red_idx
+        ic = (oc // og) * cg + c
+        w_value = cast(acc, cast(out_dtype, weight[place((ic, oc % og, ky, kx), kernel_pos)]))
+        ny, nx = y + top - ky * dh, x + left - kx * dw
+
+        def product(iy: PrimExpr, ix: PrimExpr) -> PrimExpr:
+            return cast(acc, cast(out_dtype, data[place((n, ic, iy, ix), data_pos)])) * w_value
+
+        zero = const(0, acc)
+        gathered = tap_or(product, ny // sh, nx // sw, (h, w), zero)
+        return select(eq(ny % sh, 0), select(eq(nx % sw, 0), gathered, zero), zero)
+
+    return Reduction("sum", (cg, kh, kw), body, acc)  # type: ignore[arg-type]  # PrimExpr sequences
+
+
 def _register(
     name: str, rank: int, data_layouts: Sequence[str], kernel_layouts: Sequence[str], samples: tuple[Sample, ...]
 ) -> None:
@@ -117,7 +163,8 @@ def _register(
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             reference=conv_numpy(name, rank, transposed=True),
             kernel=conv_kernel(name, rank, transposed=True),
-            extras={"batch_rows": batch_first("data_layout", "out_layout")},
+            extras={"batch_rows": batch_first("data_layout", "out_layout"),
+                    **({"dynamic_reduction": _conv2d_transpose_reduction} if rank == 2 else {})},
             shape_func=conv_shape_rule(name, rank, transposed=True),
             attrs=transpose_attrs(rank, data_layouts[0], kernel_layouts[0]),
             samples=samples,

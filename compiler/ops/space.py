@@ -41,7 +41,7 @@ from compiler.ops.shape_rules import Dim as ShapeDim
 from compiler.ops.shape_rules import ShapeArg, ShapeRule, dims, fill, int64, product
 from compiler.tir import expr as te
 from compiler.tir.compute import Index, TensorView
-from compiler.tir.expr import PrimExpr, cast, const, eq, intrin, maximum, minimum, select
+from compiler.tir.expr import PrimExpr, as_expr, cast, const, eq, intrin, maximum, minimum, select
 
 F32 = "float32"
 ALL_DTYPES = ("float32", "float32", "float64", "float16", "int32", "int8", "uint8", "int64")
@@ -698,20 +698,25 @@ def _upsample(a: Sequence[np.ndarray], attrs: Attrs, op: str) -> np.ndarray:
 def _upsample_compute(op: str) -> Callable[..., PrimExpr]:
     def compute(idx: Index, inputs: Sequence[TensorView], attrs: Attrs, out_type: Type) -> PrimExpr:
         (data,) = inputs
-        # Only the spatial sizes enter the index arithmetic; a `?` batch or channel count
-        # passes through as the kernel's dim parameter (a placeholder of 1 for the geometry).
+        # `?` dims are the kernel's dim parameters (a placeholder of 1 for the geometry): the
+        # batch and channels pass through, and a `?` spatial size makes its scale an
+        # expression of the input's and the output's sizes, as TVM's resize computes it.
         in_type = TensorType(tuple(d if isinstance(d, int) else 1 for d in data.shape), data.dtype)
         positions, _, out, method, mode = _upsampling_geometry(in_type, attrs, op)
-        static_dims(to_canonical(tuple(data.shape), positions)[2:], op)
-        sizes = to_canonical(in_type.shape, positions)
+        sizes = to_canonical(tuple(data.shape), positions)
+        assert isinstance(out_type, TensorType)
+        targets = to_canonical(tuple(out_type.shape), positions)
         work = "float64" if data.dtype == "float64" else F32
         coord = np.float64 if work == "float64" else np.float32
         canonical = [idx[p] for p in positions]
         # Per spatial axis: the (index, weight) taps, from coordinates in `work`.
         axes_taps: list[list[tuple[PrimExpr, PrimExpr | None]]] = []
         for k in range(len(out) - 2):
-            size, target = int(sizes[2 + k]), int(out[2 + k])  # type: ignore[arg-type]  # static
-            scale = const(float(_coordinate_scale(size, target, mode, coord)), work)
+            size, target = sizes[2 + k], targets[2 + k]
+            if isinstance(size, int) and isinstance(target, int):
+                scale = const(float(_coordinate_scale(size, target, mode, coord)), work)
+            else:
+                scale = _scale_expr(size, target, mode, work)
             xf = cast(work, canonical[2 + k])
             in_x = (xf + const(0.5, work)) * scale - const(0.5, work) if mode == "half_pixel" else scale * xf
             taps: list[tuple[PrimExpr, PrimExpr | None]] = []
@@ -752,8 +757,17 @@ def _upsample_compute(op: str) -> Callable[..., PrimExpr]:
     return compute
 
 
-def _clamp(index: PrimExpr, size: int) -> PrimExpr:
+def _clamp(index: PrimExpr, size: int | PrimExpr) -> PrimExpr:
     return maximum(minimum(index, size - 1), 0)
+
+
+def _scale_expr(size: object, target: object, mode: str, work: str) -> PrimExpr:
+    """`_coordinate_scale` of sizes known at run time, in the same `work` arithmetic."""
+    size_f, target_f = cast(work, as_expr(size)), cast(work, as_expr(target))
+    if mode == "align_corners":
+        one = const(1.0, work)
+        return select(as_expr(target) > 1, (size_f - one) / (target_f - one), const(0.0, work))
+    return size_f / target_f
 
 
 def _cubic_weights_expr(t: PrimExpr, dtype: str) -> list[PrimExpr]:

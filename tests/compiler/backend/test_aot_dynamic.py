@@ -262,8 +262,9 @@ def test_a_cnn_with_an_unknown_image_size_runs_every_size_like_the_interpreter(t
 
 
 # ResNet's convolutions take the tiled product, MobileNet's depthwise ones the plain reduction,
-# EfficientNet's squeeze-and-excite an adaptive pool to one pixel.
-@pytest.mark.parametrize("model", ["resnet", "mobilenet_v2", "efficientnet"])
+# EfficientNet's squeeze-and-excite an adaptive pool to one pixel, U-Net's decoder a transposed
+# convolution and an upsampling whose scales come from the run's sizes.
+@pytest.mark.parametrize("model", ["resnet", "mobilenet_v2", "efficientnet", "unet"])
 def test_printed_cnn_with_an_unknown_image_size_runs_two_sizes(model, tmp_path):
     from tests.e2e import tvm_printed
 

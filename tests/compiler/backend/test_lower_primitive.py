@@ -701,6 +701,10 @@ SPATIAL_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "global_avg": ('nn.global_avg_pool2d(%p0, layout="NHWC")', ("Tensor[(2, ?, ?, 3), int8]",)),
     "global_max": ("nn.global_max_pool2d(%p0)", ("Tensor[(1, 4, ?, ?), float32]",)),
     "adaptive_to_one": ("nn.adaptive_avg_pool2d(%p0, output_size=[1, 1])", ("Tensor[(1, 8, ?, ?), float32]",)),
+    "conv_transpose": ("nn.conv2d_transpose(%p0, %p1, strides=[2, 1], padding=[1, 0, 0, 1], dilation=[1, 2], groups=2)",
+                       ("Tensor[(1, 4, ?, ?), float32]", "Tensor[(4, 3, 3, 3), float32]")),
+    "upsampling_spatial": ('nn.upsampling(%p0, scale_h=2f, scale_w=1.5f, method="bilinear", align_corners=True)',
+                   ("Tensor[(1, 3, ?, ?), float32]",)),
 }
 
 

@@ -196,17 +196,18 @@ def emit_main_source(prog: MainProgram) -> str:
         )
         lines.append("")
     profile_symbol = f"{prefix}_profile_ns"
-    lines += _profile_support(prog, prefix, profile_symbol)
+    lines += profile_support([call.kernel.symbol for call in prog.calls], prefix, profile_symbol)
     lines += _main_function(prog, main_symbol, pool_symbol, profile_symbol)
     lines.append("")
     lines += _entry_points(prog, main_symbol, workspace_symbol if prog.workspace_bytes else "NULL")
     return "\n".join(lines)
 
 
-def _profile_support(prog: MainProgram, prefix: str, profile_symbol: str) -> list[str]:
-    """The clock, the counters' pointer and the three profile functions of the module docstring."""
-    names = ", ".join(f'"{call.kernel.symbol}"' for call in prog.calls) or "NULL"
-    count = len(prog.calls)
+def profile_support(symbols: Sequence[str], prefix: str, profile_symbol: str) -> list[str]:
+    """The clock, the counters' pointer and the three profile functions of the module docstring,
+    for kernel calls of `symbols` in execution order (the dynamic executor has them too)."""
+    names = ", ".join(f'"{symbol}"' for symbol in symbols) or "NULL"
+    count = len(symbols)
     return [
         "/* Kernel timing for profilers (off unless an array of counters is given). */",
         f"static int64_t* {profile_symbol} = NULL;",

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.backend.aot_main_walk import AOTResult, CallInfo, MainTensor, MainWalk, Step
-from compiler.backend.aot_c import Kernel
+from compiler.backend.aot_c import Kernel, profile_support
 from compiler.backend.aot_main_walk import alias_reshapes, assign_outputs, output_infos, workspace_name
 from compiler.backend.c_signature import prim_func_signature
 from compiler.backend.constants import ConstantPool, ConstantPoolBuilder, emit_pool
@@ -82,6 +82,7 @@ class DynamicAssembler:
         self.written: set[MainTensor] = set()  # static tensors whose dims are in their slot
         self.shape_funcs: dict[str, str] = {}  # name -> prototype
         self.shape_func_of: dict[int, str] = {}  # step -> its shape function
+        self.timed: list[str] = []  # the kernel of each timed call, in execution order (profiling)
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -199,7 +200,11 @@ class DynamicAssembler:
                 b = self.workspace_of[position]
                 lines += self.place(b, f"INT64_C({self.buffers[b].static_bytes})", position)
             lines += self.static_param_checks(step)
+            timed = len(self.timed)
+            self.timed.append(step.kernel.symbol)
+            lines.append("  if (profile) started = relaycc_now_ns();")
             lines.append(f"  if ({self.kernel_call(step, position)} != 0) goto failed;")
+            lines.append(f"  if (profile) profile[{timed}] += relaycc_now_ns() - started;")
         for i, src in self.copies:
             lines += self.output_lines(i, src)
             lines.append(f"  memcpy(outputs->{self.outputs[i].c_name}->data, {self.pointer(src)}, "
@@ -312,6 +317,7 @@ class DynamicAssembler:
         prototypes = [k.prototype for k in kernels.values()] + list(self.shape_funcs.values())
         lines = preamble(self.module_name, "shapes known at run time", prototypes, pool)
         lines += _runtime_helpers(self.arena_alignment())
+        lines += profile_support(self.timed, prefix, f"{prefix}_profile_ns")
         n_buffers = max(len(self.buffers), 1)
         last_use = ", ".join(str(b.last) for b in self.buffers) or "0"
         n_outputs = max(len(self.outputs), 1)
@@ -325,6 +331,9 @@ class DynamicAssembler:
             f"  int allocated[{n_outputs}] = {{0}};",
             "  relaycc_arena arena = {NULL, 0};",
             "  int32_t status = 0;",
+            f"  int64_t* profile = {prefix}_profile_ns;",
+            "  int64_t started = 0;",
+            "  (void)profile; (void)started;",
             "  (void)inputs; (void)outputs; (void)dims; (void)offset; (void)size; (void)last_use;",
             *body,
             "  goto done;",
@@ -406,6 +415,7 @@ def preamble(module_name: str, what: str, prototypes: list[str], pool: ConstantP
         "#include <stdint.h>",
         "#include <stdlib.h>",
         "#include <string.h>",
+        "#include <time.h>",
         "",
         f'#include "{header_name(module_name)}"',
         "",

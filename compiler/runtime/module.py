@@ -104,7 +104,7 @@ class CompiledModule:
         memory = report["memory"]
         self.dynamic = bool(interface.get("dynamic"))
         if self.dynamic:
-            cdef = dynamic_cffi_cdef(self.module_name, self.inputs, self.outputs)
+            cdef = dynamic_cffi_cdef(self.module_name, self.inputs, self.outputs) + _profile_cdef(self.module_name)
         else:
             cdef = cffi_cdef(
                 self.module_name,
@@ -186,8 +186,8 @@ class CompiledModule:
                                           for suffix in ("_calls", "_name", ""))
         except AttributeError:
             raise InputError(
-                f"{self.outdir}: no kernel timing in this library (models with `?` dims or control "
-                "flow have none yet, nor libraries built before relaycc had profiling)"
+                f"{self.outdir}: no kernel timing in this library (models with control flow have none "
+                "yet, nor libraries built before relaycc had profiling)"
             ) from None
         ffi = self.lib.ffi
         calls = int(count_calls())

@@ -455,8 +455,8 @@ class RunRequest(BaseModel):
     profile: bool = Field(
         default=False,
         description="Also time every kernel call of the executor (after one run that is not timed), as "
-        "`relaycc run --profile` does; the answer's `profile` lists them. Models with `?` dims or control "
-        "flow have no kernel timing: a 400 problem says so.",
+        "`relaycc run --profile` does; the answer's `profile` lists them. Models with control flow have no "
+        "kernel timing: a 400 problem says so.",
     )
 
     @model_validator(mode="after")

@@ -99,7 +99,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "tune", help="measure alternatives to the tiling rules of a model's kernels on this machine; "
                      "write the winners as tuning records for compile --tuning-records")
     tune.add_argument("model", type=Path, metavar="MODEL.relay",
-                      help="the Relay text model (convert an ONNX model with `relaycc import` first)")
+                      help="Relay text, or an ONNX model (.onnx), imported first as compile imports it")
     tune.add_argument("-o", "--output", type=Path, metavar="RECORDS.json",
                       help="also write the records to this file (they are always stored in the cache "
                            "directory, for later builds on this machine)")
@@ -334,14 +334,16 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _model_text(model: Path) -> tuple[str, str]:
     """A Relay text model's text and source name; ONNX is imported first (its weights stay
-    constants in the text)."""
+    constants in the text), as `compile` imports it, so its kernels have the same keys."""
     try:
         data = model.read_bytes()
     except OSError as err:
         raise InputError(f"{model}: cannot read: {err}") from err
     if is_onnx(model, data):
-        raise InputError(f"{model}: relaycc tune takes Relay text; convert the ONNX model with "
-                         "`relaycc import MODEL.onnx -o MODEL.relay` first")
+        from compiler.frontend.onnx import from_onnx, load_model
+        from compiler.parser.printer import astext
+
+        return astext(from_onnx(load_model(data, str(model))).module), str(model)
     try:
         return data.decode("utf-8"), str(model)
     except UnicodeDecodeError as err:

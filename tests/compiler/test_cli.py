@@ -986,10 +986,28 @@ def test_compile_with_a_missing_tuning_records_file_is_a_one_line_error(tmp_path
     assert "none.json" in assert_one_line_error(result)
 
 
-def test_tune_takes_relay_text_and_says_how_to_convert_onnx(tmp_path: Path) -> None:
-    model = tmp_path / "model.onnx"
-    model.write_bytes(b"\x08\x07")
+def test_tune_imports_an_onnx_model_and_compile_of_that_file_applies_its_stored_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnx import TensorProto, helper, numpy_helper
 
-    result = run_relaycc_process("tune", model, "-o", tmp_path / "records.json")
+    monkeypatch.setenv("RELAYCC_CACHE_DIR", str(tmp_path / "cache"))
+    w = np.random.default_rng(2).standard_normal((16, 8, 3, 3)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])], [numpy_helper.from_array(w, "w")])
+    model = tmp_path / "conv.onnx"
+    model.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
 
-    assert "relaycc import MODEL.onnx -o MODEL.relay" in assert_one_line_error(result)
+    tuned = run_relaycc("tune", model, "--repeat", "1", "--threads", "1")
+    assert tuned.returncode == 0, tuned.stderr
+    (store,) = (tmp_path / "cache" / "tuning").glob("*.json")
+    document = json.loads(store.read_text())
+    (record,) = document["records"]
+    record["schedule"] = {"tile_rows": 2}
+    store.write_text(json.dumps(document))
+    built = run_relaycc("compile", model, "-o", tmp_path / "out")
+
+    assert built.returncode == 0, built.stderr
+    assert "float acc[32]" in kernel_sources(tmp_path / "out")

@@ -122,13 +122,13 @@ def pool2d_loops(
 
     result: te.PrimExpr = acc[zero]
     body: Stmt = seq(Store(acc, (zero,), init_value), reduce)
-    interior = (0, 0) if dynamic else _interior((w, ow), (kw, sw, dw), left)  # type: ignore[arg-type]  # static
-    if kind == "max" and interior[1] > interior[0]:
+    interior = _interior((w, ow), (kw, sw, dw), left)  # type: ignore[arg-type]  # ints or `?` parameters
+    if kind == "max" and (dynamic or interior[1] > interior[0]):  # type: ignore[operator]  # static: ints
         edge = Allocate(acc, seq(body, _store(out, window, epilogue, img, ch, y, x, result)))
         row = _max_row(ctx, data, out, epilogue, window, (img, ch, y, x), (h, ow), interior, init_value, edge)
         rows = n * c * oh
         loop_kind = _kind_of_loop(ctx, rows, rows * ow * kh * kw)
-        return For(t, zero, te.const(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
+        return For(t, zero, te.as_expr(rows), LetStmt(img, t // (c * oh), LetStmt(ch, (t // oh) % c, LetStmt(
             y, t % oh, row))), loop_kind)
     if kind == "avg":
         lo_h, hi_h, lo_w, hi_w = (-top, h + bottom, -left, w + right) if count_include_pad else (0, h, 0, w)
@@ -154,12 +154,18 @@ def pool2d_loops(
         y, t % oh, row))), loop_kind)
 
 
-def _interior(widths: tuple[int, int], kernel: tuple[int, int, int], left: int) -> tuple[int, int]:
-    """The outputs [lo, hi) of a row whose every window column lies inside the input."""
+def _interior(widths: tuple[int, int] | tuple[object, object], kernel: tuple[int, int, int],
+              left: int) -> tuple[int, int] | tuple[te.PrimExpr, te.PrimExpr]:
+    """The outputs [lo, hi) of a row whose every window column lies inside the input; for a
+    row of `?` width, expressions of it (hi never below lo, so no output is stored twice)."""
     (w, ow), (kw, sw, dw) = widths, kernel
     lo = -(-left // sw)
-    hi = (w - 1 + left - (kw - 1) * dw) // sw + 1
-    return min(max(lo, 0), ow), min(max(hi, 0), ow)
+    if isinstance(w, int) and isinstance(ow, int):
+        hi = (w - 1 + left - (kw - 1) * dw) // sw + 1
+        return min(max(lo, 0), ow), min(max(hi, 0), ow)
+    lo_e = te.minimum(te.const(max(lo, 0), "int64"), te.as_expr(ow))
+    hi_e = (te.as_expr(w) + (left - 1 - (kw - 1) * dw)) // sw + 1
+    return lo_e, te.maximum(te.minimum(te.maximum(hi_e, 0), te.as_expr(ow)), lo_e)
 
 
 def _max_row(
@@ -186,15 +192,17 @@ def _max_row(
     (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
     top, left = window.padding[0], window.padding[1]
     zero = te.const(0)
+    static = isinstance(lo, int) and isinstance(hi, int) and isinstance(ow, int)
     edges: list[Stmt] = []
     for start, stop in ((0, lo), (hi, ow)):
-        if stop > start:
-            edges.append(For(x, te.const(start), te.const(stop - start), edge))
-    chunk = min(ROW_CHUNK, hi - lo)
-    chunks = -(-(hi - lo) // chunk)
+        if not static or stop > start:  # type: ignore[operator]  # static: ints
+            edges.append(For(x, te.as_expr(start), te.as_expr(stop - start), edge))  # type: ignore[operator]
+    interior_width = hi - lo  # type: ignore[operator]  # ints or PrimExprs
+    chunk = min(ROW_CHUNK, interior_width) if static else ROW_CHUNK  # type: ignore[type-var]
+    chunks = -(-interior_width // chunk) if static else (interior_width + (chunk - 1)) // chunk
     acc = te.Buffer(ctx.fresh("acc"), (chunk,), lowest.dtype, scope="local")
     c, x0 = ctx.var("chunk"), ctx.var("x0")
-    width = te.const(chunk) if (hi - lo) % chunk == 0 else te.minimum(chunk, hi - x0)
+    width = te.const(chunk) if static and interior_width % chunk == 0 else te.minimum(chunk, hi - x0)
     iy, ky, kx = ctx.var("iy"), ctx.var("ky"), ctx.var("kx")
     j, zj, sj = ctx.var("j"), ctx.var("j"), ctx.var("j")
     value = te.cast(lowest.dtype, data[at(window.in_layout, (img, ch, iy, (x0 + j) * sw - left + kx * dw))])
@@ -206,7 +214,7 @@ def _max_row(
         reduce,
         For(sj, zero, width, _store(out, window, epilogue, img, ch, y, x0 + sj, acc[sj]), ForKind.VECTORIZED),
     )
-    inner = For(c, zero, te.const(chunks), LetStmt(x0, c * chunk + lo, Allocate(acc, body)))
+    inner = For(c, zero, te.as_expr(chunks), LetStmt(x0, c * chunk + lo, Allocate(acc, body)))
     return seq(*edges, inner)
 
 

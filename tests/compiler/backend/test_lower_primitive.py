@@ -694,6 +694,8 @@ SPATIAL_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
                   ("Tensor[(1, 3, ?, ?), int8]", "Tensor[(4, 3, 3, 3), int8]")),
     "max_pool": ("nn.max_pool2d(%p0, pool_size=[3, 2], strides=[2, 2], padding=[1, 1], ceil_mode=True)",
                  ("Tensor[(1, 3, ?, ?), float32]",)),
+    "max_pool_dilated": ('nn.max_pool2d(%p0, pool_size=[2, 3], dilation=[1, 2], padding=[0, 2, 1, 0], layout="NHWC")',
+                         ("Tensor[(2, ?, ?, 3), float32]",)),
     "avg_pool": ('nn.avg_pool2d(%p0, pool_size=[3, 3], strides=[2, 1], padding=[1, 1, 0, 2], ceil_mode=True, '
                  'layout="NHWC")', ("Tensor[(2, ?, ?, 3), float32]",)),
     "avg_pool_pad": ("nn.avg_pool2d(%p0, pool_size=[2, 3], dilation=[2, 1], padding=[1, 1], count_include_pad=True)",

@@ -49,9 +49,11 @@ def _call(name: str, *args: Expr, **attrs: object) -> Call:
     return Call(Op.get(name), args, ops.get(name).make_attrs(attrs))
 
 
-def _static(expr: Expr) -> TensorType | None:
+def _float_tensor(expr: Expr) -> TensorType | None:
+    """`expr`'s type when it is a float tensor. Dims may be `?` (an image of run-time size):
+    only the channel axis the scale runs along must be known, which `_channel_scale` checks."""
     ty = getattr(expr, "checked_type", None)
-    if isinstance(ty, TensorType) and all(isinstance(d, int) for d in ty.shape) and ty.dtype in _FLOATS:
+    if isinstance(ty, TensorType) and ty.dtype in _FLOATS:
         return ty
     return None
 
@@ -69,7 +71,7 @@ class _Product:
 def _product(call: Expr) -> _Product | None:
     if not isinstance(call, Call) or not isinstance(call.op, Op):
         return None
-    out, weight = _static(call), _static(call.args[1]) if len(call.args) > 1 else None
+    out, weight = _float_tensor(call), _float_tensor(call.args[1]) if len(call.args) > 1 else None
     if out is None or weight is None or weight.dtype != out.dtype:
         return None
     if call.op.name == "nn.dense":
@@ -89,7 +91,7 @@ def _product(call: Expr) -> _Product | None:
 def _channel_scale(scale: Expr, out: TensorType, axis: int) -> int | None:
     """How many values the constant `scale` has along `axis` of `out` (1 or the axis' extent),
     or None when it varies along another axis or would widen the result."""
-    if not isinstance(scale, Constant) or _static(scale) is None or scale.data.dtype != out.dtype:
+    if not isinstance(scale, Constant) or _float_tensor(scale) is None or scale.data.dtype != out.dtype:
         return None
     shape = scale.data.shape
     if len(shape) > out.ndim:
@@ -115,7 +117,7 @@ class _Folder(ExprMutator):
         return not closed_function(node)
 
     def rewrite_call(self, pre: Call, post: Call) -> Expr:
-        if not isinstance(post.op, Op) or post.op.name != "multiply" or _static(pre) is None:
+        if not isinstance(post.op, Op) or post.op.name != "multiply" or _float_tensor(pre) is None:
             return post
         for side in (0, 1):
             folded = self._folded(pre, post, side)
@@ -133,7 +135,7 @@ class _Folder(ExprMutator):
         inner_post = post.args[side]
         if not isinstance(inner_pre, Call) or not isinstance(inner_post, Call) or not self._single_use(inner_pre):
             return None
-        if _static(inner_pre) != _static(pre):  # the scale must not widen the result
+        if _float_tensor(inner_pre) != _float_tensor(pre):  # the scale must not widen the result
             return None
         add = None
         if isinstance(inner_pre.op, Op) and inner_pre.op.name in ("add", "nn.bias_add"):
@@ -150,8 +152,8 @@ class _Folder(ExprMutator):
         product = _product(product_pre)
         if product is None or not isinstance(product_post, Call) or not isinstance(product_post.args[1], Constant):
             return None
-        out = _static(product_pre)
-        if out is None or out != _static(pre):
+        out = _float_tensor(product_pre)
+        if out is None or out != _float_tensor(pre):
             return None
         count = _channel_scale(scale, out, product.out_axis)
         if count is None:

@@ -28,6 +28,7 @@ from compiler.ops.kernels.gemm import (
     gemm,
     loop_nest,
     packed_once,
+    tile_rows,
     vector_lanes,
 )
 from compiler.tir import expr as te
@@ -185,15 +186,19 @@ def conv2d_dynamic_loops(
 
     packed, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
     total = te.as_expr(n) * pixels
-    chunk, row = ctx.var("chunk"), ctx.var("row")
-    whole = (total // DYNAMIC_ROW_CHUNK) * DYNAMIC_ROW_CHUNK
-    body = seq(
-        pack,
-        For(chunk, te.const(0, "int64"), total // DYNAMIC_ROW_CHUNK,
-            gemm(ctx, product(DYNAMIC_ROW_CHUNK, chunk * DYNAMIC_ROW_CHUNK, panels)),
-            ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL),
-        For(row, whole, total - whole, gemm(ctx, product(1, row, panels))),
-    )
+    # Chunks of 96 rows, then of a register tile's rows, then single rows: a 7x7 map's 49
+    # pixels are eight tiles and one row, not 49 one-row products.
+    tile = tile_rows(ctx, out.dtype, panels.width)
+    kind = ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL
+    stmts: list[Stmt] = [pack]
+    done: te.PrimExpr = te.const(0, "int64")
+    for size in (DYNAMIC_ROW_CHUNK, tile, 1):
+        chunk = ctx.var("chunk")
+        count = (total - done) // size
+        stmts.append(For(chunk, te.const(0, "int64"), count,
+                         gemm(ctx, product(size, done + chunk * size, panels)), kind if size > 1 else ForKind.SERIAL))
+        done = done + count * size
+    body = seq(*stmts)
     body = Allocate(packed, body)
     if pad_copy is None:
         return body

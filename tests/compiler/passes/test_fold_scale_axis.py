@@ -66,6 +66,14 @@ def test_batch_norm_scale_after_a_conv2d_folds_into_its_weight() -> None:
     assert_same_results(before, after, {"x": f32(1, 3, 8, 8)})
 
 
+def test_a_scale_folds_over_an_image_of_run_time_size() -> None:
+    # Only the channel axis the scale runs along must be known; the map's `?` dims pass.
+    before = prepared(CONV_BN.replace("(1, 3, 8, 8)", "(?, 3, ?, ?)"), bn_params())
+    after = FoldScaleAxis()(before)
+    assert not calls(after, "multiply")
+    assert_same_results(before, after, {"x": f32(2, 3, 7, 5)})
+
+
 @pytest.mark.parametrize("bias", ["nn.bias_add(%0, %c)", "add(%0, %c2)", "add(%c2, %0)"])
 def test_scale_after_a_constant_bias_scales_the_bias_too(bias: str) -> None:
     text = f"""def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32],
@@ -116,6 +124,9 @@ LEFT_ALONE = {
     "a scale varying along the rows": ("""def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], %s: Tensor[(1, 1, 6, 1), float32]) {
       multiply(nn.conv2d(%x, %w, channels=4, kernel_size=[3, 3]), %s)
     }""", {"w": (4, 3, 3, 3), "s": (1, 1, 6, 1)}),
+    "a scale along a `?` axis": ("""def @main(%x: Tensor[(1, 3, 8, ?), float32], %w: Tensor[(4, 3, 3, 3), float32], %s: Tensor[(1, 1, 1, 6), float32]) {
+      multiply(nn.conv2d(%x, %w, channels=4, kernel_size=[3, 3]), %s)
+    }""", {"w": (4, 3, 3, 3), "s": (1, 1, 1, 6)}),
     "a product with a second consumer": ("""def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], %s: Tensor[(4, 1, 1), float32]) {
       %0 = nn.conv2d(%x, %w, channels=4, kernel_size=[3, 3]);
       (multiply(%0, %s), %0)

@@ -15,7 +15,8 @@ its root node:
   every constant operand stays inside the body instead; so do the constant arguments of ops
   that read their values when lowered (`extras["constant_args"]`: the qnn ops' scales).
 * A float16->float32 cast whose one use is an input the consuming kernel widens itself joins
-  that call's group (fusion_input_casts.py).
+  that call's group; so does one a group would return, used once by such an input or by an
+  elementwise or broadcast op of another group (fusion_input_casts.py).
 * `relay.reshape_only=1` is added when every call in the body is a reshape-only operator and
   every parameter is a tensor (the AOT executor can then alias the output to the input).
 * `Primitive` is 0 for a group without any call (a projection of a fused tuple).
@@ -43,7 +44,7 @@ from compiler.ir.types import FuncType, TensorType, Type
 from compiler.ir.visitor import post_order, rebuild
 from compiler.passes.fusion_graph import build_graph, closed_function
 from compiler.passes.fusion_groups import DEFAULT_MAX_DEPTH, Group, partition
-from compiler.passes.fusion_input_casts import fuse_input_casts
+from compiler.passes.fusion_input_casts import defer_output_casts, fuse_input_casts
 from compiler.passes.infer_type import InferType
 from compiler.passes.pass_infra import Pass, PassContext
 from compiler.runtime.vector_width import configured_lanes
@@ -173,6 +174,7 @@ def fuse_function(func: Function, opt_level: int, max_depth: int, link_params: b
     graph = build_graph(func)
     groups = partition(graph, opt_level, max_depth)
     if opt_level > 0:
+        defer_output_casts(graph, groups, lanes)
         fuse_input_casts(graph, groups, lanes)
     group_of = {node.expr: groups[node.index] for node in graph.nodes}
     new = _Fuser(group_of, link_params).run(func)

@@ -67,6 +67,11 @@ class PoolWindow:
 
 
 def accumulator_dtype(dtype: str, kind: str) -> str:
+    """float16 maxima are taken in float32, which holds every float16 value: the same result,
+    and gcc vectorizes float32 comparisons where a `_Float16` one is a scalar call without
+    AVX512-FP16 (ResNet-50's float16 max pool: 23 ms so, 0.4 ms in float32)."""
+    if kind == "max" and dtype == "float16":
+        return "float32"
     if kind == "max" or is_float(dtype):
         return dtype
     return "uint64" if dtype.startswith("uint") or dtype == "bool" else "int64"

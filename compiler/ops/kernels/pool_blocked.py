@@ -11,6 +11,7 @@ then columns) and the averages' counts are those of pool.py, so results are the 
 
 from __future__ import annotations
 
+from compiler.ops.kernels.half_stages import stage_half_conversions
 from compiler.ops.kernels.pool import PoolWindow, _kind_of_loop, accumulator_dtype, average_expr
 from compiler.ops.layout import Layout
 from compiler.tir import expr as te
@@ -53,7 +54,9 @@ def blocked_pool2d_loops(
     acc = te.Buffer(ctx.fresh("acc"), (b,), acc_dtype, scope="local")
     value = te.cast(acc_dtype, data[img, blk, iy, ix, j])
     combined = te.maximum(acc[j], value) if kind == "max" else acc[j] + value
-    tap = For(j, zero, te.const(b), Store(acc, (j,), combined), ForKind.VECTORIZED)
+    # float16 data (a max pool, float32 inside): each tap's run widened whole, F16C's vector
+    # conversion where the machine has it, not lane by lane.
+    tap = stage_half_conversions(ctx, For(j, zero, te.const(b), Store(acc, (j,), combined), ForKind.VECTORIZED))
     columns = For(kx, zero, te.const(kw), LetStmt(ix, x * sw - left + kx * dw, IfThenElse(
         te.logical_and(ix >= 0, ix < w), tap)))
     reduce = For(ky, zero, te.const(kh), LetStmt(iy, y * sh - top + ky * dh, IfThenElse(
@@ -79,8 +82,8 @@ def blocked_pool2d_loops(
         )
         result = average_expr(acc[sj], count[zero] * count[one], out.dtype)
     idx = (img, blk, y, x, sj)
-    store = For(sj, zero, te.const(b), Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx))),
-                ForKind.VECTORIZED)
+    store = stage_half_conversions(ctx, For(sj, zero, te.const(b), Store(
+        out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx))), ForKind.VECTORIZED))
     body: Stmt = Allocate(acc, seq(init, reduce, counting, store))
     if count is not None:
         body = Allocate(count, body)

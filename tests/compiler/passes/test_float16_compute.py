@@ -96,3 +96,18 @@ def test_compiled_float16_conv_rounds_at_each_op_as_numpy_does(tmp_path: Path) -
 def test_opt_level_zero_keeps_float16_arithmetic() -> None:
     model = lower(parse(HEADER + CONV), BuildOptions(opt_level=0), {"w": f16(8, 3, 3, 3), "b": f16(8)}, executor=False)
     assert "float32" not in astext(model.lowered)
+
+
+def test_max_pools_and_maxima_stay_float16_since_they_only_pick_an_input() -> None:
+    text = """def @main(%x: Tensor[(1, 4, 8, 8), float16]) {
+  %0 = nn.max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1]);
+  %1 = max(%0, axis=[1]);
+  %2 = nn.avg_pool2d(%x, pool_size=[2, 2]);
+  (%1, %2)
+}"""
+    mod = rewritten(text)
+    (pool,) = calls(mod, "nn.max_pool2d")
+    (largest,) = calls(mod, "max")
+    (average,) = calls(mod, "nn.avg_pool2d")
+    assert pool.checked_type.dtype == "float16" and largest.checked_type.dtype == "float16"  # type: ignore[attr-defined]
+    assert average.checked_type.dtype == "float32"  # type: ignore[attr-defined]  # a sum rounds: widened

@@ -83,12 +83,44 @@ def test_a_cast_into_the_weight_is_not_fused() -> None:
     assert sorted(ops_of(f) for f in primitives(mod)) == [["cast"], ["nn.contrib_conv2d_NCHWc"]]
 
 
-def test_a_cast_already_fused_with_its_producer_stays_there() -> None:
-    # relu -> cast is one elementwise group before the rule runs; the rule moves lone casts only.
+def test_a_cast_fused_with_its_producer_moves_into_the_convolution_that_widens_it() -> None:
+    # relu -> cast is one elementwise group after the phases; the relu's kernel now returns
+    # float16, and the convolution reads that.
     mod = model(f'''  %0 = nn.relu(%x);
   %1 = cast(%0, dtype="float32");
   nn.contrib_conv2d_NCHWc(%1, %w, {PACKED})''')
-    assert sorted(ops_of(f) for f in primitives(mod)) == [["nn.contrib_conv2d_NCHWc"], ["nn.relu", "cast"]]
+    relu, conv = sorted(primitives(mod), key=ops_of, reverse=True)
+    assert (ops_of(relu), ops_of(conv)) == (["nn.relu"], ["cast", "nn.contrib_conv2d_NCHWc"])
+    assert relu.ret_type.dtype == "float16" and conv.params[0].checked_type.dtype == "float16"
+
+
+def test_a_returned_widening_moves_into_the_elementwise_epilogue_of_its_user() -> None:
+    # A projection shortcut: its kernel ends in the widening the other branch's add needs.
+    mod = model(f'''  %0 = nn.contrib_conv2d_NCHWc(%x32, %w, {PACKED});
+  %1 = cast(%0, dtype="float16");
+  %2 = cast(%1, dtype="float32");
+  %3 = nn.contrib_conv2d_NCHWc(%x32, %w, {PACKED});
+  %4 = add(%3, %2);
+  nn.relu(%4)''', f"%x32: Tensor[(1, 1, 4, 4, 16), float32], %w: {W}")
+    funcs = primitives(mod)
+    shortcut = next(f for f in funcs if "add" not in ops_of(f))
+    block = next(f for f in funcs if "add" in ops_of(f))
+    assert ops_of(shortcut) == ["nn.contrib_conv2d_NCHWc", "cast"]
+    assert shortcut.ret_type.dtype == "float16"
+    assert ops_of(block) == ["nn.contrib_conv2d_NCHWc", "cast", "add", "nn.relu"]
+    assert [p.checked_type.dtype for p in block.params][-1] == "float16"
+
+
+def test_a_returned_widening_with_two_uses_or_an_opaque_user_stays_in_its_producer() -> None:
+    two_uses = model('''  %0 = nn.relu(%x);
+  %1 = cast(%0, dtype="float32");
+  %2 = nn.softmax(%1);
+  (%2, %1)''')
+    assert sorted(ops_of(f) for f in primitives(two_uses)) == [["nn.relu", "cast"], ["nn.softmax"]]
+    into_softmax = model('''  %0 = nn.relu(%x);
+  %1 = cast(%0, dtype="float32");
+  nn.softmax(%1)''')
+    assert sorted(ops_of(f) for f in primitives(into_softmax)) == [["nn.relu", "cast"], ["nn.softmax"]]
 
 
 def test_the_rule_merges_groups_after_the_phases_and_nothing_at_opt_level_0() -> None:

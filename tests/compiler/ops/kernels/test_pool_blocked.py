@@ -53,6 +53,10 @@ CASES: dict[str, tuple[str, np.ndarray, dict[str, object]]] = {
                                  {"pool_size": [2, 2], "strides": [2, 2], "padding": [1]}),
     "global_avg": blocked("nn.global_avg_pool2d", f32(2, 3, 4, 5, 8), {}),
     "global_max": blocked("nn.global_max_pool2d", f32(1, 2, 7, 7, 16), {}),
+    # float16 maxima are taken in float32, each tap's run widened whole: the same values.
+    "max_float16_nan_and_infinities": blocked("nn.max_pool2d", _with_nan_and_infinities().astype("float16"),
+                                              {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}),
+    "global_max_float16": blocked("nn.global_max_pool2d", f32(1, 2, 5, 5, 16).astype("float16"), {}),
     "global_avg_int8": blocked("nn.global_avg_pool2d", RNG.integers(-100, 100, (1, 2, 3, 3, 8)).astype("int8"), {}),
 }
 
@@ -75,6 +79,8 @@ def test_blocked_pool_matches_reference(library: Library, name: str) -> None:
     (result,) = library.run(name, [data])
     expected = reference(op, [data], attrs)
     assert result.dtype == expected.dtype
+    if data.dtype == np.float16:  # a maximum is one of the inputs: bit for bit
+        np.testing.assert_array_equal(result, expected)
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
 
 

@@ -136,6 +136,10 @@ BUILD_CONFIG: dict[str, ConfigKey] = {k.name: k for k in (
 ALLOWED_CFLAGS = frozenset({
     "-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast",
     "-march=native", "-mtune=native",
+    # Portable builds, for a fleet of other machines than the build server: the x86-64 levels
+    # (baseline SSE2; v2 SSE4.2; v3 AVX2 and FMA; v4 AVX-512) and the vector width gcc prefers.
+    "-march=x86-64", "-march=x86-64-v2", "-march=x86-64-v3", "-march=x86-64-v4", "-mtune=generic",
+    "-mprefer-vector-width=256", "-mprefer-vector-width=512",
     "-std=c99", "-std=c11", "-std=gnu99", "-std=gnu11", "-std=c17", "-std=gnu17",
     "-fPIC", "-shared", "-fopenmp", "-fopenmp-simd", "-ffast-math", "-fno-fast-math", "-fno-math-errno",
     "-funroll-loops", "-fno-tree-vectorize", "-g", "-g0", "-w", "-Wall", "-Wextra",

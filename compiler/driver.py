@@ -89,6 +89,7 @@ from compiler.runtime.build_cache import (
 from compiler.runtime.compile_cache import CompileCache
 from compiler.runtime.front_cache import FrontCache
 from compiler.runtime.threads import available_cores
+from compiler.runtime.vector_width import VECTOR_LANES_KEY, probe_vector_lanes
 from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
 from compiler.tuning_records import schedules_from
@@ -366,8 +367,14 @@ def lower(
         target.external, options.codegens, options.cflags, compiler_names(mod), compiler_spans(mod)
     )
     timer = PassTimer()
+    config = dict(options.config)
+    if options.cflags is not None and VECTOR_LANES_KEY not in config:
+        # Tiles and packed weights sized for the vectors the build's own flags give: a portable
+        # `-march=x86-64` build of 8-lane tiles on this AVX2 machine had 4-lane registers for
+        # them and spilled (ResNet-50 2.9x its native build; 4-lane tiles: see README).
+        config[VECTOR_LANES_KEY] = probe_vector_lanes(tuple(options.cflags))
     ctx = PassContext(
-        opt_level=options.opt_level, config=dict(options.config), instruments=(timer, *instruments),
+        opt_level=options.opt_level, config=config, instruments=(timer, *instruments),
         disabled_passes=frozenset(options.disabled_passes),
     )
     functions = UpdateFunctionMetadata(options.workspace_byte_alignment)

@@ -295,6 +295,25 @@ def test_desired_layout_nhwc_computes_the_convolution_in_nhwc_with_the_same_resu
     np.testing.assert_allclose(results["NHWC"], _conv_numpy(x, params["w"], params["b"]), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86 flags")
+def test_a_portable_build_sizes_its_tiles_for_the_vectors_its_flags_give(tmp_path):
+    # -march=x86-64 is SSE2: 4 float32 lanes, so weights packed 8 channels at a time (two
+    # vectors), whatever this machine's own vectors are; and it runs here as anywhere.
+    from compiler.runtime.build import DEFAULT_CFLAGS
+    from compiler.runtime.module import CompiledModule
+
+    rng = np.random.default_rng(1)
+    params = {"w": rng.standard_normal((8, 3, 3, 3)).astype("float32"),
+              "b": rng.standard_normal(8).astype("float32")}
+    x = rng.standard_normal((1, 3, 10, 10)).astype("float32")
+    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in DEFAULT_CFLAGS)
+    model = build(CONV, tmp_path, BuildOptions(cflags=flags), params)
+    (conv,) = [c for c in model.report["calls"] if "conv2d" in c["callee"]]
+    assert conv["metadata"]["relay_attrs"]["kernel_layout"].endswith("8o")
+    got = CompiledModule(tmp_path).run({"x": x}).outputs[0]
+    np.testing.assert_allclose(got, _conv_numpy(x, params["w"], params["b"]), rtol=1e-4, atol=1e-4)
+
+
 def test_a_desired_layout_that_is_not_a_data_layout_is_refused():
     with pytest.raises(InputError, match="desired layout 'NCWH' is not one of NCHW, NHWC"):
         BuildOptions(desired_layout="NCWH").validated()

@@ -82,6 +82,14 @@ def test_allowed_cflags_and_defines_pass() -> None:
     assert options.cflags == ("-O2", "-march=native", "-DTILE=4")
 
 
+def test_portable_x86_levels_and_the_vector_width_are_allowed() -> None:
+    flags = ["-O3", "-march=x86-64-v3", "-mtune=generic", "-mprefer-vector-width=256"]
+
+    assert checked_options("c", "default", {"cflags": flags}).cflags == tuple(flags)
+    with pytest.raises(InputError, match="not allowed"):
+        checked_options("c", "default", {"cflags": ["-march=x86-64-v9"]})
+
+
 def test_build_options_read_back_the_normal_form() -> None:
     options = checked_options("c", "net", {"opt_level": 2, "cflags": ["-O1"]})
 

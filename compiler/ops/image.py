@@ -227,9 +227,10 @@ def source_coordinate(ops: Ops, o: object, size: int, target: int, mode: str, st
     if mode == "tf_half_pixel_for_nn":
         return ops.f64((2 * o + 1) * size) / float(2 * target)  # type: ignore[operator]
     if mode == "tf_crop_and_resize":
+        last = ops.f64(size - 1)  # `size` may be a run-time extent
         if target == 1:
-            return ops.f64(o) * 0.0 + 0.5 * (start + end) * (size - 1)
-        return ops.f64(o) * ((end - start) * (size - 1)) / float(target - 1) + start * (size - 1)
+            return ops.f64(o) * 0.0 + 0.5 * (start + end) * last
+        return ops.f64(o) * ((end - start) * last) / float(target - 1) + start * last
     raise AssertionError(mode)
 
 
@@ -266,6 +267,14 @@ def _int_div_factor(size: int, target: int) -> int | None:
     return factor if factor <= 1 / (EPSILON * size + EPSILON) else None
 
 
+def _int_div_applies(ops: Ops, size: object, target: int) -> object:
+    """`_int_div_factor(size, target) is not None` for a size known at run time."""
+    size = ops.maximum(size, 1)
+    whole = ops.eq(te.as_expr(target) % size, 0)  # type: ignore[arg-type]  # only ever run-time sizes
+    factor = ops.f64(te.as_expr(target) // size)  # type: ignore[arg-type]
+    return ops.both(whole, factor <= ops.f64(1.0) / (ops.f64(size) * EPSILON + EPSILON))  # type: ignore[operator]
+
+
 def _resize_value(
     ops: Ops, load: Load, n: object, c: object, outs: Sequence[object], sizes: Sequence[int],
     targets: Sequence[int], attrs: Attrs,
@@ -284,8 +293,15 @@ def _resize_value(
     if method == "nearest_neighbor":
         rounding = attrs["rounding_method"] or ("round" if mode == "align_corners" else "floor")
         for axis, (x, o, s, t) in enumerate(zip(coords, outs, sizes, targets)):
-            factor = _int_div_factor(s, t) if k == 2 and mode == "asymmetric" else None
-            index = o // factor if factor is not None else nearest_index(ops, x, rounding)  # type: ignore[operator]
+            index = nearest_index(ops, x, rounding)
+            if k == 2 and mode == "asymmetric" and isinstance(s, int):
+                factor = _int_div_factor(s, t)
+                index = o // factor if factor is not None else index  # type: ignore[operator]
+            elif k == 2 and mode == "asymmetric":
+                # An input size known only at run time: the shortcut is taken where the run's
+                # size makes it apply, as TVM's build for that size would.
+                factor = ops.maximum(te.as_expr(t) // ops.maximum(s, 1), 1)  # type: ignore[arg-type]
+                index = ops.where(_int_div_applies(ops, s, t), o // factor, index)  # type: ignore[operator]
             taps.append([(_clamp(ops, index, s), None)])
         value = ops.f64(load((n, c) + tuple(i for ((i, _),) in taps)))
     else:
@@ -309,7 +325,7 @@ def _resize_value(
         checked = list(zip(coords, sizes))[-2:]  # TVM checks W (and H), never depth
         outside = None
         for x, s in checked:
-            bad = ops.either(x < 0.0, x > float(s - 1))  # type: ignore[operator]
+            bad = ops.either(x < 0.0, x > ops.f64(s - 1))  # type: ignore[operator]
             outside = bad if outside is None else ops.either(outside, bad)
         value = ops.where(outside, ops.f64(attrs["extrapolation_value"]), value)
     return value
@@ -426,8 +442,9 @@ def _resize_compute(op: str, k: int) -> Callable[..., te.PrimExpr]:
         (data,) = inputs
         assert isinstance(out_type, TensorType)
         positions = _resize_layout(op, k, attrs)
-        # Only the spatial sizes enter the index arithmetic: a `?` batch or channel count is fine.
-        sizes = static_dims(to_canonical(tuple(data.shape), positions)[2:], op)
+        # The input's spatial sizes enter the index arithmetic as they are: constants, or the
+        # kernel's run-time extents for `?` dims (an image of any size resized to `size`).
+        sizes = tuple(to_canonical(tuple(data.shape), positions)[2:])
         canon = to_canonical(tuple(idx), positions)
 
         def load(index: tuple[object, ...]) -> te.PrimExpr:

@@ -707,6 +707,19 @@ SPATIAL_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
                        ("Tensor[(1, 4, ?, ?), float32]", "Tensor[(4, 3, 3, 3), float32]")),
     "upsampling_spatial": ('nn.upsampling(%p0, scale_h=2f, scale_w=1.5f, method="bilinear", align_corners=True)',
                    ("Tensor[(1, 3, ?, ?), float32]",)),
+    # An image of any size resized to a fixed one; the nearest asymmetric case is an integer
+    # factor for 5x7 (TVM's int-div shortcut, taken by the static interpreter), not for 9x6.
+    "resize_linear": ('image.resize2d(%p0, size=[6, 11], roi=[0f, 0f, 0f, 0f], method="linear")',
+                      ("Tensor[(1, 3, ?, ?), float32]",)),
+    "resize_nearest_asymmetric": ('image.resize2d(%p0, size=[10, 14], roi=[0f, 0f, 0f, 0f], '
+                                  'method="nearest_neighbor", coordinate_transformation_mode="asymmetric")',
+                                  ("Tensor[(2, 2, ?, ?), float32]",)),
+    "resize_cubic_nhwc": ('image.resize2d(%p0, size=[4, 9], roi=[0f, 0f, 0f, 0f], layout="NHWC", method="cubic", '
+                          'coordinate_transformation_mode="align_corners", cubic_exclude=1)',
+                          ("Tensor[(1, ?, ?, 3), float32]",)),
+    "resize_crop": ('image.resize2d(%p0, size=[5, 5], roi=[0.1f, -0.2f, 0.9f, 1.3f], method="linear", '
+                    'coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1f)',
+                    ("Tensor[(1, 2, ?, ?), float32]",)),
 }
 
 

@@ -647,7 +647,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging = {"log_config": uvicorn_log_config("json")} if settings.log_format == "json" else {}
     uvicorn.run(
         "service.app:create_app", factory=True, host=settings.host, port=settings.port, proxy_headers=False,
-        **logging,
+        timeout_keep_alive=settings.keep_alive_seconds, **logging,
     )
     return 0
 

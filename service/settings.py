@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
     # `POST /compile?wait=` never holds a connection longer than this.
     max_wait_seconds: float = Field(default=60.0, ge=0)
+    # How long an idle keep-alive connection stays open. Longer than the idle timeouts of the
+    # proxies and load balancers in front of services (60 s is common), so that the proxy, not
+    # this server, closes first; with uvicorn's 5 s a client that sent its next request as the
+    # server closed the connection got a reset, not knowing whether its compile was taken (seen
+    # under load: tests/service/test_load.py).
+    keep_alive_seconds: int = Field(default=75, ge=1)
 
     # Job limits, enforced in the process that does the work.
     compile_seconds: float = Field(default=300.0, gt=0)

@@ -245,9 +245,25 @@ def test_serve_starts_uvicorn_on_the_app_factory(monkeypatch: pytest.MonkeyPatch
     assert status == 0
     # proxy_headers=False: uvicorn must not rewrite the client address from X-Forwarded-For;
     # the app decides whom to believe (RELAYCC_TRUSTED_PROXIES).
-    expected = {"factory": True, "host": "0.0.0.0", "port": 9123, "proxy_headers": False}
+    # Idle connections outlive a load balancer's usual 60 s (RELAYCC_KEEP_ALIVE_SECONDS).
+    expected = {"factory": True, "host": "0.0.0.0", "port": 9123, "proxy_headers": False, "timeout_keep_alive": 75}
     assert calls == [("service.app:create_app", expected)]
     assert settings.workers == 2
+
+
+def test_serve_keeps_idle_connections_as_long_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from service.settings import get_settings
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("RELAYCC_KEEP_ALIVE_SECONDS", "130")
+    try:
+        assert cli.main(["serve", "--port", "9124"]) == 0
+    finally:
+        get_settings.cache_clear()
+
+    assert calls[0]["timeout_keep_alive"] == 130
 
 
 def test_serve_with_json_logs_gives_uvicorn_a_log_config_in_that_format(monkeypatch: pytest.MonkeyPatch) -> None:

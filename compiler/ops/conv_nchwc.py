@@ -42,8 +42,10 @@ from compiler.ops.conv_nd import (
 from compiler.ops.domain import Domain, Draw
 from compiler.ops.kernels import conv2d_packed
 from compiler.ops.kernels.common import input_buffers
+from compiler.ops.kernels.conv2d import Conv2DLayout, conv2d_dynamic_loops
 from compiler.ops.kernels.gemm import vector_lanes
 from compiler.ops.registry import OpDef, OpPattern, Sample, TypeRelationError, register
+from compiler.ops.window import padding4, positive_pair
 from compiler.tir.compute import Epilogue, KernelContext, TensorView
 from compiler.tir.expr import Buffer
 from compiler.tir.stmt import Stmt
@@ -143,6 +145,24 @@ def _nchwc_kernel(
     return _generic_kernel(ctx, inputs, out, attrs, out_type, epilogue)
 
 
+def _nchwc_dynamic_kernel(
+    ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
+) -> Stmt | None:
+    """NCHW data of a run-time image size into NCHW, with a weight packed at compile time
+    (AlterOpLayout's form of such a conv2d): the dynamic tiled product reading the panels in
+    place (kernels/conv2d.py); None for anything else (refused by the caller)."""
+    data, weight = input_buffers(inputs, NCHWC)
+    packing = packed_block(attrs)
+    plain = attrs["data_layout"] == "NCHW" and (attrs["out_layout"] or "NCHW") == "NCHW"
+    if packing is None or not plain or attrs["groups"] != 1 or not isinstance(out_type, TensorType):
+        return None
+    if not _packed_applies(ctx, attrs, data.dtype, weight.dtype, out_type.dtype):
+        return None
+    layout = Conv2DLayout((0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3), positive_pair(attrs["strides"], "strides", NCHWC),
+                          positive_pair(attrs["dilation"], "dilation", NCHWC), padding4(attrs["padding"], NCHWC), 1)
+    return conv2d_dynamic_loops(ctx, data, weight, out, epilogue, layout, packing)
+
+
 def _blocked_domain(depthwise: bool) -> Callable[[Draw], Sample]:
     def draw(d: Draw) -> Sample:
         data_dtype, weight_dtype, out_dtype = draw_dtypes(d)
@@ -197,7 +217,7 @@ register(
         reference=conv_numpy(NCHWC, 2),
         kernel=_nchwc_kernel,
         extras={"batch_rows": batch_first("data_layout", "out_layout"), "casts_at_store": _casts_at_store,
-                "widened_inputs": _widened_inputs},
+                "widened_inputs": _widened_inputs, "dynamic_kernel": _nchwc_dynamic_kernel},
         shape_func=conv_shape_rule(NCHWC, 2),
         attrs=conv_attrs(2, "NCHW", "OIHW"),
         samples=(

@@ -38,8 +38,12 @@ product reads whole panels of its B in place instead of packing B into a scratch
 (compiler/ops/kernels/matmul.py). Only where the product would pack: enough rows for the tile
 (`DOT_MAX_ROWS`) and a column count of whole tile panels.
 
+A conv2d over an image whose size is `?` is packed the same way (its activations stay NCHW:
+BlockedActivations leaves `?` maps alone), and its kernel reads the packed panels in place rather
+than packing the weight on every call (kernels/conv2d.py, `conv2d_dynamic_loops`).
+
 What is left alone: weights that are runtime inputs, a float type other than float32 (or an
-out_dtype that differs), `?` dims, transposed data (`transpose_a`), a batch_matmul weight with
+out_dtype that differs), other `?` dims (a `?` batch alone keeps conv2d, run per image), transposed data (`transpose_a`), a batch_matmul weight with
 more than one batch, and products with fewer rows than `DOT_MAX_ROWS` (a matrix-vector product
 streams the weight at memory speed as dot products; packing gains nothing there).
 
@@ -89,6 +93,17 @@ class _Weight:
 def _static(ty: object) -> TensorType | None:
     if isinstance(ty, TensorType) and not ty.is_dynamic:
         return ty
+    return None
+
+
+def _channels_known(ty: object) -> TensorType | None:
+    """An NCHW tensor type whose channel count is known (its image size and batch may be `?`:
+    the packed weight serves a run-time image size too; BlockedActivations leaves such
+    activations NCHW)."""
+    if isinstance(ty, TensorType) and ty.ndim == 4 and isinstance(ty.shape[1], int):
+        dynamic = [d for d in ty.shape if not isinstance(d, int)]
+        spatial_unknown = not all(isinstance(d, int) for d in ty.shape[2:])
+        return ty if not dynamic or spatial_unknown else None
     return None
 
 
@@ -168,7 +183,8 @@ def packed_conv2d(call: Call, args: tuple[Expr, ...], lanes: int) -> Call | None
     """`call` (typed) as contrib_conv2d_NCHWc of an OHWI[b]o weight expression, or None."""
     if call.op_name != "nn.conv2d" or not isinstance(call.args[1], Constant):
         return None
-    data, weight, out = (_static(t) for t in (call.args[0].checked_type, call.args[1].checked_type, call.checked_type))
+    data, out = (_channels_known(t) for t in (call.args[0].checked_type, call.checked_type))
+    weight = _static(call.args[1].checked_type)
     if data is None or weight is None or out is None:
         return None
     attrs = call.attrs

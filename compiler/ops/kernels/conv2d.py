@@ -120,17 +120,27 @@ def conv2d_loops(
 
 
 def conv2d_dynamic_loops(
-    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue, layout: Conv2DLayout
+    ctx: KernelContext, data: te.Buffer, weight: te.Buffer, out: te.Buffer, epilogue: Epilogue, layout: Conv2DLayout,
+    packed: tuple[int, bool] | None = None,
 ) -> Stmt | None:
     """conv2d over an image whose size (and batch) is known only at run time: the same
     implicit-im2col product as `conv2d_loops`, over the output pixels of all images as rows,
     `DYNAMIC_ROW_CHUNK` of them per product (the chunks shared among the threads), the last
-    few one at a time; the weights are packed once, and the padding copied into a buffer the
-    kernel takes from the heap. None for a weight of `?` dims or narrow groups (fewer output
-    channels per group than a vector has lanes), which the caller runs as a plain reduction."""
+    few one at a time; the weights are packed once per call, and the padding copied into a
+    buffer the kernel takes from the heap. With `packed` (b, taps outer) the weight is already
+    in the panel layout, OHWI[b]o or OIHW[b]o (AlterOpLayout packs a constant one at compile
+    time), and is read in place: ResNet-50's last layers packed 8-9 MB of weights per call.
+    None for a weight of `?` dims or narrow groups (fewer output channels per group than a
+    vector has lanes), which the caller runs as a plain reduction."""
     if not all(isinstance(d, int) for d in weight.shape):
         return None
-    o, cg, kh, kw = canonical_dims(buffer_dims(weight), layout.kernel_pos)
+    if packed is not None:
+        block, taps_outer = packed
+        outer, *middle, _ = buffer_dims(weight)
+        kh, kw, cg = middle if taps_outer else (middle[1], middle[2], middle[0])
+        o = outer * block
+    else:
+        o, cg, kh, kw = canonical_dims(buffer_dims(weight), layout.kernel_pos)
     n, c, h, w = (data.shape[p] for p in layout.data_pos)
     oh, ow = (out.shape[p] for p in layout.out_pos[2:])
     groups = layout.groups
@@ -149,11 +159,12 @@ def conv2d_dynamic_loops(
             pad_dims[pos] = coord
         pad_copy = te.Buffer(ctx.fresh("padded"), tuple(pad_dims), data.dtype, "heap")
         source = pad_copy
-    channels_last = layout.data_pos[1] == 3
-    k_axes = (kh, kw, cg) if channels_last else (cg, kh, kw)
+    # The reduction runs in the order the weight (packed) or the data (channels last) keeps.
+    taps_first = packed[1] if packed is not None else layout.data_pos[1] == 3
+    k_axes = (kh, kw, cg) if taps_first else (cg, kh, kw)
 
     def split_k(ks: Sequence[te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr, te.PrimExpr]:
-        return (ks[2], ks[0], ks[1]) if channels_last else (ks[0], ks[1], ks[2])
+        return (ks[2], ks[0], ks[1]) if taps_first else (ks[0], ks[1], ks[2])
 
     pixels = te.as_expr(oh) * ow
 
@@ -208,13 +219,22 @@ def conv2d_dynamic_loops(
             b_batches=groups, b_batch_of=lambda g: g, panels=panels, parallel_min_macs=1 << 62,
         )
 
-    packed, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
+    packed_b: te.Buffer | None = None
+    stmts: list[Stmt] = []
+    if packed is not None:
+        def in_place(bb: te.PrimExpr, nb: te.PrimExpr, ks: Sequence[te.PrimExpr], j: te.PrimExpr) -> te.PrimExpr:
+            ci, ky, kx = split_k(ks)
+            return te.cast(out.dtype, weight[(nb, ky, kx, ci, j) if taps_first else (nb, ci, ky, kx, j)])
+
+        panels = Panels(packed[0], in_place)
+    else:
+        packed_b, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
+        stmts.append(pack)
     total = te.as_expr(n) * pixels
     # Chunks of 96 rows, then of a register tile's rows, then single rows: a 7x7 map's 49
     # pixels are eight tiles and one row, not 49 one-row products.
     tile = tile_rows(ctx, out.dtype, panels.width)
     kind = ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL
-    stmts: list[Stmt] = [pack]
     done: te.PrimExpr = te.const(0, "int64")
     for size in (DYNAMIC_ROW_CHUNK, tile, 1):
         chunk = ctx.var("chunk")
@@ -223,7 +243,8 @@ def conv2d_dynamic_loops(
                          gemm(ctx, product(size, done + chunk * size, panels)), kind if size > 1 else ForKind.SERIAL))
         done = done + count * size
     body = seq(*stmts)
-    body = Allocate(packed, body)
+    if packed_b is not None:
+        body = Allocate(packed_b, body)
     if pad_copy is None:
         return body
     return Allocate(pad_copy, seq(_pad(ctx, data, pad_copy, layout, (h, w)), body))

@@ -237,6 +237,23 @@ def test_conv2d_of_few_input_channels_keeps_the_taps_innermost() -> None:
     np.testing.assert_array_equal(call.args[1].data, w.reshape(2, 16, 3, 3, 3).transpose(0, 2, 3, 4, 1))  # type: ignore[attr-defined]  # a Constant
 
 
+def test_conv2d_over_an_image_of_any_size_packs_its_weight_and_stays_nchw(tmp_path: Path) -> None:
+    # `?` height and width: the weight is packed as for a static size, the activations stay
+    # NCHW (no blocked layout for `?` maps), and the kernel reads the panels in place.
+    dynamic = CONV.replace("(2, 9, 11, 9)", "(2, 9, ?, ?)").replace("(2, 32, 6, 7)", "(2, 32, ?, ?)")
+    params = {"w": f32(32, 9, 3, 3), "b": f32(32)}
+    call = conv_call(altered(bound(dynamic, params)))
+    assert (call.attrs["data_layout"], call.attrs["kernel_layout"], call.attrs["out_layout"]) == ("NCHW", "OHWI16o", "NCHW")
+    build(HEADER + dynamic, tmp_path, BuildOptions(), params=params)
+    kernels = "".join(f.read_text() for f in (tmp_path / "src").glob("*.c"))
+    assert "nn_contrib_conv2d_NCHWc" in kernels and "packed_b" not in kernels  # nothing packed per call
+    x, r = f32(2, 9, 11, 9), f32(2, 32, 6, 7)
+    (out,) = CompiledModule(tmp_path).run({"x": x, "r": r}).outputs
+    np.testing.assert_allclose(out, numpy_conv_model(x, params["w"], params["b"], r), rtol=1e-4, atol=1e-5)
+    batch_only = bound(CONV.replace("(2, 9, 11, 9)", "(?, 9, 11, 9)").replace("(2, 32, 6, 7)", "(?, 32, 6, 7)"), params)
+    assert altered(batch_only) is batch_only  # a `?` batch keeps the static kernel run per image
+
+
 def test_conv2d_runtime_weights_groups_odd_channels_other_layouts_and_dtypes_are_left_alone() -> None:
     runtime = bound(CONV, {"b": f32(32)})
     assert altered(runtime) is runtime

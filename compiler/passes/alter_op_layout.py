@@ -38,12 +38,14 @@ product reads whole panels of its B in place instead of packing B into a scratch
 (compiler/ops/kernels/matmul.py). Only where the product would pack: enough rows for the tile
 (`DOT_MAX_ROWS`) and a column count of whole tile panels.
 
-A conv2d over an image whose size is `?` is packed the same way (its activations stay NCHW:
-BlockedActivations leaves `?` maps alone), and its kernel reads the packed panels in place rather
-than packing the weight on every call (kernels/conv2d.py, `conv2d_dynamic_loops`).
+A conv2d on data of a `?` batch or image size is packed the same way. With a `?` batch the
+static packed kernel runs once per image, on blocked activations as for a static batch; over an
+image whose size is `?` the activations stay NCHW (BlockedActivations leaves `?` maps alone) and
+the kernel reads the packed panels in place rather than packing the weight on every call
+(kernels/conv2d.py, `conv2d_dynamic_loops`).
 
 What is left alone: weights that are runtime inputs, a float type other than float32 (or an
-out_dtype that differs), other `?` dims (a `?` batch alone keeps conv2d, run per image), transposed data (`transpose_a`), a batch_matmul weight with
+out_dtype that differs), other `?` dims, transposed data (`transpose_a`), a batch_matmul weight with
 more than one batch, and products with fewer rows than `DOT_MAX_ROWS` (a matrix-vector product
 streams the weight at memory speed as dot products; packing gains nothing there).
 
@@ -97,13 +99,11 @@ def _static(ty: object) -> TensorType | None:
 
 
 def _channels_known(ty: object) -> TensorType | None:
-    """An NCHW tensor type whose channel count is known (its image size and batch may be `?`:
-    the packed weight serves a run-time image size too; BlockedActivations leaves such
-    activations NCHW)."""
+    """An NCHW tensor type whose channel count is known: its batch and image size may be `?`.
+    A `?` batch runs the static packed kernel once per image; a `?` image size the dynamic
+    product, reading the packed weight in place (BlockedActivations leaves `?` maps NCHW)."""
     if isinstance(ty, TensorType) and ty.ndim == 4 and isinstance(ty.shape[1], int):
-        dynamic = [d for d in ty.shape if not isinstance(d, int)]
-        spatial_unknown = not all(isinstance(d, int) for d in ty.shape[2:])
-        return ty if not dynamic or spatial_unknown else None
+        return ty
     return None
 
 

@@ -51,8 +51,12 @@ def block_activations(func: Function) -> Function:
 
 
 def _tensor(expr: Expr) -> TensorType | None:
+    """`expr`'s tensor type when every dim but the batch is known: a `?` batch runs each image
+    through the static blocked kernels (their `batch_rows`), and `?` maps stay NCHW."""
     ty = expr.checked_type if expr.has_type else None
-    return ty if isinstance(ty, TensorType) and not ty.is_dynamic else None
+    if not isinstance(ty, TensorType) or not all(isinstance(d, int) for d in ty.shape[1:]):
+        return None
+    return ty
 
 
 def _transform(expr: Expr, src: str, dst: str) -> Expr:

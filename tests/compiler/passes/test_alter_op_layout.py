@@ -184,7 +184,7 @@ def conv_call(mod: IRModule) -> Call:
 def numpy_conv_model(x: np.ndarray, w: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
     """CONV written out: stride (2, 1), dilation (1, 2), padding top 1, left 2, bottom 1."""
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (2, 0)))
-    out = np.zeros((2, 32, 6, 7))
+    out = np.zeros((x.shape[0], 32, 6, 7))
     for ky in range(3):
         for kx in range(3):
             window = padded[:, :, ky: ky + 11: 2, 2 * kx: 2 * kx + 7]
@@ -237,7 +237,7 @@ def test_conv2d_of_few_input_channels_keeps_the_taps_innermost() -> None:
     np.testing.assert_array_equal(call.args[1].data, w.reshape(2, 16, 3, 3, 3).transpose(0, 2, 3, 4, 1))  # type: ignore[attr-defined]  # a Constant
 
 
-def test_conv2d_over_an_image_of_any_size_packs_its_weight_and_stays_nchw(tmp_path: Path) -> None:
+def test_conv2d_over_any_image_size_or_batch_packs_its_weight(tmp_path: Path) -> None:
     # `?` height and width: the weight is packed as for a static size, the activations stay
     # NCHW (no blocked layout for `?` maps), and the kernel reads the panels in place.
     dynamic = CONV.replace("(2, 9, 11, 9)", "(2, 9, ?, ?)").replace("(2, 32, 6, 7)", "(2, 32, ?, ?)")
@@ -250,8 +250,14 @@ def test_conv2d_over_an_image_of_any_size_packs_its_weight_and_stays_nchw(tmp_pa
     x, r = f32(2, 9, 11, 9), f32(2, 32, 6, 7)
     (out,) = CompiledModule(tmp_path).run({"x": x, "r": r}).outputs
     np.testing.assert_allclose(out, numpy_conv_model(x, params["w"], params["b"], r), rtol=1e-4, atol=1e-5)
-    batch_only = bound(CONV.replace("(2, 9, 11, 9)", "(?, 9, 11, 9)").replace("(2, 32, 6, 7)", "(?, 32, 6, 7)"), params)
-    assert altered(batch_only) is batch_only  # a `?` batch keeps the static kernel run per image
+    # A `?` batch: packed too, its static kernel run once per image.
+    batch_only = CONV.replace("(2, 9, 11, 9)", "(?, 9, 11, 9)").replace("(2, 32, 6, 7)", "(?, 32, 6, 7)")
+    assert conv_call(altered(bound(batch_only, params))).attrs["kernel_layout"] == "OHWI16o"
+    build(HEADER + batch_only, tmp_path / "batch", BuildOptions(), params=params)
+    for images in (1, 3):
+        x, r = f32(images, 9, 11, 9), f32(images, 32, 6, 7)
+        (out,) = CompiledModule(tmp_path / "batch").run({"x": x, "r": r}).outputs
+        np.testing.assert_allclose(out, numpy_conv_model(x, params["w"], params["b"], r), rtol=1e-4, atol=1e-5)
 
 
 def test_conv2d_runtime_weights_groups_odd_channels_other_layouts_and_dtypes_are_left_alone() -> None:

@@ -152,6 +152,14 @@ def broadcast_rule(inputs: Sequence[ShapeArg], attrs: Attrs, out_type: Type) -> 
     return [broadcast_dims(shapes)]
 
 
+def _is_one(d: te.PrimExpr) -> bool:
+    return isinstance(d, te.Const) and d.value == 1
+
+
+def _same(a: te.PrimExpr, b: te.PrimExpr) -> bool:
+    return a is b or (isinstance(a, te.Const) and isinstance(b, te.Const) and a.value == b.value)
+
+
 def broadcast_dims(shapes: Sequence[Sequence[Dim]]) -> Dims:
     rank = max((len(s) for s in shapes), default=0)
     out: list[te.PrimExpr] = []
@@ -159,7 +167,12 @@ def broadcast_dims(shapes: Sequence[Sequence[Dim]]) -> Dims:
         along = [int64(s[len(s) - rank + axis]) for s in shapes if len(s) - rank + axis >= 0]
         dim = along[0]
         for other in along[1:]:
-            dim = te.select(te.eq(dim, 1), other, dim)
+            # A dim meeting 1 is itself: kept plain, a `?` batch broadcast against a bias stays
+            # the batch's variable, which the kernels' shapes compare structurally (a select
+            # here had kept a residual add out of its convolution's store).
+            if _is_one(other) or _same(dim, other):
+                continue
+            dim = other if _is_one(dim) else te.select(te.eq(dim, 1), other, dim)
         out.append(dim)
     return tuple(out)
 

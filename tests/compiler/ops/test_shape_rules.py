@@ -218,6 +218,15 @@ def test_broadcast_dims_lets_a_one_give_way_on_either_side() -> None:
     assert [_value(d) for d in got] == [4, 2, 3]
 
 
+def test_broadcast_dims_keep_a_run_time_dim_that_meets_a_one_or_itself_plain() -> None:
+    n, m = te.Var("n", "int64"), te.Var("m", "int64")
+    one, four = te.const(1, "int64"), te.const(4, "int64")
+    got = broadcast_dims([(n, one, n), (one, m, n)])
+    assert got[0] is n and got[1] is m and got[2] is n  # no select for the kernels to see through
+    (mixed,) = broadcast_dims([(n,), (four,)])
+    assert isinstance(mixed, te.Select)  # n may be 1 and give way, or must be 4
+
+
 def test_conv_output_dim_counts_the_window_positions_of_a_dilated_strided_kernel() -> None:
     # 10 + 1 + 2 padded, a 3-tap kernel dilated by 2 spans 5: positions 0, 3, 6 fit.
     assert _value(conv_output_dim(te.const(10, "int64"), 3, 1, 2, 3, 2)) == 3

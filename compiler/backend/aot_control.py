@@ -517,7 +517,9 @@ class ControlFlowAssembler:
         if "goto out_of_memory" in body:
             lines += ["out_of_memory:", f"  status = {OUT_OF_MEMORY};", "  goto done;"]
         lines += ["done:", "  relaycc_heap_clear(&heap);", "  free(scratch);", "  return status;", "}", "",
-                  f"void {prefix}_free(void* data) {{", "  free(data);", "}", ""]
+                  f"void {prefix}_free(void* data) {{", "  free(data);", "}", "",
+                  "/* Every value is freed by the run that made it, so nothing is kept between runs. */",
+                  f"void {prefix}_release(void) {{", "}", ""]
         return "\n".join(lines)
 
 

@@ -77,6 +77,9 @@ class DynamicAssembler:
         self.buffers: list[_Buffer] = []  # in placement order
         self.buffer_of: dict[MainTensor, int] = {}
         self.workspace_of: dict[int, int] = {}  # step -> its kernel workspace's buffer
+        # A result's buffer -> (the dying input buffer it takes when the run's shapes are equal,
+        # the kernel's view of that input).
+        self.in_place: dict[int, tuple[int, MainTensor]] = {}
         self.slots: dict[MainTensor, int] = {}  # where a tensor's dims start in `dims[]`
         self.slot_count = 0
         self.written: set[MainTensor] = set()  # static tensors whose dims are in their slot
@@ -144,6 +147,24 @@ class DynamicAssembler:
                 last[b] = len(self.steps)
         self.buffers = [_Buffer(b.name, b.first, last[i], b.alignment, b.tensor, b.static_bytes)
                         for i, b in enumerate(self.buffers)]
+        self.write_in_place()
+
+    def write_in_place(self) -> None:
+        """A kernel's result may take the buffer of an input it can overwrite (Kernel.inplace)
+        that no later call reads; whether it does is decided at run time, by the shapes."""
+        for position, step in enumerate(self.steps):
+            if not step.emitted or not step.kernel.inplace:
+                continue
+            roots = [t.root() for t in step.inputs]
+            for o, i in step.kernel.inplace:
+                out, view = step.outputs[o], step.inputs[i]
+                src = self.buffer_of.get(roots[i])
+                dst = self.buffer_of.get(out)
+                if (src is None or dst is None or self.buffers[src].last != position or roots.count(roots[i]) != 1
+                        or view.ty.dtype != out.ty.dtype or view.ty.ndim != out.ty.ndim
+                        or any(a is not ANY and b is not ANY and a != b for a, b in zip(view.ty.shape, out.ty.shape))):
+                    continue
+                self.in_place[dst] = (src, view)
 
     def arena_alignment(self) -> int:
         return max([64, self.workspace_alignment] + [b.alignment for b in self.buffers])
@@ -212,11 +233,19 @@ class DynamicAssembler:
         return lines
 
     def place(self, b: int, nbytes: str, position: int) -> list[str]:
-        return [
-            f"  size[{b}] = {nbytes};",
-            f"  if (!relaycc_place(&arena, offset, size, last_use, {b}, {position}, {self.buffers[b].alignment})) "
-            "goto out_of_memory;",
-        ]
+        placed = (f"if (!relaycc_place(&arena, offset, size, last_use, {b}, {position}, {self.buffers[b].alignment})) "
+                  "goto out_of_memory;")
+        lines = [f"  size[{b}] = {nbytes};"]
+        if b not in self.in_place:
+            return lines + [f"  {placed}"]
+        src, view = self.in_place[b]
+        out = self.buffers[b].tensor
+        assert out is not None
+        same = [f"{self.dim(view, k)} == {self.dim(out, k)}" for k in range(out.ty.ndim)
+                if view.ty.shape[k] is ANY or out.ty.shape[k] is ANY]
+        if not same:
+            return lines + [f"  offset[{b}] = offset[{src}];"]
+        return lines + [f"  if ({' && '.join(same)}) offset[{b}] = offset[{src}];", f"  else {placed}"]
 
     def check_input(self, info: TensorInfo, t: MainTensor) -> list[str]:
         name = f"inputs->{info.c_name}"
@@ -329,7 +358,7 @@ class DynamicAssembler:
             f"  int64_t offset[{n_buffers}];",
             f"  int64_t size[{n_buffers}];",
             f"  int allocated[{n_outputs}] = {{0}};",
-            "  relaycc_arena arena = {NULL, 0};",
+            "  relaycc_arena arena = relaycc_arena_take();",
             "  int32_t status = 0;",
             f"  int64_t* profile = {prefix}_profile_ns;",
             "  int64_t started = 0;",
@@ -342,12 +371,13 @@ class DynamicAssembler:
             lines += ["failed:", "  status = -1;", "  goto done;"]
         if "goto out_of_memory" in text:
             lines += ["out_of_memory:", f"  status = {OUT_OF_MEMORY};", "  goto done;"]
-        lines += ["done:", "  free(arena.base);", "  if (status != 0) {"]
+        lines += ["done:", "  relaycc_arena_keep(&arena);", "  if (status != 0) {"]
         for i, info in enumerate(self.outputs):
             lines.append(f"    if (allocated[{i}]) {{ free(outputs->{info.c_name}->data); "
                          f"outputs->{info.c_name}->data = NULL; }}")
         lines += ["  }", "  return status;", "}", "",
-                  f"void {prefix}_free(void* data) {{", "  free(data);", "}", ""]
+                  f"void {prefix}_free(void* data) {{", "  free(data);", "}", "",
+                  f"void {prefix}_release(void) {{", "  relaycc_arena_release();", "}", ""]
         return "\n".join(lines)
 
     # -- the report --------------------------------------------------------------------------
@@ -382,9 +412,11 @@ class DynamicAssembler:
         """The arena's buffers with their sizes as formulas of run-time dims (`sid_0.shape[0]`
         is the first dim its shape function computed)."""
         rows: list[dict[str, object]] = []
-        for b in self.buffers:
+        for index, b in enumerate(self.buffers):
             row: dict[str, object] = {"name": b.name, "first_use": b.first, "last_use": b.last,
                                       "alignment": b.alignment}
+            if index in self.in_place:  # the input's bytes when the run's shapes are equal
+                row["in_place_of"] = self.buffers[self.in_place[index][0]].name
             if b.tensor is None:
                 row["bytes"] = b.static_bytes
             else:
@@ -416,6 +448,7 @@ def preamble(module_name: str, what: str, prototypes: list[str], pool: ConstantP
         "#include <stdlib.h>",
         "#include <string.h>",
         "#include <time.h>",
+        "#include <pthread.h>",
         "",
         f'#include "{header_name(module_name)}"',
         "",
@@ -444,11 +477,76 @@ static int relaycc_conforms(const DLTensor* t, int32_t ndim, uint8_t code, uint8
 
 
 def _runtime_helpers(arena_alignment: int) -> list[str]:
-    """The output check and the arena's first-fit placement, static in the entry's file."""
+    """The output check, the arena's first-fit placement and the per-thread arena kept between
+    runs, static in the entry's file."""
     return f"""typedef struct {{
   uint8_t* base;
   size_t capacity;
 }} relaycc_arena;
+
+/* Each thread keeps its arena between runs: a fresh one would meet fresh pages (a page fault
+ * per 4 KiB of every intermediate) and be grown again on every run. The key's destructor frees
+ * it when the thread exits; the library's destructor drops the key, so a thread that outlives
+ * an unloaded library never calls into it. */
+static pthread_key_t relaycc_arena_key;
+static pthread_once_t relaycc_arena_once = PTHREAD_ONCE_INIT;
+static int relaycc_arena_key_made = 0;
+
+static void relaycc_arena_drop(void* kept) {{
+  if (kept == NULL) return;
+  free(((relaycc_arena*)kept)->base);
+  free(kept);
+}}
+
+static void relaycc_arena_make_key(void) {{
+  relaycc_arena_key_made = pthread_key_create(&relaycc_arena_key, relaycc_arena_drop) == 0;
+}}
+
+__attribute__((destructor)) static void relaycc_arena_unload(void) {{
+  if (!relaycc_arena_key_made) return;
+  relaycc_arena_drop(pthread_getspecific(relaycc_arena_key));
+  pthread_key_delete(relaycc_arena_key);
+  relaycc_arena_key_made = 0;
+}}
+
+/* The calling thread's kept arena, now owned by the run (empty when it has none). */
+static relaycc_arena relaycc_arena_take(void) {{
+  relaycc_arena arena = {{NULL, 0}};
+  pthread_once(&relaycc_arena_once, relaycc_arena_make_key);
+  if (!relaycc_arena_key_made) return arena;
+  relaycc_arena* kept = (relaycc_arena*)pthread_getspecific(relaycc_arena_key);
+  if (kept != NULL) {{
+    arena = *kept;
+    kept->base = NULL;
+    kept->capacity = 0;
+  }}
+  return arena;
+}}
+
+/* Gives the run's arena back to the calling thread for its next run (or frees it). */
+static void relaycc_arena_keep(relaycc_arena* arena) {{
+  relaycc_arena* kept = relaycc_arena_key_made ? (relaycc_arena*)pthread_getspecific(relaycc_arena_key) : NULL;
+  if (kept == NULL && relaycc_arena_key_made && arena->base != NULL) {{
+    kept = (relaycc_arena*)calloc(1, sizeof(relaycc_arena));
+    if (kept != NULL && pthread_setspecific(relaycc_arena_key, kept) != 0) {{
+      free(kept);
+      kept = NULL;
+    }}
+  }}
+  if (kept == NULL) {{
+    free(arena->base);
+  }} else {{
+    free(kept->base);
+    *kept = *arena;
+  }}
+  arena->base = NULL;
+  arena->capacity = 0;
+}}
+
+static void relaycc_arena_release(void) {{
+  relaycc_arena arena = relaycc_arena_take();
+  free(arena.base);
+}}
 
 /* An output of the computed dims: the caller's buffer when it gave one of that shape, or one
  * allocated here (dims written into the caller's shape array) when its data is NULL. */
@@ -525,7 +623,8 @@ def emit_dynamic_header(module_name: str, inputs: list[TensorInfo], outputs: lis
     doc += [
         " *",
         f" * {prefix}_run() computes every shape from the inputs' (with each call's shape function),",
-        " * keeps intermediates in an arena it allocates for the run, and writes each output into",
+        " * keeps intermediates in memory that the calling thread may keep for its next run (freed",
+        f" * when the thread exits, or now by {prefix}_release()), and writes each output into",
         " * the caller's DLTensor when `data` is set (its shape must equal the computed one); when",
         " * `data` is NULL it allocates the output, writes its dims into `shape` (which must point",
         f" * to `ndim` int64_t) and the caller releases it with {prefix}_free(). The function is",

@@ -263,6 +263,7 @@ def dynamic_declarations(module_name: str, inputs: list[TensorInfo], outputs: li
     lines += [
         f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs);",
         f"void {prefix}_free(void* data);",
+        f"void {prefix}_release(void);",
     ]
     return lines
 

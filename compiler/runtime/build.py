@@ -130,7 +130,9 @@ def compiler_command(
     command += ["-o", str(out_path)]
     command += [f"-L{d}" for d in library_dirs]
     command += [f"-l{lib}" for lib in libraries]
-    command.append("-lm")
+    # The dynamic executor keeps a per-thread arena under a pthread key; glibc before 2.34 has
+    # those functions in libpthread.
+    command += ["-lm", "-pthread"]
     return command
 
 
@@ -467,7 +469,9 @@ def _link_command(
     command = [*c_compiler(), *flags, *[str(o) for o in objects], "-o", str(out_path), f"-Wl,-soname,{soname}"]
     command += [f"-L{d}" for d in library_dirs]
     command += [f"-l{lib}" for lib in libraries]
-    command.append("-lm")
+    # The dynamic executor keeps a per-thread arena under a pthread key; glibc before 2.34 has
+    # those functions in libpthread.
+    command += ["-lm", "-pthread"]
     return command
 
 

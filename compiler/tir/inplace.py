@@ -7,11 +7,15 @@ shortcut. Without that, the block's two largest tensors (the shortcut and the su
 convolution's input are live at once: a third of ResNet-50's workspace.
 
 An input `P` may be written over by an output `O` when, in the kernel's loop nest:
-* both are static and have the same shape and dtype;
+* both have the same dtype and rank, and equal dims where both are static (a dim known only at
+  run time may differ here: the dynamic executor shares the two buffers only when the run's
+  shapes are equal, compiler/backend/aot_dynamic.py);
 * `O` is never read, and neither is passed to an extern call;
 * every read of `P` is inside the value of a store to `O` at exactly the index stored, and
   every store to `O` reads `P` there: so `P[i]` is read while `O[i]` is computed, by the
   statement that writes `O[i]`, and by nothing else.
+Under equal shapes, a read of `P` that broadcasts a run-time dim (`d == 1 ? 0 : i`, from
+compiler/ops/broadcast.py) reads at `i`: when `d` is 1, so is `O`'s dim, whose only index is 0.
 A read may also be a copy of `P[i]` into a local array, `for j: L[j] = P[I(j)]`, when a later
 loop of the same sequence stores `O[I(j)]` for every j of the same range: a float16 epilogue
 staged through local arrays (compiler/ops/kernels/half_stages.py) reads a tile row's residual
@@ -29,7 +33,7 @@ from __future__ import annotations
 from weakref import WeakKeyDictionary
 
 from compiler.tir.analysis import expr_equal, post_order, stmt_exprs, substitute, walk_stmts
-from compiler.tir.expr import Buffer, CallExtern, Load, PrimExpr, as_expr
+from compiler.tir.expr import Binary, Buffer, CallExtern, Const, Load, PrimExpr, Select, as_expr
 from compiler.tir.stmt import For, PrimFunc, Seq, Stmt, Store
 
 
@@ -53,8 +57,6 @@ def shared_params(func: PrimFunc) -> set[int]:
 
 
 def _find(func: PrimFunc) -> dict[int, int]:
-    if func.scalar_params:
-        return {}
     stores: dict[Buffer, list[Store]] = {}
     loads: dict[Buffer, list[tuple[Load, Store | None]]] = {}
     passed: set[Buffer] = set()
@@ -79,7 +81,7 @@ def _find(func: PrimFunc) -> dict[int, int]:
     pairs: dict[int, int] = {}
     taken: set[int] = set()
     for o, out in enumerate(func.outputs):
-        if out in loads or out in passed or not out.is_static or out not in stores:
+        if out in loads or out in passed or out not in stores:
             continue
         for i, inp in enumerate(func.inputs):
             if i in taken or inp in passed or not _same_layout(inp, out) or inp in func.outputs:
@@ -120,7 +122,8 @@ def _staged_reads(body: Stmt) -> dict[int, tuple[Store, Load]]:
 
 
 def _same_layout(a: Buffer, b: Buffer) -> bool:
-    return a.is_static and a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+    return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
+        isinstance(x, PrimExpr) or isinstance(y, PrimExpr) or x == y for x, y in zip(a.shape, b.shape))
 
 
 def _read_only_where_stored(reads: list[tuple[Load, Store | None]], stores: list[Store], inp: Buffer) -> bool:
@@ -138,4 +141,16 @@ def _same_index(a: tuple[PrimExpr, ...], b: tuple[PrimExpr, ...], shape: tuple[P
     """Equal indices; along a dim of extent 1 every index in bounds is 0 (a broadcast reads
     `0` where the store says `b`)."""
     return len(a) == len(b) == len(shape) and all(
-        d == 1 or expr_equal(as_expr(x), as_expr(y)) for x, y, d in zip(a, b, shape))
+        (not isinstance(d, PrimExpr) and d == 1) or expr_equal(_unbroadcast(as_expr(x), d), as_expr(y))
+        for x, y, d in zip(a, b, shape))
+
+
+def _unbroadcast(index: PrimExpr, dim: PrimExpr | int) -> PrimExpr:
+    """`i` for the read index `dim == 1 ? 0 : i` of a run-time dim, else `index`."""
+    if not (isinstance(index, Select) and isinstance(dim, PrimExpr)):
+        return index
+    cond, zero = index.cond, index.t
+    if (isinstance(cond, Binary) and cond.op == "==" and expr_equal(cond.a, dim)
+            and isinstance(cond.b, Const) and cond.b.value == 1 and isinstance(zero, Const) and zero.value == 0):
+        return index.f
+    return index

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,13 @@ int main(void) {
   printf("wrong output %d\n", tvmgen_default_run(&inputs, &outputs));
   x_shape[1] = 7;
   printf("wrong input %d\n", tvmgen_default_run(&inputs, &outputs));
+
+  /* the arena this thread kept for its next run is freed now, and a later run makes another */
+  tvmgen_default_release();
+  x_shape[1] = 8;
+  given_shape[0] = 3;
+  printf("after release %d\n", tvmgen_default_run(&inputs, &outputs));
+  tvmgen_default_release();
   return 0;
 }
 """
@@ -150,6 +158,7 @@ def test_c_program_runs_the_entry_as_the_header_documents(mlp, tmp_path):
     out = mlp[1].outdir
     header = (out / "include" / "tvmgen_default.h").read_text()
     assert "tvmgen_default_free()" in header and "-2 when an input" in header
+    assert "tvmgen_default_release()" in header
     (tmp_path / "main.c").write_text(C_DRIVER)
     exe = tmp_path / "main"
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.c"),
@@ -158,7 +167,7 @@ def test_c_program_runs_the_entry_as_the_header_documents(mlp, tmp_path):
     status, rows, cols, total = lines[0].split()[1:]
     assert (status, rows, cols) == ("0", "3", "4")
     assert float(total) == pytest.approx(3.0, abs=1e-3)  # three softmax rows
-    assert lines[1:] == ["given 0", "wrong output -3", "wrong input -2"]
+    assert lines[1:] == ["given 0", "wrong output -3", "wrong input -2", "after release 0"]
 
 
 RESIDUAL = """#[version = "0.0.5"]
@@ -189,6 +198,52 @@ def test_reshape_to_a_static_shape_refuses_a_batch_with_other_element_count(tmp_
     np.testing.assert_array_equal(out, np.zeros((1, 4), "float32"))
     with pytest.raises(InputError, match="returned -5"):
         module.run({"x": np.ones((2, 1, 1, 4), "float32")})
+
+
+SHORTCUT = """#[version = "0.0.5"]
+def @main(%x: Tensor[(?, 16, 6, 6), float32], %y: Tensor[(?, 16, 6, 6), float32],
+          %w1: Tensor[(16, 16, 3, 3), float32], %w2: Tensor[(16, 16, 3, 3), float32]) {
+  %0 = nn.relu(%x);
+  %1 = nn.relu(nn.conv2d(%0, %w1, padding=[1, 1, 1, 1]));
+  %2 = nn.conv2d(%1, %w2, padding=[1, 1, 1, 1]);
+  %3 = add(%2, nn.relu(%y));
+  %4 = nn.relu(add(%3, %0));
+  nn.max_pool2d(%4, pool_size=[2, 2], strides=[2, 2])
+}
+"""
+
+
+def test_a_residual_sum_takes_the_dying_shortcuts_bytes_only_when_the_runs_shapes_are_equal(tmp_path):
+    rng = np.random.default_rng(3)
+    params = {f"w{k}": (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype("float32") for k in (1, 2)}
+    build(SHORTCUT, tmp_path, params=params)
+    module = CompiledModule(tmp_path)
+    rows = module.report["memory"]["arena"]["buffers"]
+    assert any("in_place_of" in row for row in rows), rows
+    entry = "\n".join(path.read_text() for path in (tmp_path / "src").glob("*.c"))
+    assert "offset[" in entry and "else if (!relaycc_place" in entry
+    # Equal batches write over the shortcut; a batch-1 `y` broadcasts, so the sum gets its own bytes.
+    for x_batch, y_batch in ((2, 2), (3, 1), (1, 1)):
+        inputs = {"x": rng.standard_normal((x_batch, 16, 6, 6)).astype("float32"),
+                  "y": rng.standard_normal((y_batch, 16, 6, 6)).astype("float32")}
+        (got,) = module.run(inputs).outputs
+        (want,) = run_main(parse(SHORTCUT), {**inputs, **params})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_threads_running_at_once_each_keep_their_own_arena(mlp):
+    text, module = mlp
+    batches = [1, 64, 3, 17]
+    inputs = {n: random_inputs(module, n, seed=n) for n in batches}
+    wanted = {n: run_main(parse(text), inputs[n])[0] for n in batches}
+
+    def runs(k: int) -> list[bool]:
+        # Each thread walks the sizes in its own order, so its kept arena grows and is reused.
+        return [np.allclose(module.run(inputs[n]).outputs[0], wanted[n], rtol=1e-4, atol=1e-5)
+                for n in (batches[k:] + batches[:k]) * 3]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(all(ok) for ok in pool.map(runs, range(4)))
 
 
 # U-Net's nearest upsampling and the NCHWc MobileNet's packed dense head take the `?` batch too.

@@ -562,8 +562,9 @@ def test_signature_has_const_inputs_then_outputs_then_scalars_then_workspace() -
     assert prim_func_signature(vector_add()) == (
         "int32_t vector_add(const float* A, const float* restrict B, float* C)")
     assert prim_func_signature(matmul()).endswith("float* restrict C, uint8_t* restrict workspace)")
+    # So may `out` over `x` when the run's shapes are equal.
     assert prim_func_signature(dynamic_shape()) == (
-        "int32_t dynamic_shape(const float* restrict x, float* restrict out, int64_t n, int64_t m)")
+        "int32_t dynamic_shape(const float* x, float* out, int64_t n, int64_t m)")
 
 
 def test_module_includes_only_standard_headers() -> None:

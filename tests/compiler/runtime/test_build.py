@@ -65,14 +65,14 @@ def test_cc_may_carry_its_own_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert lib.call("result") == 7
 
 
-def test_default_command_uses_default_flags_and_links_libm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_command_uses_default_flags_and_links_libm_and_pthreads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CC", raising=False)
     cmd = compiler_command([Path("a.c")], Path("liba.so"), include_dirs=["inc"], libraries=["foo"],
                            library_dirs=["libdir"])
     assert cmd[0] == "cc"
     assert cmd[1 : 1 + len(DEFAULT_CFLAGS)] == list(DEFAULT_CFLAGS)
     assert "-fopenmp" not in cmd
-    assert cmd[-5:] == ["-o", "liba.so", "-Llibdir", "-lfoo", "-lm"]
+    assert cmd[-6:] == ["-o", "liba.so", "-Llibdir", "-lfoo", "-lm", "-pthread"]
     assert "-Iinc" in cmd and cmd.index("-Iinc") < cmd.index("a.c") < cmd.index("-o")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from compiler.driver import BuildOptions, lower
 from compiler.parser import parse
 from compiler.tir.analysis import walk_stmts
-from compiler.tir.expr import Buffer, CallExtern, Const, Var, as_expr
+from compiler.tir.expr import Buffer, CallExtern, Const, Var, as_expr, eq, select
 from compiler.tir.inplace import inplace_inputs, shared_params
 from compiler.tir.stmt import Allocate, Evaluate, For, PrimFunc, Store, loop_nest, seq
 
@@ -77,6 +77,33 @@ def test_a_dim_of_extent_one_is_the_same_index_whatever_it_is_written_as() -> No
     out = Buffer("out", (1, 8))
     body = loop_nest(["b", "j"], (1, 8), lambda v: Store(out, tuple(v), ins[0][0, v[1]] + 1.0))
     assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1)) == {0: 0}
+
+
+def test_a_run_time_dim_read_through_its_broadcast_test_is_the_stored_index() -> None:
+    # p0[n == 1 ? 0 : i, j]: under the equal shapes the executor requires, n == 1 means i == 0.
+    n, m = Var("n", "int64"), Var("m", "int64")
+    ins = [Buffer("p0", (n, 8))]
+    out = Buffer("out", (m, 8))
+    body = loop_nest(["i", "j"], (m, 8), lambda v: Store(
+        out, tuple(v), ins[0][select(eq(n, 1), Const(0, "int64"), v[0]), v[1]] + 1.0))
+    assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1, scalar_params=(n, m))) == {0: 0}
+
+
+def test_a_broadcast_test_of_another_dim_than_the_inputs_own_is_never_the_stored_index() -> None:
+    n, m = Var("n", "int64"), Var("m", "int64")
+    ins = [Buffer("p0", (n, 8))]
+    out = Buffer("out", (m, 8))
+    body = loop_nest(["i", "j"], (m, 8), lambda v: Store(
+        out, tuple(v), ins[0][select(eq(m, 1), Const(0, "int64"), v[0]), v[1]] + 1.0))
+    assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1, scalar_params=(n, m))) == {}
+
+
+def test_static_dims_that_differ_beside_a_run_time_dim_are_not_candidates() -> None:
+    n = Var("n", "int64")
+    ins = [Buffer("p0", (n, 4))]
+    out = Buffer("out", (n, 8))
+    body = loop_nest(["i", "j"], (n, 4), lambda v: Store(out, tuple(v), ins[0][v[0], v[1]] + 1.0))
+    assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1, scalar_params=(n,))) == {}
 
 
 RESIDUAL = """#[version = "0.0.5"]

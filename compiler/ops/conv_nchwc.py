@@ -148,13 +148,13 @@ def _nchwc_kernel(
 def _nchwc_dynamic_kernel(
     ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type, epilogue: Epilogue
 ) -> Stmt | None:
-    """NCHW data of a run-time image size into NCHW, with a weight packed at compile time
-    (AlterOpLayout's form of such a conv2d): the dynamic tiled product reading the panels in
-    place (kernels/conv2d.py); None for anything else (refused by the caller)."""
+    """Data of a run-time image size, NCHW or NCHW[x]c, into NCHW or NCHW[b]c, with a weight
+    packed at compile time (AlterOpLayout's and BlockedActivations' forms of such a conv2d):
+    the dynamic tiled product reading the panels in place (kernels/conv2d.py); None for
+    anything else (refused by the caller)."""
     data, weight = input_buffers(inputs, NCHWC)
     packing = packed_block(attrs)
-    plain = attrs["data_layout"] == "NCHW" and (attrs["out_layout"] or "NCHW") == "NCHW"
-    if packing is None or not plain or attrs["groups"] != 1 or not isinstance(out_type, TensorType):
+    if packing is None or attrs["groups"] != 1 or not isinstance(out_type, TensorType):
         return None
     if not _packed_applies(ctx, attrs, data.dtype, weight.dtype, out_type.dtype):
         return None

@@ -198,7 +198,8 @@ def _pool2d_kernel(op: str, kind: str) -> Callable[..., Stmt]:
 
 def _pool2d_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
     """The pool over an image of run-time size: the same loops with the `?` dims as the
-    kernel's parameters (kernels/pool.py); None for channel-blocked layouts."""
+    kernel's parameters (kernels/pool.py, or pool_blocked.py for NCHW[b]c in and out); None
+    for other layouts that split an axis."""
 
     def kernel(
         ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
@@ -206,10 +207,12 @@ def _pool2d_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
     ) -> Stmt | None:
         (data,) = input_buffers(inputs, op)
         g = pool2d_geometry(_run_time_type(data), attrs, op)
-        if any(factor is not None for layout in (g.in_layout, g.out_layout) for _, factor in layout.axes):
-            return None
         window = PoolWindow(g.in_layout, g.out_layout, g.pool_size, g.strides, g.dilation, g.padding)
         include_pad = kind == "avg" and attrs["count_include_pad"]
+        if channel_block(g.in_layout, g.out_layout) is not None:
+            return blocked_pool2d_loops(ctx, data, out, epilogue, window, kind, _lowest_scalar(data.dtype), include_pad)
+        if any(factor is not None for layout in (g.in_layout, g.out_layout) for _, factor in layout.axes):
+            return None
         return pool2d_loops(ctx, data, out, epilogue, window, kind, _lowest_scalar(data.dtype), include_pad)
 
     return kernel
@@ -420,7 +423,8 @@ def _global_pool_kernel(op: str, kind: str) -> Callable[..., Stmt]:
 
 
 def _global_pool_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None]:
-    """The global pool over an image of run-time size; None for channel-blocked layouts."""
+    """The global pool over an image of run-time size; None for layouts that split an axis
+    other than NCHW[b]c in and out."""
 
     def kernel(
         ctx: KernelContext, inputs: Sequence[TensorView], out: Buffer, attrs: Attrs, out_type: Type,
@@ -428,6 +432,8 @@ def _global_pool_dynamic_kernel(op: str, kind: str) -> Callable[..., Stmt | None
     ) -> Stmt | None:
         (data,) = input_buffers(inputs, op)
         in_layout, out_layout, _ = _layouts(_run_time_type(data), attrs, op)
+        if channel_block(in_layout, out_layout) is not None:
+            return blocked_global_pool2d_loops(ctx, data, out, epilogue, kind, _lowest_scalar(data.dtype))
         if any(factor is not None for layout in (in_layout, out_layout) for _, factor in layout.axes):
             return None
         return global_pool2d_loops(ctx, data, out, epilogue, in_layout, out_layout, kind, _lowest_scalar(data.dtype))

@@ -51,10 +51,12 @@ def block_activations(func: Function) -> Function:
 
 
 def _tensor(expr: Expr) -> TensorType | None:
-    """`expr`'s tensor type when every dim but the batch is known: a `?` batch runs each image
-    through the static blocked kernels (their `batch_rows`), and `?` maps stay NCHW."""
+    """`expr`'s tensor type when its channels (dim 1) are known: a `?` batch runs each image
+    through the static blocked kernels (their `batch_rows`), and `?` image sizes run the dynamic
+    product (kernels/conv2d.py), whose blocked stores are one vector per tile row where NCHW's
+    are a channel plane apart."""
     ty = expr.checked_type if expr.has_type else None
-    if not isinstance(ty, TensorType) or not all(isinstance(d, int) for d in ty.shape[1:]):
+    if not isinstance(ty, TensorType) or (ty.ndim >= 2 and not isinstance(ty.shape[1], int)):
         return None
     return ty
 

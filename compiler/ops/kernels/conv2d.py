@@ -130,10 +130,18 @@ def conv2d_dynamic_loops(
     buffer the kernel takes from the heap. With `packed` (b, taps outer) the weight is already
     in the panel layout, OHWI[b]o or OIHW[b]o (AlterOpLayout packs a constant one at compile
     time), and is read in place: ResNet-50's last layers packed 8-9 MB of weights per call.
+    A 5-d `data` is NCHW[x]c (read with an OHWI[b]o weight, the reduction over (channel block,
+    channel in block)) and a 5-d `out` NCHW[b]c, so a tile row's b channels are one contiguous
+    store instead of b stores a channel plane apart (BlockedActivations' layouts; `layout`'s
+    positions then describe the blocked buffers' first four dims).
     None for a weight of `?` dims or narrow groups (fewer output channels per group than a
     vector has lanes), which the caller runs as a plain reduction."""
     if not all(isinstance(d, int) for d in weight.shape):
         return None
+    x_block = int(data.shape[4]) if len(data.shape) == 5 else 0  # type: ignore[arg-type]  # static block
+    out_block = int(out.shape[4]) if len(out.shape) == 5 else 0  # type: ignore[arg-type]  # static block
+    if x_block and (packed is None or not packed[1] or layout.groups != 1):
+        return None  # blocked data is read with an OHWI[b]o weight only
     if packed is not None:
         block, taps_outer = packed
         outer, *middle, _ = buffer_dims(weight)
@@ -142,10 +150,12 @@ def conv2d_dynamic_loops(
     else:
         o, cg, kh, kw = canonical_dims(buffer_dims(weight), layout.kernel_pos)
     n, c, h, w = (data.shape[p] for p in layout.data_pos)
+    if x_block:
+        c = te.as_expr(c) * x_block
     oh, ow = (out.shape[p] for p in layout.out_pos[2:])
     groups = layout.groups
     og = o // groups
-    if og < vector_lanes(ctx, out.dtype):
+    if og < vector_lanes(ctx, out.dtype) or (out_block and og % out_block):
         return None
     (sh, sw), (dh, dw) = layout.strides, layout.dilation
     top, left, bottom, right = layout.padding
@@ -153,17 +163,22 @@ def conv2d_dynamic_loops(
     pad_copy: te.Buffer | None = None
     if top or left or bottom or right:
         # Without padding every window lies inside the image; with it, the copy holds all of it.
-        pad_dims: list[int | te.PrimExpr] = [0] * 4
+        pad_dims: list[int | te.PrimExpr] = list(data.shape)
         padded_hw = (te.as_expr(h) + (top + bottom), te.as_expr(w) + (left + right))
-        for coord, pos in zip((n, c, *padded_hw), layout.data_pos):
+        for coord, pos in zip(padded_hw, layout.data_pos[2:]):
             pad_dims[pos] = coord
         pad_copy = te.Buffer(ctx.fresh("padded"), tuple(pad_dims), data.dtype, "heap")
         source = pad_copy
     # The reduction runs in the order the weight (packed) or the data (channels last) keeps.
     taps_first = packed[1] if packed is not None else layout.data_pos[1] == 3
-    k_axes = (kh, kw, cg) if taps_first else (cg, kh, kw)
+    if x_block:
+        k_axes: tuple[int, ...] = (kh, kw, cg // x_block, x_block)
+    else:
+        k_axes = (kh, kw, cg) if taps_first else (cg, kh, kw)
 
     def split_k(ks: Sequence[te.PrimExpr]) -> tuple[te.PrimExpr, te.PrimExpr, te.PrimExpr]:
+        if x_block:
+            return ks[2] * x_block + ks[3], ks[0], ks[1]
         return (ks[2], ks[0], ks[1]) if taps_first else (ks[0], ks[1], ks[2])
 
     pixels = te.as_expr(oh) * ow
@@ -171,12 +186,19 @@ def conv2d_dynamic_loops(
     # The source's strides by canonical axis (n, c, y, x): a row's reads are its base offset
     # plus ci, ky and kx times these, affine in the reduction's indices with run-time
     # coefficients, which gcc turns into pointer steps (the 4-d index it had multiplied out anew
-    # at every step: 1.2x on a 1x1 layer).
-    place_strides: list[te.PrimExpr] = [te.const(1, "int64")] * 4
-    for pos in range(2, -1, -1):
-        place_strides[pos] = place_strides[pos + 1] * source.shape[pos + 1]
-    s_n, s_c, s_y, s_x = (place_strides[pos] for pos in layout.data_pos)
-    zeros = (te.const(0, "int64"),) * 3
+    # at every step: 1.2x on a 1x1 layer). Blocked data steps by channel block, and by one
+    # within a block.
+    rank = len(source.shape)
+    strides: list[te.PrimExpr] = [te.const(1, "int64")] * rank
+    for pos in range(rank - 2, -1, -1):
+        strides[pos] = strides[pos + 1] * source.shape[pos + 1]
+    s_n, s_c, s_y, s_x = (strides[pos] for pos in layout.data_pos)
+    zeros = (te.const(0, "int64"),) * (rank - 1)
+
+    def channel_offset(ks: Sequence[te.PrimExpr]) -> te.PrimExpr:
+        if x_block:
+            return ks[2] * s_c + ks[3]
+        return split_k(ks)[0] * s_c
 
     def a_row(grp: te.PrimExpr, row: te.PrimExpr) -> RowReader:
         img, y0, x0, base = ctx.var("img"), ctx.var("y0"), ctx.var("x0"), ctx.var("base")
@@ -184,8 +206,8 @@ def conv2d_dynamic_loops(
                 (base, img * s_n + (grp * cg) * s_c + y0 * s_y + x0 * s_x))
 
         def load(ks: Sequence[te.PrimExpr]) -> te.PrimExpr:
-            ci, ky, kx = split_k(ks)
-            return te.cast(out.dtype, source[(*zeros, base + ci * s_c + (ky * dh) * s_y + (kx * dw) * s_x)])
+            _, ky, kx = split_k(ks)
+            return te.cast(out.dtype, source[(*zeros, base + channel_offset(ks) + (ky * dh) * s_y + (kx * dw) * s_x)])
 
         return RowReader(lets, load)
 
@@ -193,9 +215,14 @@ def conv2d_dynamic_loops(
         ci, ky, kx = split_k(ks)
         return te.cast(out.dtype, weight[place((grp * og + col, ci, ky, kx), layout.kernel_pos)])
 
+    def out_index(img: te.PrimExpr, oc: te.PrimExpr, y: te.PrimExpr, x: te.PrimExpr) -> tuple[te.PrimExpr, ...]:
+        if out_block:
+            return (img, oc // out_block, y, x, oc % out_block)
+        return place((img, oc, y, x), layout.out_pos)
+
     def store(grp: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
         p = row % pixels
-        idx = place((row // pixels, grp * og + col, p // ow, p % ow), layout.out_pos)
+        idx = out_index(row // pixels, grp * og + col, p // ow, p % ow)
         return Store(out, idx, te.cast(out.dtype, epilogue(value, idx)))
 
     def store_row(grp: te.PrimExpr, row: te.PrimExpr, n0: te.PrimExpr, width: int,
@@ -204,9 +231,15 @@ def conv2d_dynamic_loops(
         # known only at run time each split is a division, and per column they were most of the
         # kernel (a 1x1 64->256 layer on 56x56: 3.4x the static build's pixel-rows time).
         img, p, y, x, j = (index_var(ctx, name) for name in ("img", "p", "y", "x", "j"))
-        idx = place((img, grp * og + n0 + j, y, x), layout.out_pos)
+        if out_block == width:
+            # A tile row starts a channel block (the panels are the blocks): one contiguous run.
+            idx = (img, (grp * og + n0) // out_block, y, x, j)
+            extent: te.PrimExpr = te.const(width, "int64")
+        else:
+            idx = out_index(img, grp * og + n0 + j, y, x)
+            extent = te.minimum(te.const(width, "int64"), og - n0)
         put = Store(out, idx, te.cast(out.dtype, epilogue(value(j), idx)))
-        columns = For(j, te.const(0, "int64"), te.minimum(te.const(width, "int64"), og - n0), put, ForKind.VECTORIZED)
+        columns = For(j, te.const(0, "int64"), extent, put, ForKind.VECTORIZED)
         return LetStmt(img, row // pixels, LetStmt(p, row % pixels, LetStmt(
             y, p // ow, LetStmt(x, p % ow, columns))))
 
@@ -281,8 +314,9 @@ def _pad(
         inside = te.logical_and(te.logical_and(y >= 0, y < hw[0]), te.logical_and(x >= 0, x < hw[1]))
         return Store(padded, tuple(idx), te.select(inside, data[tuple(src_idx)], te.const(0, data.dtype)))
 
-    kinds = [ForKind.SERIAL] * 4
-    kinds[3] = ForKind.VECTORIZED
+    rank = len(dims)
+    kinds = [ForKind.SERIAL] * rank
+    kinds[-1] = ForKind.VECTORIZED
     if all(isinstance(d, int) for d in dims):
         total = 1
         for d in dims:
@@ -293,9 +327,9 @@ def _pad(
             kinds[1] = ForKind.PARALLEL
     elif ctx.parallel:
         kinds[1] = ForKind.PARALLEL
-    vars_ = [ctx.var(f"p{i}") for i in range(4)]
+    vars_ = [ctx.var(f"p{i}") for i in range(rank)]
     stmt = body(vars_)
-    for k in reversed(range(4)):
+    for k in reversed(range(rank)):
         stmt = For(vars_[k], te.const(0), te.as_expr(dims[k]), stmt, kinds[k])
     return stmt
 

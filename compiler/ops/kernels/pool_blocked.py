@@ -7,9 +7,13 @@ so, against 0.76 on NCHW). Here the innermost loop is the b channels of one pixe
 in memory, so every window tap is one vector operation, and the bounds checks sit at the
 kernel-row and kernel-column levels. Window semantics, the accumulation order (kernel rows,
 then columns) and the averages' counts are those of pool.py, so results are the same bits.
+The batch and the image size may be the kernel's `?` parameters (a model of run-time image
+size keeps its activations blocked too); the block is always static.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from compiler.ops.kernels.half_stages import stage_half_conversions
 from compiler.ops.kernels.pool import PoolWindow, _kind_of_loop, accumulator_dtype, average_expr
@@ -27,8 +31,20 @@ def channel_block(in_layout: Layout, out_layout: Layout) -> int | None:
     return axes[4][1]
 
 
-def _dims(buffer: te.Buffer) -> tuple[int, ...]:
-    return tuple(int(d) for d in buffer.shape)  # type: ignore[arg-type]  # static shapes
+def _dims(buffer: te.Buffer) -> tuple[int | te.PrimExpr, ...]:
+    return tuple(buffer.shape)
+
+
+def _extent(d: int | te.PrimExpr) -> te.PrimExpr:
+    return te.const(d) if isinstance(d, int) else d
+
+
+def _index_vars(ctx: KernelContext, dims: tuple[int | te.PrimExpr, ...]) -> Callable[[str], te.Var]:
+    """Loop variables of the dims' width: int64 with a run-time dim, whose int64 extents would
+    otherwise be cast back to int32 in every index (and keep gcc from vectorizing)."""
+    if all(isinstance(d, int) for d in dims):
+        return ctx.var
+    return lambda name: te.Var(ctx.fresh(name), "int64")
 
 
 def blocked_pool2d_loops(
@@ -42,15 +58,17 @@ def blocked_pool2d_loops(
     count_include_pad: bool = False,
 ) -> Stmt:
     """`kind` "max" or "avg" over windows; one output row per iteration of a flat loop."""
-    n, blocks, h, w, b = _dims(data)
+    n, blocks, h, w, block = _dims(data)
     _, _, oh, ow, _ = _dims(out)
+    b = int(block)  # type: ignore[arg-type]  # the block is static
     (kh, kw), (sh, sw), (dh, dw) = window.pool_size, window.strides, window.dilation
     top, left, bottom, right = window.padding
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
-    t, img, blk, y, x = ctx.var("row"), ctx.var("n"), ctx.var("cb"), ctx.var("y"), ctx.var("x")
-    iy, ix, ky, kx = ctx.var("iy"), ctx.var("ix"), ctx.var("ky"), ctx.var("kx")
-    j, zj, sj = ctx.var("j"), ctx.var("j"), ctx.var("j")
+    var = _index_vars(ctx, _dims(data) + _dims(out))
+    t, img, blk, y, x = var("row"), var("n"), var("cb"), var("y"), var("x")
+    iy, ix, ky, kx = var("iy"), var("ix"), var("ky"), var("kx")
+    j, zj, sj = var("j"), var("j"), var("j")
     acc = te.Buffer(ctx.fresh("acc"), (b,), acc_dtype, scope="local")
     value = te.cast(acc_dtype, data[img, blk, iy, ix, j])
     combined = te.maximum(acc[j], value) if kind == "max" else acc[j] + value
@@ -69,7 +87,7 @@ def blocked_pool2d_loops(
     if kind == "avg":
         lo_h, hi_h, lo_w, hi_w = (-top, h + bottom, -left, w + right) if count_include_pad else (0, h, 0, w)
         count = te.Buffer(ctx.fresh("count"), (2,), "int32", scope="local")
-        cy, cx = ctx.var("ky"), ctx.var("kx")
+        cy, cx = var("ky"), var("kx")
         ry, rx = y * sh - top + cy * dh, x * sw - left + cx * dw
         one = te.const(1)
         counting = seq(
@@ -89,31 +107,33 @@ def blocked_pool2d_loops(
         body = Allocate(count, body)
     rows = n * blocks * oh
     kind_of_loop = _kind_of_loop(ctx, rows, rows * ow * kh * kw * b)
-    return For(t, zero, te.const(rows), LetStmt(img, t // (blocks * oh), LetStmt(blk, (t // oh) % blocks, LetStmt(
-        y, t % oh, For(x, zero, te.const(ow), body)))), kind_of_loop)
+    return For(t, zero, _extent(rows), LetStmt(img, t // (blocks * oh), LetStmt(blk, (t // oh) % blocks, LetStmt(
+        y, t % oh, For(x, zero, _extent(ow), body)))), kind_of_loop)
 
 
 def blocked_global_pool2d_loops(
     ctx: KernelContext, data: te.Buffer, out: te.Buffer, epilogue: Epilogue, kind: str, lowest: float | int,
 ) -> Stmt:
     """Max or average over all of H and W for every (n, channel block)."""
-    n, blocks, h, w, b = _dims(data)
+    n, blocks, h, w, block = _dims(data)
+    b = int(block)  # type: ignore[arg-type]  # the block is static
     acc_dtype = accumulator_dtype(data.dtype, kind)
     zero = te.const(0)
-    t, img, blk = ctx.var("plane"), ctx.var("n"), ctx.var("cb")
-    iy, ix, j, zj, sj = ctx.var("iy"), ctx.var("ix"), ctx.var("j"), ctx.var("j"), ctx.var("j")
+    var = _index_vars(ctx, _dims(data))
+    t, img, blk = var("plane"), var("n"), var("cb")
+    iy, ix, j, zj, sj = var("iy"), var("ix"), var("j"), var("j"), var("j")
     acc = te.Buffer(ctx.fresh("acc"), (b,), acc_dtype, scope="local")
     value = te.cast(acc_dtype, data[img, blk, iy, ix, j])
     combined = te.maximum(acc[j], value) if kind == "max" else acc[j] + value
-    reduce = For(iy, zero, te.const(h), For(ix, zero, te.const(w), For(
+    reduce = For(iy, zero, _extent(h), For(ix, zero, _extent(w), For(
         j, zero, te.const(b), Store(acc, (j,), combined), ForKind.VECTORIZED)))
     init = For(zj, zero, te.const(b), Store(acc, (zj,), te.const(lowest if kind == "max" else 0, acc_dtype)),
                ForKind.VECTORIZED)
-    result: te.PrimExpr = acc[sj] if kind == "max" else average_expr(acc[sj], te.const(h * w), out.dtype)
+    result: te.PrimExpr = acc[sj] if kind == "max" else average_expr(acc[sj], _extent(h) * w, out.dtype)
     idx = (img, blk, zero, zero, sj)
     store = For(sj, zero, te.const(b), Store(out, idx, te.cast(out.dtype, epilogue(te.cast(out.dtype, result), idx))),
                 ForKind.VECTORIZED)
     planes = n * blocks
     kind_of_loop = _kind_of_loop(ctx, planes, planes * h * w * b)
-    return For(t, zero, te.const(planes), LetStmt(img, t // blocks, LetStmt(blk, t % blocks, Allocate(
+    return For(t, zero, _extent(planes), LetStmt(img, t // blocks, LetStmt(blk, t % blocks, Allocate(
         acc, seq(init, reduce, store)))), kind_of_loop)

@@ -619,10 +619,10 @@ def test_per_row_kernel_loops_over_the_batch_around_the_static_kernel() -> None:
 
 
 def test_kernel_whose_unknown_dim_is_not_its_batch_is_refused() -> None:
-    # A plain layout would take the pool's reduction form; a channel-blocked one has none.
+    # Plain layouts and NCHW[b]c have run-time forms; a channel-blocked NHWC has none.
     with pytest.raises(UnsupportedError, match="nn.max_pool2d: its kernel needs static shapes"):
-        lower("""fn (%p0: Tensor[(1, 1, ?, 8, 8), float32], Primitive=1) {
-                     nn.max_pool2d(%p0, pool_size=[2, 2], layout="NCHW8c") }""")
+        lower("""fn (%p0: Tensor[(1, ?, 8, 1, 4), float32], Primitive=1) {
+                     nn.max_pool2d(%p0, pool_size=[2, 2], layout="NHWC4c") }""")
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -701,6 +701,19 @@ SPATIAL_OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "avg_pool_pad": ("nn.avg_pool2d(%p0, pool_size=[2, 3], dilation=[2, 1], padding=[1, 1], count_include_pad=True)",
                      ("Tensor[(1, 2, ?, ?), int32]",)),
     "global_avg": ('nn.global_avg_pool2d(%p0, layout="NHWC")', ("Tensor[(2, ?, ?, 3), int8]",)),
+    # Channel-blocked, as BlockedActivations leaves a model of run-time image size: the stem's
+    # NCHW data into NCHW16c, NCHW8c data read with an OHWI16o weight, the pools on NCHW8c.
+    "conv_blocked_stem": ('nn.contrib_conv2d_NCHWc(%p0, %p1, strides=[2, 2], padding=[1, 1, 1, 1], channels=16, '
+                          'kernel_size=[3, 3], kernel_layout="OIHW16o", out_layout="NCHW16c")',
+                          ("Tensor[(1, 3, ?, ?), float32]", "Tensor[(1, 3, 3, 3, 16), float32]")),
+    "conv_blocked": ('nn.relu(nn.contrib_conv2d_NCHWc(%p0, %p1, padding=[1, 0, 1, 1], channels=16, kernel_size=[3, 2], '
+                     'data_layout="NCHW8c", kernel_layout="OHWI16o", out_layout="NCHW16c"))',
+                     ("Tensor[(2, 2, ?, ?, 8), float32]", "Tensor[(1, 3, 2, 16, 16), float32]")),
+    "max_pool_blocked": ('nn.max_pool2d(%p0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1], layout="NCHW8c")',
+                         ("Tensor[(1, 2, ?, ?, 8), float32]",)),
+    "avg_pool_blocked": ('nn.avg_pool2d(%p0, pool_size=[2, 3], padding=[0, 1], ceil_mode=True, layout="NCHW8c")',
+                         ("Tensor[(2, 1, ?, ?, 8), float32]",)),
+    "global_avg_blocked": ('nn.global_avg_pool2d(%p0, layout="NCHW8c")', ("Tensor[(1, 2, ?, ?, 8), float32]",)),
     "global_max": ("nn.global_max_pool2d(%p0)", ("Tensor[(1, 4, ?, ?), float32]",)),
     "adaptive_to_one": ("nn.adaptive_avg_pool2d(%p0, output_size=[1, 1])", ("Tensor[(1, 8, ?, ?), float32]",)),
     "conv_transpose": ("nn.conv2d_transpose(%p0, %p1, strides=[2, 1], padding=[1, 0, 0, 1], dilation=[1, 2], groups=2)",

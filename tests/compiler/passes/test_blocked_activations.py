@@ -104,6 +104,21 @@ def test_built_blocked_model_matches_the_interpreter(tmp_path: Path) -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_a_model_of_run_time_image_size_keeps_its_activations_blocked_and_matches_the_interpreter(
+        tmp_path: Path) -> None:
+    params = weights()
+    dynamic = BLOCK.replace("Tensor[(1, 3, 12, 12), float32]", "Tensor[(1, 3, ?, ?), float32]")
+    mod = altered(bound(dynamic, params))
+    layouts = sorted(str(c.attrs["out_layout"]) for c in calls(mod, "nn.contrib_conv2d_NCHWc"))
+    assert layouts == ["NCHW16c"] * 3 and transforms(mod) == [("NCHW16c", "NCHW")]
+    build(with_params(dynamic, params), tmp_path, BuildOptions(), params=params)
+    module = CompiledModule(tmp_path)
+    for hw in ((12, 12), (17, 10)):
+        x = {"x": f32(1, 3, *hw)}
+        (out,) = module.run(x).outputs
+        np.testing.assert_allclose(out, run_main(bound(dynamic, params), x)[0], rtol=1e-4, atol=1e-5)
+
+
 OTHERS = """def @main(%x: Tensor[(1, 8, 6, 6), float32], %r: Tensor[(1, 1, 6, 6), float32]) {
   %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], channels=16, kernel_size=[3, 3]);
   %1 = nn.conv2d(%0, %w2, channels=16, kernel_size=[1, 1]);

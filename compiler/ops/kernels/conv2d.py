@@ -34,7 +34,7 @@ from compiler.ops.kernels.gemm import (
 )
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
-from compiler.tir.stmt import Allocate, For, ForKind, LetStmt, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
 
 # Output-row chunk of the direct kernel: its accumulators live on the stack.
 DIRECT_ROW_CHUNK = 128
@@ -200,9 +200,34 @@ def conv2d_dynamic_loops(
             return ks[2] * s_c + ks[3]
         return split_k(ks)[0] * s_c
 
+    def split_row(row: te.PrimExpr) -> tuple[te.PrimExpr, te.PrimExpr, te.PrimExpr]:
+        """(image, y, x) of output row `row`. Each split is a division by a run-time size, and
+        a tile's six rows had two each for their reads and two for their stores: a 1x1 layer
+        with 64 input channels spent as long dividing as multiplying (1.5x the static build's
+        time). With one image, a tile's rows are its first row's (y, x) stepped along x, with
+        at most one wrap to the next output row when the row is at least a tile wide, so the
+        tile divides once (gcc shares its first row's quotient among the rows)."""
+        if not (isinstance(n, int) and n == 1):
+            p = row % pixels
+            return row // pixels, p // ow, p % ow
+        start, step = _constant_step(row)
+        qy, qx = start // ow, start % ow
+        if step == 0:
+            return te.const(0, "int64"), qy, qx
+        stepped = qx + step
+        wrap = stepped >= ow
+        y = qy + te.cast("int64", wrap)
+        x = te.select(wrap, stepped - ow, stepped)
+        if isinstance(ow, int) and ow > step:
+            return te.const(0, "int64"), y, x
+        wide = te.as_expr(ow) > step
+        return (te.const(0, "int64"), te.select(wide, y, (start + step) // ow),
+                te.select(wide, x, (start + step) % ow))
+
     def a_row(grp: te.PrimExpr, row: te.PrimExpr) -> RowReader:
-        img, y0, x0, base = ctx.var("img"), ctx.var("y0"), ctx.var("x0"), ctx.var("base")
-        lets = ((img, row // pixels), (y0, ((row % pixels) // ow) * sh), (x0, (row % ow) * sw),
+        img, y0, x0, base = (index_var(ctx, name) for name in ("img", "y0", "x0", "base"))
+        image, y, x = split_row(row)
+        lets = ((img, image), (y0, y * sh), (x0, x * sw),
                 (base, img * s_n + (grp * cg) * s_c + y0 * s_y + x0 * s_x))
 
         def load(ks: Sequence[te.PrimExpr]) -> te.PrimExpr:
@@ -230,7 +255,7 @@ def conv2d_dynamic_loops(
         # A row's pixel is split into (image, y, x) once, not at every column: with the sizes
         # known only at run time each split is a division, and per column they were most of the
         # kernel (a 1x1 64->256 layer on 56x56: 3.4x the static build's pixel-rows time).
-        img, p, y, x, j = (index_var(ctx, name) for name in ("img", "p", "y", "x", "j"))
+        img, y, x, j = (index_var(ctx, name) for name in ("img", "y", "x", "j"))
         if out_block == width:
             # A tile row starts a channel block (the panels are the blocks): one contiguous run.
             idx = (img, (grp * og + n0) // out_block, y, x, j)
@@ -240,15 +265,20 @@ def conv2d_dynamic_loops(
             extent = te.minimum(te.const(width, "int64"), og - n0)
         put = Store(out, idx, te.cast(out.dtype, epilogue(value(j), idx)))
         columns = For(j, te.const(0, "int64"), extent, put, ForKind.VECTORIZED)
-        return LetStmt(img, row // pixels, LetStmt(p, row % pixels, LetStmt(
-            y, p // ow, LetStmt(x, p % ow, columns))))
+        image, at_y, at_x = split_row(row)
+        return LetStmt(img, image, LetStmt(y, at_y, LetStmt(x, at_x, columns)))
 
-    def product(rows: int, first: te.PrimExpr, panels: Panels | None) -> GemmSpec:
+    def product(rows: int, first: te.PrimExpr, panels: Panels | None, stored_from: te.PrimExpr | None = None) -> GemmSpec:
+        def kept(r: te.PrimExpr, stmt: Stmt) -> Stmt:
+            # Rows before `stored_from` belong to the tiles before: stored once, by those (an
+            # output written over its residual must not read it back).
+            return stmt if stored_from is None else IfThenElse(first + r >= stored_from, stmt)
+
         return GemmSpec(
             batch=groups, m=rows, n=og, k=k_axes, dtype=out.dtype,
-            a_row=lambda g, r: a_row(g, first + r), b_load=b_load,
-            store=lambda g, r, col, value: store(g, first + r, col, value),
-            store_row=lambda g, r, n0, width, value: store_row(g, first + r, n0, width, value),
+            a_row=lambda g, r: a_row(g, _offset_row(first, r)), b_load=b_load,
+            store=lambda g, r, col, value: kept(r, store(g, first + r, col, value)),
+            store_row=lambda g, r, n0, width, value: kept(r, store_row(g, _offset_row(first, r), n0, width, value)),
             b_batches=groups, b_batch_of=lambda g: g, panels=panels, parallel_min_macs=1 << 62,
         )
 
@@ -264,23 +294,46 @@ def conv2d_dynamic_loops(
         packed_b, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
         stmts.append(pack)
     total = te.as_expr(n) * pixels
-    # Chunks of 96 rows, then of a register tile's rows, then single rows: a 7x7 map's 49
-    # pixels are eight tiles and one row, not 49 one-row products.
+    # Chunks of 96 rows, then of a register tile's rows, then the last few rows as one more tile
+    # ending at the last row, which stores only those rows: a 7x7 map's 49 pixels are nine
+    # tiles. One row at a time, each remaining row had read all of the weights (ResNet-50's
+    # 9 MB of 3x3 weights for the 49th pixel of its 7x7 layers). Maps smaller than a tile go
+    # a row at a time.
     tile = tile_rows(ctx, out.dtype, panels.width)
     kind = ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL
     done: te.PrimExpr = te.const(0, "int64")
-    for size in (DYNAMIC_ROW_CHUNK, tile, 1):
-        chunk = ctx.var("chunk")
+    for size in (DYNAMIC_ROW_CHUNK, tile):
+        chunk = index_var(ctx, "chunk")
         count = (total - done) // size
         stmts.append(For(chunk, te.const(0, "int64"), count,
-                         gemm(ctx, product(size, done + chunk * size, panels)), kind if size > 1 else ForKind.SERIAL))
+                         gemm(ctx, product(size, done + chunk * size, panels)), kind))
         done = done + count * size
+    row = index_var(ctx, "row")
+    last_tile = IfThenElse(done < total, gemm(ctx, product(tile, total - tile, panels, stored_from=done)))
+    single_rows = For(row, te.const(0, "int64"), total, gemm(ctx, product(1, row, panels)))
+    stmts.append(IfThenElse(total >= tile, last_tile, single_rows))
     body = seq(*stmts)
     if packed_b is not None:
         body = Allocate(packed_b, body)
     if pad_copy is None:
         return body
     return Allocate(pad_copy, seq(_pad(ctx, data, pad_copy, layout, (h, w)), body))
+
+
+def _offset_row(first: te.PrimExpr, r: te.PrimExpr) -> te.PrimExpr:
+    """`first + r` with `r`'s constant step outermost, where `_constant_step` finds it."""
+    start, step = _constant_step(r)
+    base = first + start
+    return base if step == 0 else te.Binary("+", base, te.const(step, "int64"), "int64")
+
+
+def _constant_step(row: te.PrimExpr) -> tuple[te.PrimExpr, int]:
+    """`row` as (start, step) with `row == start + step` and step a constant (a tile's rows
+    are its first row plus 0, 1, 2, ...)."""
+    if isinstance(row, te.Binary) and row.op == "+" and isinstance(row.b, te.Const) and isinstance(row.b.value, int):
+        start, step = _constant_step(row.a)
+        return start, step + row.b.value
+    return row, 0
 
 
 @dataclass(frozen=True)
@@ -327,10 +380,12 @@ def _pad(
             kinds[1] = ForKind.PARALLEL
     elif ctx.parallel:
         kinds[1] = ForKind.PARALLEL
-    vars_ = [ctx.var(f"p{i}") for i in range(rank)]
+    static = all(isinstance(d, int) for d in dims)
+    # int64 loop variables against run-time extents: int32 ones are cast back in every index.
+    vars_ = [ctx.var(f"p{i}") if static else index_var(ctx, f"p{i}") for i in range(rank)]
     stmt = body(vars_)
     for k in reversed(range(rank)):
-        stmt = For(vars_[k], te.const(0), te.as_expr(dims[k]), stmt, kinds[k])
+        stmt = For(vars_[k], te.const(0, vars_[k].dtype), te.as_expr(dims[k]), stmt, kinds[k])
     return stmt
 
 

@@ -294,24 +294,22 @@ def conv2d_dynamic_loops(
         packed_b, pack, panels = packed_once(ctx, product(DYNAMIC_ROW_CHUNK, te.const(0, "int64"), None))
         stmts.append(pack)
     total = te.as_expr(n) * pixels
-    # Chunks of 96 rows, then of a register tile's rows, then the last few rows as one more tile
-    # ending at the last row, which stores only those rows: a 7x7 map's 49 pixels are nine
-    # tiles. One row at a time, each remaining row had read all of the weights (ResNet-50's
-    # 9 MB of 3x3 weights for the 49th pixel of its 7x7 layers). Maps smaller than a tile go
-    # a row at a time.
+    # Chunks of 96 rows, then register tiles, the last of which ends at the last row and stores
+    # only the rows the tiles before it did not: a 7x7 map's 49 pixels are nine tiles. One row
+    # at a time, each remaining row had read all of the weights (ResNet-50's 9 MB of 3x3
+    # weights for the 49th pixel of its 7x7 layers). Maps smaller than a tile go a row at a time.
     tile = tile_rows(ctx, out.dtype, panels.width)
     kind = ForKind.PARALLEL if ctx.parallel else ForKind.SERIAL
-    done: te.PrimExpr = te.const(0, "int64")
-    for size in (DYNAMIC_ROW_CHUNK, tile):
-        chunk = index_var(ctx, "chunk")
-        count = (total - done) // size
-        stmts.append(For(chunk, te.const(0, "int64"), count,
-                         gemm(ctx, product(size, done + chunk * size, panels)), kind))
-        done = done + count * size
-    row = index_var(ctx, "row")
-    last_tile = IfThenElse(done < total, gemm(ctx, product(tile, total - tile, panels, stored_from=done)))
+    chunk, t, row = (index_var(ctx, name) for name in ("chunk", "tile", "row"))
+    chunks = total // DYNAMIC_ROW_CHUNK
+    stmts.append(For(chunk, te.const(0, "int64"), chunks,
+                     gemm(ctx, product(DYNAMIC_ROW_CHUNK, chunk * DYNAMIC_ROW_CHUNK, panels)), kind))
+    done = chunks * DYNAMIC_ROW_CHUNK
+    start = done + t * tile
+    tiles = For(t, te.const(0, "int64"), (total - done + (tile - 1)) // tile, gemm(ctx, product(
+        tile, te.minimum(start, total - tile), panels, stored_from=start)), kind)
     single_rows = For(row, te.const(0, "int64"), total, gemm(ctx, product(1, row, panels)))
-    stmts.append(IfThenElse(total >= tile, last_tile, single_rows))
+    stmts.append(IfThenElse(total >= tile, tiles, single_rows))
     body = seq(*stmts)
     if packed_b is not None:
         body = Allocate(packed_b, body)

@@ -89,7 +89,7 @@ from compiler.runtime.build_cache import (
 from compiler.runtime.compile_cache import CompileCache
 from compiler.runtime.front_cache import FrontCache
 from compiler.runtime.threads import available_cores
-from compiler.runtime.vector_width import VECTOR_LANES_KEY, probe_vector_lanes
+from compiler.runtime.vector_width import VECTOR_LANES_KEY, configured_lanes, probe_vector_lanes
 from compiler.tir.printer import tir_text
 from compiler.tir.stmt import PrimFunc
 from compiler.tuning_records import schedules_from
@@ -346,6 +346,18 @@ def planned_passes(options: BuildOptions, *, params: bool = False) -> list[str]:
             "LabelOps", "LowerTE"]
 
 
+def build_vector_lanes(options: BuildOptions) -> int:
+    """The float32 lanes a build's kernels are tiled for: `tir.vector_lanes` when the config
+    sets it, else what the build's own C flags give. Tiles and packed weights follow the flags,
+    not the build machine: a portable `-march=x86-64` build of 8-lane tiles on an AVX2 machine
+    had 4-lane registers for them and spilled (ResNet-50 2.9x its native build; 4-lane tiles:
+    see README)."""
+    given = options.config.get(VECTOR_LANES_KEY)
+    if given is not None or options.cflags is None:
+        return configured_lanes(options.config)
+    return probe_vector_lanes(tuple(options.cflags))
+
+
 def lower(
     mod: IRModule,
     options: BuildOptions = BuildOptions(),
@@ -369,10 +381,7 @@ def lower(
     timer = PassTimer()
     config = dict(options.config)
     if options.cflags is not None and VECTOR_LANES_KEY not in config:
-        # Tiles and packed weights sized for the vectors the build's own flags give: a portable
-        # `-march=x86-64` build of 8-lane tiles on this AVX2 machine had 4-lane registers for
-        # them and spilled (ResNet-50 2.9x its native build; 4-lane tiles: see README).
-        config[VECTOR_LANES_KEY] = probe_vector_lanes(tuple(options.cflags))
+        config[VECTOR_LANES_KEY] = build_vector_lanes(options)
     ctx = PassContext(
         opt_level=options.opt_level, config=config, instruments=(timer, *instruments),
         disabled_passes=frozenset(options.disabled_passes),

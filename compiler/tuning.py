@@ -31,11 +31,10 @@ import numpy as np
 
 from compiler.backend.te_compiler import DECISIONS_ATTR, SCHEDULE_KEY_ATTR
 from compiler.diagnostics import CompileError
-from compiler.driver import BuildOptions, build, lower
+from compiler.driver import BuildOptions, build, build_vector_lanes, lower
 from compiler.ops.kernels.schedule import variants
 from compiler.runtime.fill import fill_inputs
 from compiler.runtime.module import CompiledModule
-from compiler.runtime.vector_width import configured_lanes
 from compiler.tuning_records import FORMAT
 
 MIN_GAIN = 0.02
@@ -70,7 +69,8 @@ def tunable_kernels(relay_text: str, options: BuildOptions, params: Mapping[str,
     return kernels
 
 
-def _machine() -> dict[str, object]:
+def _machine(options: BuildOptions) -> dict[str, object]:
+    """The CPU, and the vector lanes the tuned build's flags give (its kernels' tiles)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -79,7 +79,7 @@ def _machine() -> dict[str, object]:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "vector_lanes": configured_lanes({})}
+    return {"cpu": cpu, "vector_lanes": build_vector_lanes(options)}
 
 
 def plan_rounds(kernels: list[Kernel]) -> list[dict[str, Mapping[str, object]]]:
@@ -138,7 +138,7 @@ def tune(
                         "us": round(least[r][k.name], 1), "rule_us": round(rule_us, 1), "ratio": round(ratio, 3),
                         "rule": {n: v for n, v in k.decisions.items() if ":" not in n}})
     log(f"tuned in {time.monotonic() - started:.1f} s")
-    return {"format": FORMAT, "machine": _machine(), "threads": threads, "repeat": repeat, "records": records}
+    return {"format": FORMAT, "machine": _machine(options), "threads": threads, "repeat": repeat, "records": records}
 
 
 def _round_winners(kernels: list[Kernel], varied: Mapping[str, object], rules: Mapping[str, float],

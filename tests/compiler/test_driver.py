@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.byoc.codegen_config import CodegenSpec
-from compiler.driver import BuildOptions, Target, build, lower, planned_passes
+from compiler.driver import BuildOptions, Target, build, build_vector_lanes, lower, planned_passes
 from compiler.ir.device import VirtualDevice
 from compiler.parser import astext, parse
 from compiler.parser.metadata import encode_metadata
@@ -312,6 +312,16 @@ def test_a_portable_build_sizes_its_tiles_for_the_vectors_its_flags_give(tmp_pat
     assert conv["metadata"]["relay_attrs"]["kernel_layout"].endswith("8o")
     got = CompiledModule(tmp_path).run({"x": x}).outputs[0]
     np.testing.assert_allclose(got, _conv_numpy(x, params["w"], params["b"]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86 flags")
+def test_build_vector_lanes_follow_the_flags_unless_the_config_names_them():
+    from compiler.runtime.vector_width import native_vector_lanes
+
+    assert build_vector_lanes(BuildOptions(cflags=("-O2", "-march=x86-64"))) == 4
+    assert build_vector_lanes(BuildOptions(cflags=("-O2", "-march=x86-64-v3"))) == 8
+    assert build_vector_lanes(BuildOptions(cflags=("-O2", "-march=x86-64"), config={"tir.vector_lanes": 16})) == 16
+    assert build_vector_lanes(BuildOptions()) == native_vector_lanes()
 
 
 def test_a_desired_layout_that_is_not_a_data_layout_is_refused():

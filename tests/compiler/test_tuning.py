@@ -9,7 +9,7 @@ import pytest
 
 from compiler.backend.te_compiler import DECISIONS_ATTR, SCHEDULE_KEY_ATTR
 from compiler.diagnostics import CompileError
-from compiler.driver import BuildOptions, build, lower
+from compiler.driver import BuildOptions, build, build_vector_lanes, lower
 from compiler.parser import parse
 from compiler.runtime.module import CompiledModule
 from compiler.tuning import Kernel, _round_winners, plan_rounds, tunable_kernels, tune
@@ -103,6 +103,7 @@ def test_tune_records_a_schedule_for_every_kernel_with_knobs(params: dict[str, n
                     log=lines.append)
 
     assert document["format"] == FORMAT and document["threads"] == 1
+    assert document["machine"]["vector_lanes"] == build_vector_lanes(BuildOptions())  # type: ignore[index]
     kernels = {k.key: k for k in tunable_kernels(CONVS, BuildOptions(), params, "convs.relay")}
     records = document["records"]
     assert isinstance(records, list) and {r["key"] for r in records} == set(kernels)

@@ -44,8 +44,11 @@ $(INSTALL_STAMP): pyproject.toml
 	$(VENV_PYTHON) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# Three workers on two cores: the service tests spend much of their time waiting on servers and
+# workers they started, and a third worker fills those waits (9:31 against 10:23 with two, on a
+# busy 2-core host; tests/conftest.py also starts the longest modules first).
 test: install
-	$(VENV_PYTHON) -m pytest -n 2 -q
+	$(VENV_PYTHON) -m pytest -n 3 -q
 
 serve: install
 	$(VENV)/bin/relaycc serve

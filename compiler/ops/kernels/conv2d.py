@@ -29,6 +29,7 @@ from compiler.ops.kernels.gemm import (
     index_var,
     loop_nest,
     packed_once,
+    peels_last_step,
     tile_rows,
     vector_lanes,
 )
@@ -280,8 +281,11 @@ def conv2d_dynamic_loops(
             store=lambda g, r, col, value: kept(r, store(g, first + r, col, value)),
             store_row=lambda g, r, n0, width, value: kept(r, store_row(g, _offset_row(first, r), n0, width, value)),
             b_batches=groups, b_batch_of=lambda g: g, panels=panels, parallel_min_macs=1 << 62,
+            peel_last=peel,
         )
 
+    zero = te.const(0, "int64")
+    peel = peels_last_step(lambda value: store(zero, zero, zero, value), out.dtype)
     packed_b: te.Buffer | None = None
     stmts: list[Stmt] = []
     if packed is not None:

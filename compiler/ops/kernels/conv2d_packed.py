@@ -64,12 +64,11 @@ from collections.abc import Callable, Sequence
 
 from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, inside_range, phases_of
 from compiler.ops.kernels.gemm import (
-    PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, fitted_rows, gemm, index_var, tile_rows,
+    PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, fitted_rows, gemm, index_var, peels_last_step, tile_rows,
 )
 from compiler.ops.kernels.half_stages import stage_half_conversions
 from compiler.ops.kernels.schedule import choose
 from compiler.tir import expr as te
-from compiler.tir.analysis import post_order
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.dtypes import itemsize
 from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
@@ -559,18 +558,7 @@ def _product(
             put = IfThenElse(x < ow, put)  # a padding column: computed, never stored
         return LetStmt(y, y0 + q // _i(width), LetStmt(x, q % _i(width), put))
 
-    # The tile's last reduction step stays in the store (gemm's `_tile`) unless the store
-    # computes on the value in the product's dtype (an epilogue: bias, scale, relu, residual):
-    # then one loop nest serves every step, a third of a 3x3 layer's C and gcc's time, as fast.
-    # A plain store would become a memcpy and a float16 one is staged through a row copy
-    # (half_stages.py), either of which keeps the tile out of registers (float16 ResNet-50 1.18x).
-    probe = te.Var("relaycc_probe", dtype)
-    plain = store(_i(0), _i(0), _i(0), _i(0), _i(0), probe)
-    while isinstance(plain, IfThenElse):
-        plain = plain.then_case
-    computes = (isinstance(plain, Store) and plain.value is not probe and plain.buffer.dtype == dtype
-                and all(node.dtype != "float16" for node in post_order(plain.value)))
-    peel = not computes
+    peel = peels_last_step(lambda value: store(_i(0), _i(0), _i(0), _i(0), _i(0), value), dtype)
     spec = GemmSpec(
         batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,

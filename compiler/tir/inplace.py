@@ -7,9 +7,9 @@ shortcut. Without that, the block's two largest tensors (the shortcut and the su
 convolution's input are live at once: a third of ResNet-50's workspace.
 
 An input `P` may be written over by an output `O` when, in the kernel's loop nest:
-* both have the same dtype and rank, and equal dims where both are static (a dim known only at
-  run time may differ here: the dynamic executor shares the two buffers only when the run's
-  shapes are equal, compiler/backend/aot_dynamic.py);
+* both have the same dtype and rank, and each dim static and equal in both, or known only at
+  run time in both (those may differ here: the dynamic executor shares the two buffers only
+  when the run's shapes are equal, compiler/backend/aot_dynamic.py);
 * `O` is never read, and neither is passed to an extern call;
 * every read of `P` is inside the value of a store to `O` at exactly the index stored, and
   every store to `O` reads `P` there: so `P[i]` is read while `O[i]` is computed, by the
@@ -122,8 +122,13 @@ def _staged_reads(body: Stmt) -> dict[int, tuple[Store, Load]]:
 
 
 def _same_layout(a: Buffer, b: Buffer) -> bool:
+    """Same dtype and rank, each dim static in both and equal, or known only at run time in
+    both (the executor compares those). A static dim against a run-time one is a broadcast
+    operand (a bias's 1 against a `?` image height), never the output's own bytes."""
     return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
-        isinstance(x, PrimExpr) or isinstance(y, PrimExpr) or x == y for x, y in zip(a.shape, b.shape))
+        isinstance(x, PrimExpr) and isinstance(y, PrimExpr)
+        or not isinstance(x, PrimExpr) and not isinstance(y, PrimExpr) and x == y
+        for x, y in zip(a.shape, b.shape))
 
 
 def _read_only_where_stored(reads: list[tuple[Load, Store | None]], stores: list[Store], inp: Buffer) -> bool:

@@ -98,6 +98,16 @@ def test_a_broadcast_test_of_another_dim_than_the_inputs_own_is_never_the_stored
     assert inplace_inputs(PrimFunc("k", (*ins, out), body, 1, scalar_params=(n, m))) == {}
 
 
+def test_a_bias_of_static_ones_against_run_time_dims_is_not_a_candidate_but_the_residual_is() -> None:
+    # The bias reads index 0 along its dims of 1, as a same-shape input would at an image of
+    # 1x1; chosen first, it had left the residual without the output's bytes.
+    h, w = Var("h", "int64"), Var("w", "int64")
+    bias, residual, out = Buffer("bias", (1, 4, 1, 1)), Buffer("res", (1, 4, h, w)), Buffer("out", (1, 4, h, w))
+    body = loop_nest(["n", "c", "y", "x"], (1, 4, h, w), lambda v: Store(
+        out, tuple(v), bias[0, v[1], 0, 0] + residual[v[0], v[1], v[2], v[3]]))
+    assert inplace_inputs(PrimFunc("k", (bias, residual, out), body, 2, scalar_params=(h, w))) == {0: 1}
+
+
 def test_static_dims_that_differ_beside_a_run_time_dim_are_not_candidates() -> None:
     n = Var("n", "int64")
     ins = [Buffer("p0", (n, 4))]

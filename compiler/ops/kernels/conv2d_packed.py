@@ -178,7 +178,8 @@ def conv2d_packed_loops(
             return te.cast(dtype, data[img, cb, _i(0), p + grid.offset(tap[0], tap[1], 1), ci])
 
         return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh),
-                        read_split if split else None, x_block, a_bytes=data.num_elements * itemsize(data.dtype))
+                        read_split if split else None, x_block, a_bytes=data.num_elements * itemsize(data.dtype),
+                        whole_kernel=True)
     return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer,
                    x_block if split else 0)
 
@@ -513,6 +514,7 @@ def _product(
     read_split: SplitReader | None = None,
     block: int = 1,
     a_bytes: int = 0,
+    whole_kernel: bool = False,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
     output row, output rows); row q of the product is output (y0 + q / width, q % width) and
@@ -562,7 +564,7 @@ def _product(
     spec = GemmSpec(
         batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
-        peel_last=peel, a_bytes=a_bytes,
+        peel_last=peel, a_bytes=a_bytes, whole_kernel=whole_kernel,
     )
     return gemm(ctx, spec)
 

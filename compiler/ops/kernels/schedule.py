@@ -15,6 +15,8 @@ The knobs:
   "panels" (they share a B panel, swept over the rows); the rule weighs B against L2.
 * `band_rows`: output rows per band of a convolution that copies its input (conv2d_packed.py);
   the rule keeps a band's copy within 128 KiB.
+* `k_chunks`: chunks of the reduction's outermost axis, partial sums kept between them (gemm.py);
+  the rule takes more than one only where A read in place overflows L2 beside a B panel.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from collections.abc import Mapping, Sequence
 
 from compiler.tir.compute import KernelContext
 
-KNOBS = ("tile_rows", "order", "band_rows")
+KNOBS = ("tile_rows", "order", "band_rows", "k_chunks")
 ORDERS = ("rows", "panels")
+# Knobs whose allowed values are listed whole (the others give a range as [lowest, highest]).
+LISTED = ("order", "k_chunks")
 
 
 def check_schedule(schedule: object, where: str) -> dict[str, object]:
@@ -58,16 +62,17 @@ def choose(ctx: KernelContext, knob: str, rule: object, allowed: Sequence[object
 def variants(decisions: Mapping[str, object], limit: int = 6) -> list[dict[str, object]]:
     """Schedules worth measuring against a kernel's own `decisions`, one knob changed in each,
     the likeliest first: a tile row fewer or more, the other tile order, half, twice and all the
-    band rows."""
+    band rows, the next reduction chunking up and down."""
     found: list[dict[str, object]] = []
 
     def add(knob: str, value: object) -> None:
         low_high = decisions.get(f"{knob}:allowed")
         if value == decisions.get(knob) or not isinstance(low_high, list):
             return
-        if knob == "order" and value not in low_high:
-            return
-        if knob != "order" and not (isinstance(value, int) and low_high[0] <= value <= low_high[1]):
+        if knob in LISTED:
+            if value not in low_high:
+                return
+        elif not (isinstance(value, int) and low_high[0] <= value <= low_high[1]):
             return
         if {knob: value} not in found:
             found.append({knob: value})
@@ -84,6 +89,12 @@ def variants(decisions: Mapping[str, object], limit: int = 6) -> list[dict[str, 
         add("band_rows", allowed[1])
         add("band_rows", min(2 * band, allowed[1]))
         add("band_rows", max(band // 2, 1))
+    parts = decisions.get("k_chunks")
+    divisors = decisions.get("k_chunks:allowed")
+    if isinstance(parts, int) and isinstance(divisors, list) and parts in divisors:
+        at = divisors.index(parts)
+        for neighbour in divisors[at + 1 : at + 2] + divisors[max(at - 1, 0) : at]:
+            add("k_chunks", neighbour)
     if isinstance(rows, int):
         add("tile_rows", rows + 1)
         add("tile_rows", rows - 2)

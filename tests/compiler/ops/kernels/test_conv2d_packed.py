@@ -96,6 +96,11 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     # 40 columns on a grid of 42: too little padding to number the rows by pixel.
     "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
 }
+# Cases lowered for an L2 of 8 KiB. The bias and relu of "in_place_1x1_relu_in_k_chunks" leave the
+# last reduction step in the loop, so A's 9 KiB beside a 3 KiB panel is taken in three chunks of
+# its 48 channels (4 KiB each) rather than in row chunks.
+SMALL_L2 = ("in_place_1x1_in_row_chunks", "in_place_1x1_relu_in_k_chunks")
+CHUNKS_BIAS = f32(64)
 # name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
 # copies of a band the scratch holds (one per thread when the layer is large enough for threads).
 BANDED = {
@@ -177,8 +182,9 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
     case = bands_of or name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
-        if case == "in_place_1x1_in_row_chunks":
+        if case in SMALL_L2:
             patch.setattr(gemm, "L2_BYTES", 8 << 10)
+            patch.setattr(gemm, "K_CHUNK_BYTES", 4 << 10)
         if case in BANDED:
             patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
@@ -228,6 +234,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     grouped = op_call(OP, 2, attrs_of("bands_in_channel_groups"))
     funcs.append(lower(primitive(grouped, [*inputs_of("bands_in_channel_groups"), GROUPED_RESIDUAL], "add(%0, %p2)"),
                        "grouped_residual", 8, bands_of="bands_in_channel_groups"))
+    chunked = op_call(OP, 2, attrs_of("in_place_1x1_in_row_chunks"))
+    funcs.append(lower(primitive(chunked, [*inputs_of("in_place_1x1_in_row_chunks"), CHUNKS_BIAS],
+                                 "nn.relu(nn.bias_add(%0, %p2))"), "in_place_1x1_relu_in_k_chunks", 8))
     funcs.append(lower(primitive(op_call(OP, 2, attrs_of("batch_2_parallel_tiles")),
                                  inputs_of("batch_2_parallel_tiles")), "serial", 8, parallel=False))
     for name in HALF:
@@ -409,6 +418,17 @@ def test_a_large_input_read_in_place_is_swept_a_chunk_of_row_blocks_at_a_time(li
     # Tile t: chunk t / 16 (4 panels x 4 row blocks), panel (t / 4) % 4, row block 4 * chunk + t % 4.
     text = emit_prim_func(library.funcs["in_place_1x1_in_row_chunks"])
     assert "const int64_t mb = ((tile / INT64_C(16)) * INT64_C(4)) + (tile % INT64_C(4));" in text
+
+
+def test_a_large_input_read_in_place_under_an_epilogue_is_reduced_in_chunks(library: Library) -> None:
+    name = "in_place_1x1_relu_in_k_chunks"
+    func = library.funcs[name]
+    chunk_loops = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.var.name.startswith("kc")]
+    assert [int(s.extent.value) for s in chunk_loops] == [3]
+    assert "const int64_t mb = tile % INT64_C(8);" in emit_prim_func(func)  # no row chunks beside them
+    (out,) = library.run(name, [*inputs_of("in_place_1x1_in_row_chunks"), CHUNKS_BIAS])
+    expected = np.maximum(expected_of("in_place_1x1_in_row_chunks") + CHUNKS_BIAS[:, None, None], 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_a_7x7_map_takes_tiles_of_five_rows(library: Library) -> None:

@@ -14,6 +14,7 @@ from compiler.ops.kernels.gemm import (
     RowReader,
     fitted_rows,
     gemm,
+    k_chunks,
     panels_outer,
     row_chunks,
     tile_rows,
@@ -77,9 +78,33 @@ def counted_product(name: str, m: int, n: int, k: tuple[int, int]) -> PrimFunc:
 COUNTED = {"counted_9": (9, 19, (3, 4)), "counted_14": (14, 8, (2, 5))}
 
 
+def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int) -> PrimFunc:
+    """relu(x @ y) with its reduction in `parts` chunks, counting stores in `hits` as
+    `counted_product` does."""
+    x, y = te.Buffer("x", (1, m, *k)), te.Buffer("y", (1, *k, n))
+    out, hits = te.Buffer("out", (1, m, n)), te.Buffer("hits", (1, m, n), "int32")
+
+    def store(b: te.PrimExpr, row: te.PrimExpr, col: te.PrimExpr, value: te.PrimExpr) -> Stmt:
+        return seq(Store(out, (b, row, col), te.maximum(value, te.const(0.0))),
+                   Store(hits, (b, row, col), hits[b, row, col] + 1))
+
+    spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
+                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, whole_kernel=True)
+    ctx = KernelContext(schedule={"k_chunks": parts})
+    body = gemm(ctx, spec)
+    assert ctx.decisions["k_chunks"] == parts
+    return PrimFunc(name, (x, y, out, hits), body, num_inputs=2)
+
+
+# The chunks split the reduction's outermost axis of more than one step: k0 in three, then k1
+# in two (k0 has one step); m = 9 has rows the last block shares.
+CHUNKED = {"chunked_k0": (9, 19, (3, 4), 3), "chunked_k1": (14, 40, (1, 6), 2)}
+
+
 def build_library(directory: Path) -> Library:
     funcs = [nested_product(name, *shape) for name, shape in PRODUCTS.items()]
     funcs += [counted_product(name, *shape) for name, shape in COUNTED.items()]
+    funcs += [chunked_product(name, *shape) for name, shape in CHUNKED.items()]
     return Library(funcs, directory)
 
 
@@ -103,6 +128,48 @@ def test_rows_the_last_row_block_shares_with_the_one_before_are_stored_once(libr
     result, hits = library.run(name, [x, y])
     np.testing.assert_allclose(result, np.einsum("bmij,bijn->bmn", x, y), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(hits, np.full((1, m, n), 123 + 1, "int32"))  # the harness starts it at 123
+
+
+@pytest.mark.parametrize("name", sorted(CHUNKED))
+def test_a_reduction_in_chunks_stores_each_result_once_after_the_last_chunk(library: Library, name: str) -> None:
+    m, n, k, _ = CHUNKED[name]
+    x = RNG.uniform(-1, 1, (1, m, *k)).astype("float32")
+    y = RNG.uniform(-1, 1, (1, *k, n)).astype("float32")
+    result, hits = library.run(name, [x, y])
+    np.testing.assert_allclose(result, np.maximum(np.einsum("bmij,bijn->bmn", x, y), 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hits, np.full((1, m, n), 123 + 1, "int32"))
+
+
+def test_partial_sums_of_a_chunked_reduction_live_in_the_workspace() -> None:
+    func = chunked_product("f", 9, 19, (3, 4), 3)
+    partials = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.name.startswith("partial")]
+    assert [(b.scope, b.shape) for b in partials] == [("global", (4, 96))]  # 2 row blocks x 2 panels, 6 x 16 each
+    chunk_loops = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.var.name.startswith("kc")]
+    assert [(int(te.as_expr(s.extent).value), s.kind) for s in chunk_loops] == [(3, ForKind.SERIAL)]
+
+
+def test_k_chunks_split_a_reduction_whose_a_overflows_l2_beside_a_panel() -> None:
+    # ResNet-50's 1x1 layer on 7x7 with 2048 channels (128 channel blocks): 400 KB of A beside
+    # a 128 KB panel; on 14x14 with 1024 (64 blocks): 800 KB beside 64 KB.
+    assert k_chunks(400 << 10, 128 << 10, 128) == 4
+    assert k_chunks(800 << 10, 64 << 10, 64) == 4
+    assert k_chunks(300 << 10, 64 << 10, 64) == 1  # fits in L2 beside its panel
+    assert k_chunks(0, 1 << 20, 64) == 1  # A not read in place
+    assert k_chunks(4 << 20, 128 << 10, 3) == 3  # no divisor fits: every step its own chunk
+
+
+@pytest.mark.parametrize(("peel_last", "whole_kernel"), [(True, True), (False, False)])
+def test_a_reduction_stays_whole_under_a_peeled_store_or_inside_a_loop_of_the_caller(
+    peel_last: bool, whole_kernel: bool
+) -> None:
+    # The peeled last step sits in the store, after every chunk; and a product inside its
+    # caller's loop (a band per thread) would share the one partial buffer: neither has the knob.
+    ctx = KernelContext(schedule={"k_chunks": 2})
+    spec = GemmSpec(1, 9, 16, (4, 4), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
+                    lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=peel_last,
+                    whole_kernel=whole_kernel)
+    gemm(ctx, spec)
+    assert "k_chunks" not in ctx.decisions
 
 
 def test_a_product_stored_element_by_element_keeps_a_tile_of_the_leftover_rows() -> None:

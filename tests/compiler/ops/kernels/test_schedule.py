@@ -42,6 +42,13 @@ def test_variants_change_one_knob_each_within_what_the_kernel_allows() -> None:
                      {"tile_rows": 4}]
 
 
+def test_variants_try_the_next_reduction_chunking_up_and_down() -> None:
+    decisions = {"k_chunks": 4, "k_chunks:allowed": [1, 2, 4, 8, 16]}
+
+    assert variants(decisions) == [{"k_chunks": 8}, {"k_chunks": 2}]
+    assert variants({"k_chunks": 1, "k_chunks:allowed": [1, 3]}) == [{"k_chunks": 3}]
+
+
 def test_variants_skip_values_outside_the_allowed_range_and_repeats() -> None:
     decisions = {"tile_rows": 1, "tile_rows:allowed": [1, 1], "band_rows": 28, "band_rows:allowed": [1, 28]}
 
@@ -53,6 +60,7 @@ def test_variants_skip_values_outside_the_allowed_range_and_repeats() -> None:
     ({"tile_rows": 0}, "tile_rows must be a positive integer, got 0"),
     ({"band_rows": True}, "band_rows must be a positive integer, got True"),
     ({"order": "columns"}, "order must be one of rows, panels, got 'columns'"),
+    ({"k_chunks": -2}, "k_chunks must be a positive integer, got -2"),
     ([1, 2], "a schedule is a JSON object"),
 ])
 def test_a_bad_schedule_is_refused_with_where_it_is(schedule: object, message: str) -> None:
@@ -66,21 +74,22 @@ def test_a_good_schedule_is_kept_as_given() -> None:
 
 
 # Every product kernel with knobs: a 3x3 layer and a stride-2 layer that copy their input in
-# bands, a 1x1 layer read in place, a dense and a batch_matmul; and a float16 layer, whose tile
-# stores round in stages.
+# bands, a 1x1 layer read in place, another with a relu (its reduction may be taken in chunks), a
+# dense and a batch_matmul; and a float16 layer, whose tile stores round in stages.
 PRODUCTS = """\
 #[version = "0.0.5"]
 def @main(%x: Tensor[(1, 8, 15, 15), float32], %d: Tensor[(20, 64), float32], %a: Tensor[(2, 13, 20), float32],
           %b: Tensor[(2, 20, 24), float32], %h: Tensor[(1, 16, 9, 9), float16],
           %w1: Tensor[(32, 8, 3, 3), float32], %w2: Tensor[(32, 32, 3, 3), float32], %w3: Tensor[(16, 32, 1, 1), float32],
-          %wd: Tensor[(24, 64), float32], %wh: Tensor[(32, 16, 3, 3), float16]) {
+          %wd: Tensor[(24, 64), float32], %wh: Tensor[(32, 16, 3, 3), float16], %w4: Tensor[(16, 32, 1, 1), float32]) {
   %0 = nn.relu(nn.conv2d(%x, %w1, padding=[1, 1, 1, 1]));
   %1 = nn.conv2d(%0, %w2, strides=[2, 2], padding=[1, 1, 1, 1]);
   (nn.conv2d(%1, %w3), nn.relu(nn.dense(%d, %wd, units=None)), nn.batch_matmul(%a, %b, transpose_b=False),
-   nn.conv2d(%h, %wh, padding=[1, 1, 1, 1]))
+   nn.conv2d(%h, %wh, padding=[1, 1, 1, 1]), nn.relu(nn.conv2d(%1, %w4)))
 }
 """
-WEIGHTS = {"w1": (32, 8, 3, 3), "w2": (32, 32, 3, 3), "w3": (16, 32, 1, 1), "wd": (24, 64), "wh": (32, 16, 3, 3)}
+WEIGHTS = {"w1": (32, 8, 3, 3), "w2": (32, 32, 3, 3), "w3": (16, 32, 1, 1), "wd": (24, 64), "wh": (32, 16, 3, 3),
+           "w4": (16, 32, 1, 1)}
 
 
 def schedule_rounds(decisions: dict[str, object]) -> list[dict[str, object]]:
@@ -88,11 +97,11 @@ def schedule_rounds(decisions: dict[str, object]) -> list[dict[str, object]]:
     ends, the small heights and the middle) but the rule's: round r takes each knob's r-th
     value, so the rounds are as many as the longest knob has values."""
     values: dict[str, list[object]] = {}
-    for knob in ("tile_rows", "order", "band_rows"):
+    for knob in ("tile_rows", "order", "band_rows", "k_chunks"):
         allowed = decisions.get(f"{knob}:allowed")
         if not isinstance(allowed, list):
             continue
-        if knob == "order":
+        if knob in ("order", "k_chunks"):
             every: list[object] = list(allowed)
         elif knob == "tile_rows":
             every = list(range(allowed[0], allowed[1] + 1))
@@ -132,7 +141,8 @@ def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_p
               "h": rng.standard_normal((1, 16, 9, 9)).astype(np.float16)}
     kernels = tunable_kernels(PRODUCTS, BuildOptions(), params, "products.relay")
     plans = {k.key: schedule_rounds(dict(k.decisions)) for k in kernels}
-    assert len(kernels) == 6 and all(plans.values())
+    assert len(kernels) == 7 and all(plans.values())
+    assert sum("k_chunks" in k.decisions for k in kernels) == 1
     rounds = max(len(p) for p in plans.values())
 
     outputs = []
@@ -143,8 +153,9 @@ def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_p
         outputs.append(CompiledModule(tmp_path / f"round{r}").run(inputs).outputs)
 
     y = conv(conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1), params["w3"], 1, 0)
+    y1 = conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1)
     want = [y, np.maximum(inputs["d"] @ params["wd"].T, 0), inputs["a"] @ inputs["b"],
-            conv(inputs["h"], params["wh"], 1, 1)]
+            conv(inputs["h"], params["wh"], 1, 1), np.maximum(conv(y1, params["w4"], 1, 0), 0)]
     for r, got in enumerate(outputs):
         for i, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_array_equal(g, outputs[0][i], err_msg=f"round {r}, output {i}")

@@ -179,7 +179,7 @@ def conv2d_packed_loops(
 
         return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh),
                         read_split if split else None, x_block, a_bytes=data.num_elements * itemsize(data.dtype),
-                        whole_kernel=True)
+                        serial_caller=True)
     return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer,
                    x_block if split else 0)
 
@@ -351,14 +351,17 @@ def _banded(
         # residual input (compiler/tir/inplace.py) would add the residual twice.
         return IfThenElse(y >= b * rows, store(img, oc0, j, y, x, value))
 
+    # A lone slot's copy is not sized for the caches when the bands are few (one 7x7 map of 512
+    # channels in four phases: 512 KB): the product weighs it as an A it reads in place.
+    alone = {"a_bytes": (size + slack) * itemsize(dtype), "serial_caller": True} if slots == 1 else {}
     if block:
         fill = _copy_band_blocked(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
-                           (1, img, y0, rows), read_blocked, block)
+                           (1, img, y0, rows), read_blocked, block, **alone)
     else:
         fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
-                           (1, img, y0, rows))
+                           (1, img, y0, rows), **alone)
     held = None
     if groups > 1:
         # A slot copies a band once for all the groups it takes of it in a row.
@@ -514,7 +517,7 @@ def _product(
     read_split: SplitReader | None = None,
     block: int = 1,
     a_bytes: int = 0,
-    whole_kernel: bool = False,
+    serial_caller: bool = False,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
     output row, output rows); row q of the product is output (y0 + q / width, q % width) and
@@ -564,7 +567,7 @@ def _product(
     spec = GemmSpec(
         batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
-        peel_last=peel, a_bytes=a_bytes, whole_kernel=whole_kernel,
+        peel_last=peel, a_bytes=a_bytes, serial_caller=serial_caller,
     )
     return gemm(ctx, spec)
 

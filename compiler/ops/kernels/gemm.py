@@ -126,10 +126,10 @@ class GemmSpec:
     # caches). Panels outer reread all of it once per panel; a large A is swept in chunks
     # (`row_chunks`).
     a_bytes: int = 0
-    # Whether the reduction may be taken in chunks (`k_chunks`): only where the product is its
-    # kernel's whole loop nest, as the partial sums sit in one workspace buffer that a loop of
-    # the caller's around the product (a band per thread) would share between its iterations.
-    whole_kernel: bool = False
+    # Whether the reduction may be taken in chunks (`k_chunks`): only where no loop of the
+    # caller's around the product is parallel, as the partial sums sit in one workspace buffer
+    # that threads taking a band each would share.
+    serial_caller: bool = False
 
     @property
     def k_total(self) -> int:
@@ -341,9 +341,9 @@ class KPart:
 
 def _split_axis(spec: GemmSpec) -> int | None:
     """The reduction axis a product may take in chunks: its outermost of more than one step,
-    for a product that is its kernel's whole loop nest (`GemmSpec.whole_kernel`) and whose store
-    applies an epilogue (one loop nest per tile: see `_tile`)."""
-    if spec.peel_last or not spec.whole_kernel:
+    for a product with no parallel loop around it (`GemmSpec.serial_caller`) whose store applies
+    an epilogue (one loop nest per tile: see `_tile`)."""
+    if spec.peel_last or not spec.serial_caller:
         return None
     return next((i for i, extent in enumerate(spec.k) if extent > 1), None)
 

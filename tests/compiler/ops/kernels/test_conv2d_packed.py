@@ -96,10 +96,11 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
     # 40 columns on a grid of 42: too little padding to number the rows by pixel.
     "wide_3x3_rows_on_the_grid": (f32(1, 4, 5, 40), f32(16, 4, 3, 3), 16, True, 8, (1, 1), (1, 1), (1, 1, 1, 1)),
 }
-# Cases lowered for an L2 of 8 KiB. The bias and relu of "in_place_1x1_relu_in_k_chunks" leave the
-# last reduction step in the loop, so A's 9 KiB beside a 3 KiB panel is taken in three chunks of
-# its 48 channels (4 KiB each) rather than in row chunks.
-SMALL_L2 = ("in_place_1x1_in_row_chunks", "in_place_1x1_relu_in_k_chunks")
+# Cases lowered for an L2 of 8 KiB (B of more than 4 KiB sweeps its panels outer). The bias and
+# relu of "in_place_1x1_relu_in_k_chunks" leave the last reduction step in the loop, so A's 9 KiB
+# beside a 3 KiB panel is taken in three chunks of its 48 channels (4 KiB each) rather than in row
+# chunks.
+SMALL_L2 = ("in_place_1x1_in_row_chunks", "in_place_1x1_relu_in_k_chunks", "lone_band_relu_in_k_chunks")
 CHUNKS_BIAS = f32(64)
 # name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
 # copies of a band the scratch holds (one per thread when the layer is large enough for threads).
@@ -185,6 +186,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
         if case in SMALL_L2:
             patch.setattr(gemm, "L2_BYTES", 8 << 10)
             patch.setattr(gemm, "K_CHUNK_BYTES", 4 << 10)
+            patch.setattr(gemm, "ROWS_OUTER_MAX_B_BYTES", 4 << 10)
         if case in BANDED:
             patch.setattr(conv2d_packed, "BAND_BYTES", BANDED[case][0])
             patch.setattr(conv2d_packed, "MIN_BAND_PIXELS", 1)
@@ -234,6 +236,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     grouped = op_call(OP, 2, attrs_of("bands_in_channel_groups"))
     funcs.append(lower(primitive(grouped, [*inputs_of("bands_in_channel_groups"), GROUPED_RESIDUAL], "add(%0, %p2)"),
                        "grouped_residual", 8, bands_of="bands_in_channel_groups"))
+    funcs.append(lower(primitive(call, [*packed, BIAS], "nn.relu(nn.bias_add(%0, %p2))"), "lone_band_relu_in_k_chunks",
+                       8))
     chunked = op_call(OP, 2, attrs_of("in_place_1x1_in_row_chunks"))
     funcs.append(lower(primitive(chunked, [*inputs_of("in_place_1x1_in_row_chunks"), CHUNKS_BIAS],
                                  "nn.relu(nn.bias_add(%0, %p2))"), "in_place_1x1_relu_in_k_chunks", 8))
@@ -428,6 +432,20 @@ def test_a_large_input_read_in_place_under_an_epilogue_is_reduced_in_chunks(libr
     assert "const int64_t mb = tile % INT64_C(8);" in emit_prim_func(func)  # no row chunks beside them
     (out,) = library.run(name, [*inputs_of("in_place_1x1_in_row_chunks"), CHUNKS_BIAS])
     expected = np.maximum(expected_of("in_place_1x1_in_row_chunks") + CHUNKS_BIAS[:, None, None], 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_lone_band_copy_that_overflows_l2_beside_a_panel_is_reduced_in_chunks(library: Library) -> None:
+    # One band (the map is too small to share): its copy, 4.6 KB, beside a 4.6 KB panel in an
+    # L2 of 8 KiB, in three chunks of the taps' rows. A band per thread never chunks
+    # (tests/compiler/ops/kernels/test_gemm.py).
+    name = "lone_band_relu_in_k_chunks"
+    chunk_loops = [s for s in walk_stmts(library.funcs[name].body) if isinstance(s, For) and s.var.name.startswith("kc")]
+    assert [int(s.extent.value) for s in chunk_loops] == [3]
+    assert not [s for s in walk_stmts(library.funcs["bias_relu"].body) if isinstance(s, For) and s.var.name.startswith("kc")]
+    (out,) = library.run(name, [*inputs_of("same_padding_3x3"), BIAS])
+    np.testing.assert_array_equal(out, library.run("bias_relu", [*inputs_of("same_padding_3x3"), BIAS])[0])
+    expected = np.maximum(expected_of("same_padding_3x3") + BIAS[:, None, None], 0)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 

@@ -89,7 +89,7 @@ def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int) -
                    Store(hits, (b, row, col), hits[b, row, col] + 1))
 
     spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
-                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, whole_kernel=True)
+                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, serial_caller=True)
     ctx = KernelContext(schedule={"k_chunks": parts})
     body = gemm(ctx, spec)
     assert ctx.decisions["k_chunks"] == parts
@@ -158,16 +158,16 @@ def test_k_chunks_split_a_reduction_whose_a_overflows_l2_beside_a_panel() -> Non
     assert k_chunks(4 << 20, 128 << 10, 3) == 3  # no divisor fits: every step its own chunk
 
 
-@pytest.mark.parametrize(("peel_last", "whole_kernel"), [(True, True), (False, False)])
+@pytest.mark.parametrize(("peel_last", "serial_caller"), [(True, True), (False, False)])
 def test_a_reduction_stays_whole_under_a_peeled_store_or_inside_a_loop_of_the_caller(
-    peel_last: bool, whole_kernel: bool
+    peel_last: bool, serial_caller: bool
 ) -> None:
     # The peeled last step sits in the store, after every chunk; and a product inside its
     # caller's loop (a band per thread) would share the one partial buffer: neither has the knob.
     ctx = KernelContext(schedule={"k_chunks": 2})
     spec = GemmSpec(1, 9, 16, (4, 4), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
                     lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=peel_last,
-                    whole_kernel=whole_kernel)
+                    serial_caller=serial_caller)
     gemm(ctx, spec)
     assert "k_chunks" not in ctx.decisions
 

@@ -179,7 +179,7 @@ def conv2d_packed_loops(
 
         return _product(ctx, geometry, grid, nr, read_data, packed, store, dtype, taps_outer, (n, None, _i(0), oh),
                         read_split if split else None, x_block, a_bytes=data.num_elements * itemsize(data.dtype),
-                        serial_caller=True)
+                        chunk_slot=(_i(0), 1))
     return _banded(ctx, data, geometry, grid, nr, packed, store, dtype, (top, left, h), taps_outer,
                    x_block if split else 0)
 
@@ -351,17 +351,18 @@ def _banded(
         # residual input (compiler/tir/inplace.py) would add the residual twice.
         return IfThenElse(y >= b * rows, store(img, oc0, j, y, x, value))
 
-    # A lone slot's copy is not sized for the caches when the bands are few (one 7x7 map of 512
-    # channels in four phases: 512 KB): the product weighs it as an A it reads in place.
-    alone = {"a_bytes": (size + slack) * itemsize(dtype), "serial_caller": True} if slots == 1 else {}
+    # A band's copy is sized for the caches only when the bands are many (one 7x7 map of 512
+    # channels in four phases is 512 KB): the product weighs it as an A it reads in place, and
+    # keeps the partial sums of a reduction in chunks per slot.
+    copied = {"a_bytes": (size + slack) * itemsize(dtype), "chunk_slot": (slot, slots)}
     if block:
         fill = _copy_band_blocked(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
-                           (1, img, y0, rows), read_blocked, block, **alone)
+                           (1, img, y0, rows), read_blocked, block, **copied)
     else:
         fill = _copy_band(ctx, buffer, at, data, img, y0, band, grid.hp, edges, shared_copy)
         product = _product(ctx, dims, band, nr, read_band, packed, once if ragged else store, dtype, taps_outer,
-                           (1, img, y0, rows), **alone)
+                           (1, img, y0, rows), **copied)
     held = None
     if groups > 1:
         # A slot copies a band once for all the groups it takes of it in a row.
@@ -517,7 +518,7 @@ def _product(
     read_split: SplitReader | None = None,
     block: int = 1,
     a_bytes: int = 0,
-    serial_caller: bool = False,
+    chunk_slot: tuple[te.PrimExpr, int] | None = None,
 ) -> Stmt:
     """The product over `part`: (images, the one image when that is 1 and fixed outside, first
     output row, output rows); row q of the product is output (y0 + q / width, q % width) and
@@ -567,7 +568,7 @@ def _product(
     spec = GemmSpec(
         batch=images, m=count * width, n=o, k=k, dtype=dtype, a_row=a_row,
         b_load=_unused, store=_stores_go_through_store_row, panels=Panels(nr, b_panel), store_row=store_row,
-        peel_last=peel, a_bytes=a_bytes, serial_caller=serial_caller,
+        peel_last=peel, a_bytes=a_bytes, chunk_slot=chunk_slot,
     )
     return gemm(ctx, spec)
 

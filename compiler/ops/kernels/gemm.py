@@ -126,10 +126,11 @@ class GemmSpec:
     # caches). Panels outer reread all of it once per panel; a large A is swept in chunks
     # (`row_chunks`).
     a_bytes: int = 0
-    # Whether the reduction may be taken in chunks (`k_chunks`): only where no loop of the
-    # caller's around the product is parallel, as the partial sums sit in one workspace buffer
-    # that threads taking a band each would share.
-    serial_caller: bool = False
+    # Where the reduction may be taken in chunks (`k_chunks`), whose partial sums sit in the
+    # workspace: (slot, slots) for a product inside a caller's parallel loop that runs one slot
+    # per thread (each slot keeps its own partial sums), (0, 1) where no loop around the product
+    # is parallel; None, never.
+    chunk_slot: tuple[te.PrimExpr, int] | None = None
 
     @property
     def k_total(self) -> int:
@@ -318,8 +319,10 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     part: KPart | None = None
     if k_parts > 1:
         assert split is not None
-        partial = te.Buffer(ctx.fresh("partial"), (count, mr * nr), spec.dtype)
-        part = KPart(index_var(ctx, "kc"), k_parts, split, partial, t)
+        assert spec.chunk_slot is not None
+        slot, slots = spec.chunk_slot
+        partial = te.Buffer(ctx.fresh("partial"), (slots, count, mr * nr), spec.dtype)
+        part = KPart(index_var(ctx, "kc"), k_parts, split, partial, slot, t)
     body = let_all([(b, b_e), (nb, nb_e), (mb, mb_e)], _row_block(ctx, spec, load, b, nb, mb, mr, nr, part))
     compute: Stmt = For(t, _index(0), _index(count), body, _tile_loop_kind(ctx, spec, count))
     if part is not None:
@@ -330,20 +333,21 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
 @dataclass(frozen=True)
 class KPart:
     """The reduction taken in `count` chunks of axis `axis`, the chunk's index `var` outside the
-    tile loop; tile `tile`'s partial sums wait in row `tile` of `partial` between chunks."""
+    tile loop; tile `tile`'s partial sums wait in `partial[slot, tile]` between chunks."""
 
     var: te.Var
     count: int
     axis: int
     partial: te.Buffer
+    slot: te.PrimExpr
     tile: te.Var
 
 
 def _split_axis(spec: GemmSpec) -> int | None:
     """The reduction axis a product may take in chunks: its outermost of more than one step,
-    for a product with no parallel loop around it (`GemmSpec.serial_caller`) whose store applies
-    an epilogue (one loop nest per tile: see `_tile`)."""
-    if spec.peel_last or not spec.serial_caller:
+    for a product whose caller gives it a place for partial sums (`GemmSpec.chunk_slot`) and
+    whose store applies an epilogue (one loop nest per tile: see `_tile`)."""
+    if spec.peel_last or spec.chunk_slot is None:
         return None
     return next((i for i, extent in enumerate(spec.k) if extent > 1), None)
 
@@ -515,14 +519,14 @@ def _tile(
 def _resume(ctx: KernelContext, part: KPart, acc: te.Buffer, init: Stmt) -> Stmt:
     """The tile's accumulators: zeros in the first chunk, the partial sums after."""
     z = index_var(ctx, "j")
-    load = For(z, _index(0), _index(acc.shape[0]), Store(acc, (z,), part.partial[part.tile, z]), ForKind.VECTORIZED)
+    load = For(z, _index(0), _index(acc.shape[0]), Store(acc, (z,), part.partial[part.slot, part.tile, z]), ForKind.VECTORIZED)
     return IfThenElse(te.eq(part.var, _index(0)), init, load)
 
 
 def _suspend(ctx: KernelContext, part: KPart, acc: te.Buffer, store_all: Stmt) -> Stmt:
     """The tile's partial sums kept for the next chunk, or stored after the last."""
     z = index_var(ctx, "j")
-    keep = For(z, _index(0), _index(acc.shape[0]), Store(part.partial, (part.tile, z), acc[z]), ForKind.VECTORIZED)
+    keep = For(z, _index(0), _index(acc.shape[0]), Store(part.partial, (part.slot, part.tile, z), acc[z]), ForKind.VECTORIZED)
     return IfThenElse(part.var < part.count - 1, keep, store_all)
 
 

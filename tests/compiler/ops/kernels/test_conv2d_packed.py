@@ -100,7 +100,9 @@ CASES: dict[str, tuple[np.ndarray, np.ndarray, int, bool, int, tuple[int, int], 
 # relu of "in_place_1x1_relu_in_k_chunks" leave the last reduction step in the loop, so A's 9 KiB
 # beside a 3 KiB panel is taken in three chunks of its 48 channels (4 KiB each) rather than in row
 # chunks.
-SMALL_L2 = ("in_place_1x1_in_row_chunks", "in_place_1x1_relu_in_k_chunks", "lone_band_relu_in_k_chunks")
+SMALL_L2 = ("in_place_1x1_in_row_chunks", "in_place_1x1_relu_in_k_chunks", "lone_band_relu_in_k_chunks",
+            "two_slots_relu_in_k_chunks")
+TWO_SLOTS_BIAS = f32(32)
 CHUNKS_BIAS = f32(64)
 # name -> the band copy's budget in bytes, the (output rows per band, bands) it makes, and the
 # copies of a band the scratch holds (one per thread when the layer is large enough for threads).
@@ -183,7 +185,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
     case = bands_of or name
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conv2d_packed, "band_threads", lambda: 2)  # the build machine's cores
-        if case in SMALL_L2:
+        if name in SMALL_L2 or case in SMALL_L2:
             patch.setattr(gemm, "L2_BYTES", 8 << 10)
             patch.setattr(gemm, "K_CHUNK_BYTES", 4 << 10)
             patch.setattr(gemm, "ROWS_OUTER_MAX_B_BYTES", 4 << 10)
@@ -238,6 +240,10 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
                        "grouped_residual", 8, bands_of="bands_in_channel_groups"))
     funcs.append(lower(primitive(call, [*packed, BIAS], "nn.relu(nn.bias_add(%0, %p2))"), "lone_band_relu_in_k_chunks",
                        8))
+    slotted = op_call(OP, 2, attrs_of("bands_in_two_slots"))
+    for name in ("two_slots_relu", "two_slots_relu_in_k_chunks"):
+        funcs.append(lower(primitive(slotted, [*inputs_of("bands_in_two_slots"), TWO_SLOTS_BIAS],
+                                     "nn.relu(nn.bias_add(%0, %p2))"), name, 8, bands_of="bands_in_two_slots"))
     chunked = op_call(OP, 2, attrs_of("in_place_1x1_in_row_chunks"))
     funcs.append(lower(primitive(chunked, [*inputs_of("in_place_1x1_in_row_chunks"), CHUNKS_BIAS],
                                  "nn.relu(nn.bias_add(%0, %p2))"), "in_place_1x1_relu_in_k_chunks", 8))
@@ -446,6 +452,22 @@ def test_a_lone_band_copy_that_overflows_l2_beside_a_panel_is_reduced_in_chunks(
     (out,) = library.run(name, [*inputs_of("same_padding_3x3"), BIAS])
     np.testing.assert_array_equal(out, library.run("bias_relu", [*inputs_of("same_padding_3x3"), BIAS])[0])
     expected = np.maximum(expected_of("same_padding_3x3") + BIAS[:, None, None], 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_bands_taken_a_band_per_thread_keep_partial_sums_per_slot(library: Library) -> None:
+    # Two slots, each band's copy beside its panel over the 8 KiB L2: three chunks of the taps'
+    # rows, the partial sums in one row of tiles per slot.
+    name = "two_slots_relu_in_k_chunks"
+    body = library.funcs[name].body
+    assert [int(s.extent.value) for s in walk_stmts(body) if isinstance(s, For) and s.var.name.startswith("kc")] == [3]
+    assert any(isinstance(s, For) and s.kind is ForKind.CLAIMED for s in walk_stmts(body))
+    (partial,) = [s.buffer for s in walk_stmts(body) if isinstance(s, Allocate) and s.buffer.name.startswith("partial")]
+    assert partial.shape[0] == 2
+    inputs = [*inputs_of("bands_in_two_slots"), TWO_SLOTS_BIAS]
+    (out,) = library.run(name, inputs)
+    np.testing.assert_array_equal(out, library.run("two_slots_relu", inputs)[0])
+    expected = np.maximum(expected_of("bands_in_two_slots") + TWO_SLOTS_BIAS[:, None, None], 0)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 

@@ -89,7 +89,7 @@ def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int) -
                    Store(hits, (b, row, col), hits[b, row, col] + 1))
 
     spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
-                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, serial_caller=True)
+                    lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, chunk_slot=(te.const(0, "int64"), 1))
     ctx = KernelContext(schedule={"k_chunks": parts})
     body = gemm(ctx, spec)
     assert ctx.decisions["k_chunks"] == parts
@@ -143,7 +143,7 @@ def test_a_reduction_in_chunks_stores_each_result_once_after_the_last_chunk(libr
 def test_partial_sums_of_a_chunked_reduction_live_in_the_workspace() -> None:
     func = chunked_product("f", 9, 19, (3, 4), 3)
     partials = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate) and s.buffer.name.startswith("partial")]
-    assert [(b.scope, b.shape) for b in partials] == [("global", (4, 96))]  # 2 row blocks x 2 panels, 6 x 16 each
+    assert [(b.scope, b.shape) for b in partials] == [("global", (1, 4, 96))]  # one slot: 2 row blocks x 2 panels
     chunk_loops = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.var.name.startswith("kc")]
     assert [(int(te.as_expr(s.extent).value), s.kind) for s in chunk_loops] == [(3, ForKind.SERIAL)]
 
@@ -158,16 +158,16 @@ def test_k_chunks_split_a_reduction_whose_a_overflows_l2_beside_a_panel() -> Non
     assert k_chunks(4 << 20, 128 << 10, 3) == 3  # no divisor fits: every step its own chunk
 
 
-@pytest.mark.parametrize(("peel_last", "serial_caller"), [(True, True), (False, False)])
-def test_a_reduction_stays_whole_under_a_peeled_store_or_inside_a_loop_of_the_caller(
-    peel_last: bool, serial_caller: bool
-) -> None:
-    # The peeled last step sits in the store, after every chunk; and a product inside its
-    # caller's loop (a band per thread) would share the one partial buffer: neither has the knob.
+@pytest.mark.parametrize("peel_last", [True, False])
+def test_a_reduction_stays_whole_under_a_peeled_store_or_without_a_place_for_partial_sums(peel_last: bool) -> None:
+    # The peeled last step sits in the store, after every chunk; and a product whose caller
+    # names no slot for its partial sums (it may run inside the caller's parallel loop) would
+    # share one buffer between threads: neither has the knob.
     ctx = KernelContext(schedule={"k_chunks": 2})
+    slot = (te.const(0, "int64"), 1) if peel_last else None
     spec = GemmSpec(1, 9, 16, (4, 4), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
                     lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=peel_last,
-                    serial_caller=serial_caller)
+                    chunk_slot=slot)
     gemm(ctx, spec)
     assert "k_chunks" not in ctx.decisions
 

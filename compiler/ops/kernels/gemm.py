@@ -544,17 +544,28 @@ def _chunk_of_reduction(
 
 
 def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Sequence[te.PrimExpr]], Stmt]) -> Stmt:
-    """`body` at every index of the loop nest over `extents` but the last one, in order."""
-    first, rest = extents[0], extents[1:]
-    if not rest:
-        k = index_var(ctx, "k0")
-        return For(k, _index(0), _index(first - 1), body([k]), ForKind.ROLLED) if first > 1 else seq()
-    whole: Stmt = seq()
-    if first > 1:
-        outer = index_var(ctx, "k0")
-        whole = For(outer, _index(0), _index(first - 1),
-                    loop_nest(ctx, "k", rest, lambda ks: body([outer, *ks]), ForKind.ROLLED), ForKind.ROLLED)
-    return seq(whole, _all_but_last(ctx, rest, lambda ks: body([_index(first - 1), *ks])))
+    """`body` at every index of the loop nest over `extents` but the last one, in order: one
+    nest whose innermost loop stops a step early on the outer loops' last pass, so the body's C
+    is written once (a nest per axis wrote it once per axis: four times for a 3x3 layer)."""
+    if not extents or any(extent == 0 for extent in extents):
+        return seq()
+    outer = [index_var(ctx, f"k{i}") for i in range(len(extents) - 1)]
+    last_pass: te.PrimExpr | None = None
+    for var, extent in zip(outer, extents):
+        at_end = te.eq(var, _index(extent - 1))
+        last_pass = at_end if last_pass is None else te.logical_and(last_pass, at_end)
+    inner = index_var(ctx, f"k{len(extents) - 1}")
+    whole = _index(extents[-1])
+    if last_pass is None:
+        nest: Stmt = For(inner, _index(0), _index(extents[-1] - 1), body([inner]), ForKind.ROLLED)
+    else:
+        # Bound before the loop: gcc drops `#pragma GCC unroll` from a loop whose test branches.
+        stop = index_var(ctx, "k_stop")
+        nest = LetStmt(stop, te.select(last_pass, _index(extents[-1] - 1), whole),
+                       For(inner, _index(0), stop, body([*outer, inner]), ForKind.ROLLED))
+    for var, extent in reversed(list(zip(outer, extents))):
+        nest = For(var, _index(0), _index(extent), nest, ForKind.ROLLED)
+    return nest
 
 
 def _store_tile(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -218,6 +219,24 @@ def peaks(settings: Settings, work: Path, log: Callable[[str], None]) -> dict[st
     return result
 
 
+# A build's OUTDIR takes about 12 bytes of disk per byte of weights (the constant pool's C text in
+# src/ and again in the MLF archive, lowered.relay's base64 metadata, the library: ResNet-50's
+# 102 MB of weights, 1.2 GB), and a build job holds two such directories and its compile cache
+# until it has timed the second build.
+DISK_BYTES_PER_WEIGHT_BYTE = 26
+
+
+def disk_shortfall(work: Path, weight_bytes: int) -> str | None:
+    """Why a build of a model with `weight_bytes` of weights would run out of disk in `work`, or
+    None: a full disk fails a build late, with a bare ENOSPC."""
+    need = weight_bytes * DISK_BYTES_PER_WEIGHT_BYTE
+    free = shutil.disk_usage(work).free
+    if free >= need:
+        return None
+    return (f"needs about {need / 1e9:.1f} GB free for its build in {work}, {free / 1e9:.1f} GB free "
+            "(TMPDIR sets where the bench builds)")
+
+
 def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], None]) -> dict[str, Any]:
     model = get(name, tiny=settings.tiny)
     workdir = work / name
@@ -228,8 +247,14 @@ def bench_model(name: str, settings: Settings, work: Path, log: Callable[[str], 
     entry["prepare"] = run_worker(prepare, workdir / "prepare")
     log(f"{name}: reference ready; onnx {entry['prepare'].get('onnx') and 'exported' or 'not exported'}")
     base = {"model": name, "tiny": settings.tiny, "workdir": str(workdir)}
+    weight_bytes = sum(array.nbytes for array in model.params.values())
     for peer, target in TARGETS.items():
         if peer in settings.peers:
+            short = disk_shortfall(work, weight_bytes)
+            if short is not None:
+                entry["builds"][peer] = {"ok": False, "error": short}
+                log(f"{name}: not built for {target!r}: {short}")
+                continue
             job = {**base, "kind": "build", "target": target, "outdir": str(workdir / f"build-{peer}" / "out")}
             entry["builds"][peer] = run_worker(job, workdir / f"build-{peer}")
             b = entry["builds"][peer]

@@ -1,6 +1,6 @@
 from bench import worker
 from bench.models import get
-from bench.suite import MIN_TURNS, Settings, best_round, interleaved
+from bench.suite import DISK_BYTES_PER_WEIGHT_BYTE, MIN_TURNS, Settings, best_round, disk_shortfall, interleaved
 
 
 def _round(median_ms, **extra):
@@ -48,3 +48,15 @@ def test_interleaved_reports_a_peer_that_cannot_start_and_measures_the_rest(tmp_
     rows = _served(tmp_path, ["numpy", "tvm"])
     assert rows["tvm"] == {"ok": False, "error": "ValueError: unknown peer 'tvm'"}
     assert rows["numpy"]["ok"] and rows["numpy"]["runs"] == 10
+
+
+def test_a_build_the_disk_cannot_hold_is_refused_up_front(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(100 * 10**9, 0, 5 * 10**9))
+    assert disk_shortfall(tmp_path, 100 * 10**6) is None  # ResNet-50's weights: 2.6 GB
+    short = disk_shortfall(tmp_path, 500 * 10**6)  # GPT-2-sized: 13 GB
+    assert short == (f"needs about {500e6 * DISK_BYTES_PER_WEIGHT_BYTE / 1e9:.1f} GB free for its build in {tmp_path}, "
+                     "5.0 GB free (TMPDIR sets where the bench builds)")

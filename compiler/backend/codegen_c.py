@@ -65,6 +65,7 @@ from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
 from compiler.tir.dtypes import c_type, itemsize
 from compiler.tir.expr import Binary, Buffer, CallExtern, Cast, Const, Intrin, Load, PrimExpr, Select, Var, as_expr, cast
+from compiler.tir.half_rounding import drop_clamped_roundings
 from compiler.tir.simplify import ExprSimplifier, IntBound, const_int_bound, loop_range, simplify, split_constant_offset
 from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, PrimFunc, Seq, Stmt, Store
 
@@ -379,9 +380,10 @@ class _FunctionEmitter:
             raise ValueError(f"function {self.func.name} stores into its input buffer {s.buffer.name}")
         simp = ExprSimplifier(self.ranges)
         flat = self.flat_index(s.buffer, s.indices, simp)
+        stored = drop_clamped_roundings(as_expr(s.value))
         # A float32 value stored as float16 converts in a helper gcc vectorizes (c_helpers).
-        half = s.buffer.dtype == "float16" and isinstance(s.value, Cast) and s.value.value.dtype == "float32"
-        decls, (index, value) = ExprEmitter(self, simp).emit([flat, s.value.value if half else s.value])
+        half = s.buffer.dtype == "float16" and isinstance(stored, Cast) and stored.value.dtype == "float32"
+        decls, (index, value) = ExprEmitter(self, simp).emit([flat, stored.value if half else stored])
         for d in decls:
             self.line(d)
         target = f"{self.buffer_name(s.buffer)}[{strip_parens(index)}]"

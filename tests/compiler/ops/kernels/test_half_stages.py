@@ -51,16 +51,26 @@ def test_each_rounding_and_half_load_becomes_one_row_conversion() -> None:
         return te.maximum(_rounded(scaled + te.cast("float32", RESIDUAL[j * 5])), te.const(0.0, "float32"))
 
     staged = stage_half_conversions(KernelContext(), _loop(value))
-    assert _calls(staged) == [ROUND, ROUND, WIDEN, ROUND, NARROW]
+    # The residual add's rounding is left out: the narrowing after the relu rounds the same bits
+    # (compiler/tir/half_rounding.py).
+    assert _calls(staged) == [ROUND, ROUND, WIDEN, NARROW]
     stores = [s for s in walk_stmts(staged) if isinstance(s, Store)]
     assert stores[-1].buffer.name == "out" and isinstance(stores[-1].value, te.Load)  # a 16-bit copy of the row
 
 
-def test_a_rounding_of_a_value_already_in_float16_is_not_staged_again() -> None:
+def test_a_value_rounded_before_a_relu_and_after_it_is_rounded_once() -> None:
     def value(j: te.Var) -> te.PrimExpr:
         return _rounded(te.maximum(_rounded(ACC[j]), te.const(0.0, "float32")))  # relu between two roundings
 
-    assert _calls(stage_half_conversions(KernelContext(), _loop(value))) == [ROUND, NARROW]
+    assert _calls(stage_half_conversions(KernelContext(), _loop(value))) == [NARROW]
+
+
+def test_a_rounding_of_a_value_already_in_float16_is_not_staged_again() -> None:
+    def value(j: te.Var) -> te.PrimExpr:
+        larger = te.maximum(_rounded(ACC[j]), _rounded(ACC[j] * SCALE[j]))  # a float16 value already
+        return _rounded(larger) * 2.0
+
+    assert _calls(stage_half_conversions(KernelContext(), _loop(value))) == [ROUND, ROUND, NARROW]
 
 
 def test_a_condition_free_of_the_loop_guards_the_whole_staged_row() -> None:

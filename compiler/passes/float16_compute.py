@@ -24,7 +24,8 @@ Casts back to back (`cast(cast(a, float16), float32)` between two rewritten call
 rounding itself and are kept; fusion puts them in the producer's epilogue, so the tensor
 between two kernels is float32 holding float16 values. The C backend prints such a rounding, and
 every float16 load and store, as a helper gcc vectorizes (backend/c_helpers.py), and leaves out
-a rounding of a value that is a float16 one already (relu of a rounded value).
+a rounding of a value that is a float16 one already and one that a relu or clip and a later
+rounding make redundant (tir/half_rounding.py).
 
 Disable with `disabled_pass=["Float16ComputeInFloat32"]` to get float16 arithmetic throughout.
 """

@@ -441,6 +441,8 @@ class ExprEmitter:
             operands = [text[id(e.a)], text[id(e.b)]]
             if e.op in _INT_DIVISIONS and is_int_dtype(e.a.dtype):
                 return self._widen(e, _wrap_narrow(self._int_division(e, operands), e.dtype))
+            if e.op in ("min", "max") and e.a.dtype in _FLOAT_MINMAX and _not_nan_constant(e.b):
+                return _helper_call(f"{e.op}k")(operands, e.a.dtype)
             return self._widen(e, _wrap_narrow(code_for_op[e.op](operands, e.a.dtype), e.dtype))
         if isinstance(e, Unary):
             return self._widen(e, _wrap_narrow(code_for_op[e.op]([text[id(e.a)]], e.a.dtype), e.dtype))
@@ -484,6 +486,15 @@ class ExprEmitter:
         if isinstance(a, (bool, int, float)):
             return c_literal(a, as_expr(a).dtype)
         raise TypeError(f"call_extern argument {a!r} is neither an expression nor a buffer")
+
+
+_FLOAT_MINMAX = ("float32", "float64")
+
+
+def _not_nan_constant(e: PrimExpr) -> bool:
+    """Whether `e` is a float constant other than NaN (min/max with it take one comparison:
+    c_helpers' `mink`/`maxk`)."""
+    return isinstance(e, Const) and e.value == e.value
 
 
 def _half_exact(e: PrimExpr) -> bool:

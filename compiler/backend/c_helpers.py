@@ -119,6 +119,19 @@ def _build_helpers() -> dict[str, str]:
                 f"  ua = (ua & m) | (ub & ~m);\n"
                 f"  __builtin_memcpy(&y, &ua, {size});\n"
                 f"  return y;\n}}\n")
+        # The same with a `b` that is not NaN (a constant: relu's 0, clip's bounds): then
+        # "a > b or a is NaN" is "not a <= b", one comparison, and b = +0.0 makes the select a
+        # single and-not (relu: 2 vector instructions instead of 4). Equal in every bit,
+        # signed zeros included.
+        for name, more in (("mink", ">="), ("maxk", "<=")):
+            helpers[f"{name}_{sfx}"] = (
+                f"static inline {t} relaycc_{name}_{sfx}({t} a, {t} b) {{\n"
+                f"  {bits} ua, ub, m; {t} y;\n"
+                f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
+                f"  m = ({bits})0 - ({bits})(a {more} b);\n"
+                f"  ua = (ub & m) | (ua & ~m);\n"
+                f"  __builtin_memcpy(&y, &ua, {size});\n"
+                f"  return y;\n}}\n")
     return {**{HELPER_PREFIX + k: v for k, v in helpers.items()}, **math_helpers()}
 
 

@@ -194,3 +194,49 @@ def test_the_row_helpers_convert_16_lanes_at_a_time_on_an_avx512_machine(tmp_pat
     code = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
     assert re.search(r"vcvtps2ph\s+\$0x0,%zmm", code)
     assert re.search(r"vcvtph2ps\s+%ymm\d+,%zmm", code)
+
+
+_MINMAX_LOOPS = """
+#include <stdint.h>
+{helpers}
+#define LOOP(name, helper) \\
+  void name(const {t}* restrict in, {t}* restrict out, int64_t n, {t} c) {{ \\
+    _Pragma("omp simd") \\
+    for (int64_t i = 0; i < n; ++i) out[i] = helper(in[i], c); \\
+  }}
+LOOP(max_any, relaycc_max_{s}) LOOP(max_const, relaycc_maxk_{s})
+LOOP(min_any, relaycc_min_{s}) LOOP(min_const, relaycc_mink_{s})
+"""
+
+
+@pytest.mark.parametrize("flavour", ["native", "portable"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_min_max_with_a_constant_take_the_same_bits_as_the_general_helpers(
+        tmp_path: Path, flavour: str, dtype: type) -> None:
+    from compiler.runtime.build import DEFAULT_CFLAGS, build_shared_library
+
+    t, s, c_type, bits = ("float", "f32", ctypes.c_float, np.uint32) if dtype is np.float32 else \
+        ("double", "f64", ctypes.c_double, np.uint64)
+    names = [f"relaycc_{n}_{s}(" for n in ("max", "maxk", "min", "mink")]
+    source = tmp_path / "minmax.c"
+    source.write_text(_MINMAX_LOOPS.format(helpers="".join(helpers_used(" ".join(names))), t=t, s=s))
+    flags = DEFAULT_CFLAGS if flavour == "native" else ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
+    library = ctypes.CDLL(str(build_shared_library([source], tmp_path / "libminmax.so", cflags=flags)))
+    info = np.finfo(dtype)
+    special = np.array([0.0, -0.0, 1.0, -1.0, 6.0, -1.5, info.tiny, -info.tiny, info.smallest_subnormal,
+                        -info.smallest_subnormal, info.max, -info.max, np.inf, -np.inf], dtype)
+    nans = np.array([0x7FC00000, 0xFFC00001, 0x7F800001] if dtype is np.float32 else
+                    [0x7FF8000000000000, 0xFFF8000000000001, 0x7FF0000000000001], bits).view(dtype)
+    rng = np.random.default_rng(5)
+    random = rng.integers(0, np.iinfo(bits).max, 4096, dtype=bits, endpoint=True).view(dtype)
+    values = np.concatenate([special, nans, random])
+    for name in ("max_any", "max_const", "min_any", "min_const"):
+        getattr(library, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, c_type]
+    for c in special:  # every constant but NaN, signed zeros and infinities included
+        got = {}
+        for name in ("max_any", "max_const", "min_any", "min_const"):
+            out = np.empty_like(values)
+            getattr(library, name)(values.ctypes.data, out.ctypes.data, values.size, c_type(c))
+            got[name] = out.view(bits)
+        np.testing.assert_array_equal(got["max_const"], got["max_any"], err_msg=f"max with {c!r}")
+        np.testing.assert_array_equal(got["min_const"], got["min_any"], err_msg=f"min with {c!r}")

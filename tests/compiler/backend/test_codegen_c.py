@@ -915,3 +915,14 @@ def test_an_index_adds_its_constant_part_last_so_neighbouring_rows_share_an_addr
     body = loop_nest(["i", "j"], [4, 4], lambda v: Store(y, (v[0], v[1]), x[v[0] + 1, v[1]] + x[v[0], v[1]]))
     text = emit_prim_func(PrimFunc("shifted_rows", (x, y), body, 1))
     assert "X[((i * 4) + j) + 4] + X[(i * 4) + j]" in text
+
+
+def test_min_max_with_a_constant_other_than_nan_print_as_the_one_comparison_helpers() -> None:
+    a, b = Buffer("a", (N,)), Buffer("b", (N,))
+    outs = [Buffer(f"o{k}", (N,)) for k in range(4)]
+    values = [lambda i: maximum(a[i], Const(0.0, "float32")), lambda i: minimum(a[i], Const(6.0, "float32")),
+              lambda i: maximum(a[i], Const(math.nan, "float32")), lambda i: maximum(a[i], b[i])]
+    text = emit_prim_func(elementwise("bounds", [a, b], outs, lambda i: [
+        Store(o, (i,), value(i)) for o, value in zip(outs, values)]))
+    assert "relaycc_maxk_f32(a[i], 0.0f)" in text and "relaycc_mink_f32(a[i], 6.0f)" in text
+    assert text.count("relaycc_max_f32(") == 2  # NaN as the bound, and a bound that may be NaN

@@ -255,7 +255,9 @@ def _row_helper(signature: str, body16: str, body8: str, scalar: str) -> str:
         f"  for (; i + 8 <= n; i += 8) {{\n{body8}  }}\n"
         "#endif\n"
         "  #pragma omp simd\n"
-        f"  for (int64_t k = i; k < n; ++k) {scalar}\n}}\n")
+        # Counted from zero: with a constant n that leaves it empty, gcc 12 warns of an overflow
+        # at iteration 2^63 of `for (k = i; k < n; ++k)` (-Waggressive-loop-optimizations).
+        f"  for (int64_t r = 0; r < n - i; ++r) {{ const int64_t k = i + r; {scalar} }}\n}}\n")
 
 
 def _converted(lanes: int, source: str, target: str, types: tuple[str, str], convert: str) -> str:
@@ -293,6 +295,10 @@ _HALF_ROW_HELPERS = {
                                   _widen(8), "d[k] = relaycc_halfload_f32(s + k);"),
     "halfnarrown_f32": _row_helper("relaycc_halfnarrown_f32(_Float16* d, const float* s, int64_t n)", _narrow(16),
                                    _narrow(8), "relaycc_halfstore_f32(d + k, s[k]);"),
+    # A run of `n` halves at element `sk` of `s` widened into `d` from element `dk` (a band copy's
+    # row: the loop code has pointers to buffers, not to their elements).
+    "halfwidenat_f32": ("static inline void relaycc_halfwidenat_f32(float* d, int64_t dk, const _Float16* s, "
+                        "int64_t sk, int64_t n) {\n  relaycc_halfwidenn_f32(d + dk, s + sk, n);\n}\n"),
 }
 
 # Heap temporaries (codegen_c's heap-scope Allocate): aligned as the workspace's buffers are, at

@@ -66,12 +66,12 @@ from compiler.ops.kernels.conv2d_by_channels import PARALLEL_MIN_COPY, Grid, ins
 from compiler.ops.kernels.gemm import (
     PARALLEL_MIN_MACS, GemmSpec, Panels, RowReader, fitted_rows, gemm, index_var, peels_last_step, tile_rows,
 )
-from compiler.ops.kernels.half_stages import stage_half_conversions
+from compiler.ops.kernels.half_stages import WIDEN_AT, stage_half_conversions
 from compiler.ops.kernels.schedule import choose
 from compiler.tir import expr as te
 from compiler.tir.compute import Epilogue, KernelContext
 from compiler.tir.dtypes import itemsize
-from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq
 
 INDEX = "int64"
 FLOATS = ("float32",)
@@ -470,7 +470,7 @@ def _copy_band_blocked(
     pixel's b channels are one contiguous run in the data and in the band, and each zero row or
     column run is one loop over contiguous elements."""
     top, left, h = edges
-    _, blocks, _, w, b = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
+    _, blocks, height, w, b = (int(d) for d in data.shape)  # type: ignore[arg-type]  # static shapes
     (sh, sw), (ph, pw) = band.strides, band.phases
     dtype = buffer.dtype
     cb = index_var(ctx, "cb")
@@ -492,7 +492,15 @@ def _copy_band_blocked(
             def row(yy: te.PrimExpr, x_lo: int, x_hi: int, ry: int = ry, rx: int = rx,
                     at: Callable[..., te.PrimExpr] = at, zeros: Callable[..., Stmt] = zeros) -> Stmt:
                 xx, j = index_var(ctx, "xx"), index_var(ctx, "j")
-                value = data[img, cb, (y0 + yy) * sh + (ry - top), xx * sw + (rx - left), j]
+                y = (y0 + yy) * sh + (ry - top)
+                if sw == 1 and data.dtype == "float16" and dtype == "float32" and x_hi > x_lo:
+                    # The row's pixels are one run in the data and in the band: widened by one
+                    # call rather than pixel by pixel (a float16 1x1 layer on 56x56: 0.89x).
+                    first = (((img * _i(blocks) + cb) * _i(height) + y) * _i(w) + _i(x_lo + rx - left)) * _i(b)
+                    run = te.CallExtern(WIDEN_AT, (buffer, at(yy, _i(x_lo)), data, first, _i((x_hi - x_lo) * b)),
+                                        "void")
+                    return seq(zeros(yy, 0, x_lo), Evaluate(run), zeros(yy, x_hi, band.wp))
+                value = data[img, cb, y, xx * sw + (rx - left), j]
                 # float16 data: the run is widened whole rather than lane by lane.
                 pixel = stage_half_conversions(ctx, For(j, _i(0), _i(b), Store(buffer, (at(yy, xx) + j,),
                                                                                te.cast(dtype, value)),

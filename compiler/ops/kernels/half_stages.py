@@ -48,6 +48,7 @@ from compiler.tir.stmt import Allocate, Evaluate, For, IfThenElse, Stmt, Store, 
 
 F32, F16 = "float32", "float16"
 ROUND, WIDEN, NARROW = "relaycc_halfroundn_f32", "relaycc_halfwidenn_f32", "relaycc_halfnarrown_f32"
+WIDEN_AT = "relaycc_halfwidenat_f32"  # a run of a buffer widened into another: (d, dk, s, sk, n)
 
 
 def _half_load(e: te.PrimExpr) -> te.Load | None:

@@ -200,7 +200,7 @@ def lower(text: str, name: str, lanes: int, parallel: bool = True, bands_of: str
 # reads the float16 tensor and widens it in its band copy, blocked or not, 1x1 stride-1 included.
 # The block of 4 takes the generic kernel, which is given a float32 copy instead.
 HALF = ("blocked_1x1_in_place", "nchw_stem_to_blocked", "bands_blocked_stride_2", "blocked_stride_2_avx512",
-        "block_of_4_takes_the_generic_kernel")
+        "block_of_4_takes_the_generic_kernel", "blocked_3x3_banded", "blocked_wide_3x3_rows_by_pixel")
 
 
 def half_inputs_of(name: str) -> list[np.ndarray]:
@@ -501,8 +501,13 @@ def test_the_packed_kernel_reads_float16_data_and_widens_it_in_its_bands(library
     assert len(grids(library, f"half_{name}")) == 1
     calls = {e.name for stmt in walk_stmts(func.body) for root in stmt_exprs(stmt) for e in post_order(root)
              if isinstance(e, CallExtern)}
-    # Channel-blocked data is widened a pixel's run at a time (F16C where the machine has it).
-    assert ("relaycc_halfwidenn_f32" in calls) == (BLOCKED[name][0] > 0)
+    # Channel-blocked data is widened by whole rows where a row's pixels are one run in memory
+    # (stride 1), else a pixel's run at a time (F16C where the machine has it).
+    widened = calls & {"relaycc_halfwidenat_f32", "relaycc_halfwidenn_f32"}
+    if BLOCKED[name][0] == 0:
+        assert widened == set()
+    else:
+        assert widened == {"relaycc_halfwidenat_f32" if CASES[name][5] == (1, 1) else "relaycc_halfwidenn_f32"}
 
 
 def test_a_kernel_that_does_not_widen_gets_a_float32_copy_of_cast_data(library: Library) -> None:

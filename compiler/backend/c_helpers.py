@@ -94,6 +94,19 @@ def _float_division_helpers(sfx: str, t: str, f: str) -> dict[str, str]:
     }
 
 
+def _mask_select(name: str, t: str, condition: str, chosen: str, other: str) -> str:
+    """A float helper `relaycc_<name>(a, b)` returning `chosen` (`ua` or `ub`: a's or b's bits)
+    where `condition` holds and `other` elsewhere, selected with a mask rather than `?:`."""
+    bits, size = ("uint32_t", 4) if t == "float" else ("uint64_t", 8)
+    return (f"static inline {t} relaycc_{name}({t} a, {t} b) {{\n"
+            f"  {bits} ua, ub, m; {t} y;\n"
+            f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
+            f"  m = ({bits})0 - ({bits})({condition});\n"
+            f"  ua = ({chosen} & m) | ({other} & ~m);\n"
+            f"  __builtin_memcpy(&y, &ua, {size});\n"
+            f"  return y;\n}}\n")
+
+
 def _build_helpers() -> dict[str, str]:
     helpers: dict[str, str] = {}
     for sfx, t in _INT_TYPES.items():
@@ -109,29 +122,14 @@ def _build_helpers() -> dict[str, str]:
         # NaN wins, as in numpy's minimum/maximum. Chosen with a mask, not `?:`: kernels built
         # without if-conversion (the masked-load workaround) keep a loop with a branch scalar,
         # and a relu epilogue is such a loop.
-        bits, size = ("uint32_t", 4) if sfx == "f32" else ("uint64_t", 8)
         for name, less in (("min", "<"), ("max", ">")):
-            helpers[f"{name}_{sfx}"] = (
-                f"static inline {t} relaycc_{name}_{sfx}({t} a, {t} b) {{\n"
-                f"  {bits} ua, ub, m; {t} y;\n"
-                f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
-                f"  m = ({bits})0 - ({bits})((a {less} b) | (a != a));\n"
-                f"  ua = (ua & m) | (ub & ~m);\n"
-                f"  __builtin_memcpy(&y, &ua, {size});\n"
-                f"  return y;\n}}\n")
+            helpers[f"{name}_{sfx}"] = _mask_select(f"{name}_{sfx}", t, f"(a {less} b) | (a != a)", "ua", "ub")
         # The same with a `b` that is not NaN (a constant: relu's 0, clip's bounds): then
         # "a > b or a is NaN" is "not a <= b", one comparison, and b = +0.0 makes the select a
         # single and-not (relu: 2 vector instructions instead of 4). Equal in every bit,
         # signed zeros included.
         for name, more in (("mink", ">="), ("maxk", "<=")):
-            helpers[f"{name}_{sfx}"] = (
-                f"static inline {t} relaycc_{name}_{sfx}({t} a, {t} b) {{\n"
-                f"  {bits} ua, ub, m; {t} y;\n"
-                f"  __builtin_memcpy(&ua, &a, {size}); __builtin_memcpy(&ub, &b, {size});\n"
-                f"  m = ({bits})0 - ({bits})(a {more} b);\n"
-                f"  ua = (ub & m) | (ua & ~m);\n"
-                f"  __builtin_memcpy(&y, &ua, {size});\n"
-                f"  return y;\n}}\n")
+            helpers[f"{name}_{sfx}"] = _mask_select(f"{name}_{sfx}", t, f"a {more} b", "ub", "ua")
     return {**{HELPER_PREFIX + k: v for k, v in helpers.items()}, **math_helpers()}
 
 

@@ -65,6 +65,17 @@ ROWS_OUTER_MIN_IN_PLACE_ROWS = 128
 # outermost axis, each chunk's part of A and of the panel within half an L2, partial sums kept
 # in the workspace between chunks (`k_chunks`).
 K_CHUNK_BYTES = L2_BYTES // 2
+# The `unroll_k` knob (schedule.py): a tile's innermost reduction loop taken this many steps at a
+# time, written out whole by gcc. Rolled, each 20-instruction step of an AVX2 6x16 tile (6
+# broadcasts, 2 weight loads, 12 FMAs) carries 3 more of loop control, and every 16 steps a
+# restart of about 28 (the rows' addresses). Unrolled over a channel block, ResNet-50's stage-3
+# 3x3 and stage-4 layers ran 0.89-0.97x by least times (one thread, interleaved, busy host),
+# the whole model 0.94-1.00x by medians; but gcc takes 2-3x as long on each such kernel
+# (ResNet-50's cold build 4.9-5.9 s -> 14.0-14.7 s with all 23 unrolled), so the rule keeps the
+# loops rolled and `relaycc tune` may unroll a kernel where it pays. Only whole unrolling: gcc's
+# partial unrolling of a tile step (by the pragma or written out twice) rotated the accumulators
+# through memory and ran 1.5x slower.
+UNROLLED_STEPS = 16
 INDEX = "int64"
 
 Loader = Callable[[Sequence[te.PrimExpr]], te.PrimExpr]
@@ -297,6 +308,9 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     if split is not None:
         rule = k_chunks(spec.a_bytes if outer else 0, panel_bytes, spec.k[split])
         k_parts = int(choose(ctx, "k_chunks", rule, _divisors(spec.k[split])))  # type: ignore[call-overload]
+    unroll = 1
+    if not spec.peel_last and spec.k and spec.k[-1] % UNROLLED_STEPS == 0:
+        unroll = int(choose(ctx, "unroll_k", 1, (1, UNROLLED_STEPS)))  # type: ignore[call-overload]
     # With the reduction in chunks a chunk of A stays in L2 beside the panel: no row chunks.
     chunks = row_chunks(spec.a_bytes, row_blocks, panels, panel_bytes) if k_parts == 1 else 1
     if outer and chunks > 1:
@@ -323,7 +337,7 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         slot, slots = spec.chunk_slot
         partial = te.Buffer(ctx.fresh("partial"), (slots, count, mr * nr), spec.dtype)
         part = KPart(index_var(ctx, "kc"), k_parts, split, partial, slot, t)
-    body = let_all([(b, b_e), (nb, nb_e), (mb, mb_e)], _row_block(ctx, spec, load, b, nb, mb, mr, nr, part))
+    body = let_all([(b, b_e), (nb, nb_e), (mb, mb_e)], _row_block(ctx, spec, load, b, nb, mb, mr, nr, part, unroll))
     compute: Stmt = For(t, _index(0), _index(count), body, _tile_loop_kind(ctx, spec, count))
     if part is not None:
         compute = Allocate(part.partial, For(part.var, _index(0), _index(k_parts), compute, ForKind.SERIAL))
@@ -435,7 +449,7 @@ def _tile_loop_kind(ctx: KernelContext, spec: GemmSpec, iterations: int) -> ForK
 
 def _row_block(
     ctx: KernelContext, spec: GemmSpec, panel: PanelLoad, b: te.Var, nb: te.Var, mb: te.Var, mr: int, nr: int,
-    part: KPart | None = None,
+    part: KPart | None = None, unroll: int = 1,
 ) -> Stmt:
     """The tile of row block `mb` and panel `nb`. When `mr` does not divide m, the last block
     starts early, at row m - mr, so every tile has `mr` rows and the tile's loop nest is emitted
@@ -446,14 +460,14 @@ def _row_block(
     if full and rem and spec.store_row is None:
         # Products stored element by element (dense, matmul) keep a tile of the leftover rows:
         # recomputing the shared rows ran the transformer block's dense layers 4-15% slower.
-        return IfThenElse(mb < full, _tile(ctx, spec, panel, b, nb, mb * mr, mr, nr, part=part),
-                          _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr, part=part))
+        return IfThenElse(mb < full, _tile(ctx, spec, panel, b, nb, mb * mr, mr, nr, part=part, unroll=unroll),
+                          _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr, part=part, unroll=unroll))
     if not full:
-        return _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr, part=part)
+        return _tile(ctx, spec, panel, b, nb, mb * mr, rem, nr, part=part, unroll=unroll)
     if not rem:
-        return _tile(ctx, spec, panel, b, nb, mb * mr, mr, nr, part=part)
+        return _tile(ctx, spec, panel, b, nb, mb * mr, mr, nr, part=part, unroll=unroll)
     m0 = te.minimum(mb * mr, _index(spec.m - mr))
-    return _tile(ctx, spec, panel, b, nb, m0, mr, nr, (mr - rem, mb < full), part)
+    return _tile(ctx, spec, panel, b, nb, m0, mr, nr, (mr - rem, mb < full), part, unroll)
 
 
 def _tile(
@@ -467,11 +481,13 @@ def _tile(
     nr: int,
     shared: tuple[int, te.PrimExpr] | None = None,
     part: KPart | None = None,
+    unroll: int = 1,
 ) -> Stmt:
     """One tile of `rows` x nr results whose top-left corner is (m0, nb * nr); with `shared`
     (count, condition) its first `count` rows are stored only where the condition holds; with
     `part`, the chunk of the reduction `part.var` names, from and to the tile's partial sums
-    but in the last chunk, which stores.
+    but in the last chunk, which stores; `unroll`: see `_reduction_nest` (not for a product
+    that peels its last step).
 
     The last reduction step is taken in the store (`acc + a * b` written out): were the store a
     plain copy of the tile, gcc would turn it into a memcpy, which keeps the tile in memory
@@ -499,10 +515,10 @@ def _tile(
         lets = [let for r in readers for let in r.lets]
         store_all = _store_tile(ctx, spec, lambda i, j: acc[j + i * nr], b, nb, m0, rows, nr, shared)
         if part is None:
-            whole = loop_nest(ctx, "k", spec.k, step, ForKind.ROLLED)
+            whole = _reduction_nest(ctx, spec.k, step, unroll)
             return Allocate(acc, seq(init, let_all(lets, seq(whole, store_all))))
         return Allocate(acc, seq(_resume(ctx, part, acc, init), let_all(lets, seq(
-            _chunk_of_reduction(ctx, spec.k, part, step), _suspend(ctx, part, acc, store_all)))))
+            _chunk_of_reduction(ctx, spec.k, part, step, unroll), _suspend(ctx, part, acc, store_all)))))
 
     last = [_index(extent - 1) for extent in spec.k]
     last_a = [te.Var(ctx.fresh(f"a{i}"), spec.dtype) for i in range(rows)]
@@ -531,7 +547,8 @@ def _suspend(ctx: KernelContext, part: KPart, acc: te.Buffer, store_all: Stmt) -
 
 
 def _chunk_of_reduction(
-    ctx: KernelContext, extents: Sequence[int], part: KPart, body: Callable[[Sequence[te.PrimExpr]], Stmt]
+    ctx: KernelContext, extents: Sequence[int], part: KPart, body: Callable[[Sequence[te.PrimExpr]], Stmt],
+    unroll: int = 1,
 ) -> Stmt:
     """`body` at every index of chunk `part.var` of the loop nest over `extents`, in order."""
     step = extents[part.axis] // part.count
@@ -540,7 +557,25 @@ def _chunk_of_reduction(
     def shifted(ks: Sequence[te.PrimExpr]) -> Stmt:
         return body([k + part.var * step if i == part.axis else k for i, k in enumerate(ks)])
 
-    return loop_nest(ctx, "k", chunk, shifted, ForKind.ROLLED)
+    return _reduction_nest(ctx, chunk, shifted, unroll)
+
+
+def _reduction_nest(ctx: KernelContext, extents: Sequence[int], step: Callable[[Sequence[te.PrimExpr]], Stmt],
+                    unroll: int = 1) -> Stmt:
+    """The tile's reduction loops, `step` at every index in order, rolled (see ForKind.ROLLED);
+    with `unroll` dividing the innermost extent, that loop is taken `unroll` steps at a time, the
+    steps written out by the C compiler."""
+    if not extents or unroll <= 1 or extents[-1] % unroll:
+        return loop_nest(ctx, "k", extents, step, ForKind.ROLLED)
+    vars_ = [index_var(ctx, f"k{i}") for i in range(len(extents))]
+    inner = index_var(ctx, f"k{len(extents)}")
+    last = vars_[-1] * _index(unroll) + inner if extents[-1] > unroll else inner
+    stmt: Stmt = For(inner, _index(0), _index(unroll), step([*vars_[:-1], last]), ForKind.UNROLLED)
+    if extents[-1] > unroll:
+        stmt = For(vars_[-1], _index(0), _index(extents[-1] // unroll), stmt, ForKind.ROLLED)
+    for var, extent in reversed(list(zip(vars_[:-1], extents[:-1]))):
+        stmt = For(var, _index(0), _index(extent), stmt, ForKind.ROLLED)
+    return stmt
 
 
 def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Sequence[te.PrimExpr]], Stmt]) -> Stmt:

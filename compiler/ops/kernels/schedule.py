@@ -17,6 +17,9 @@ The knobs:
   the rule keeps a band's copy within 128 KiB.
 * `k_chunks`: chunks of the reduction's outermost axis, partial sums kept between them (gemm.py);
   the rule takes more than one only where A read in place overflows L2 beside a B panel.
+* `unroll_k`: steps of the tile's innermost reduction loop written out together, 1 or 16
+  (gemm.UNROLLED_STEPS), offered where that loop's extent is a multiple of 16 and the store
+  applies an epilogue; the rule keeps 1, as unrolling costs gcc 2-3x the time on the kernel.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from collections.abc import Mapping, Sequence
 
 from compiler.tir.compute import KernelContext
 
-KNOBS = ("tile_rows", "order", "band_rows", "k_chunks")
+KNOBS = ("tile_rows", "order", "band_rows", "k_chunks", "unroll_k")
 ORDERS = ("rows", "panels")
 # Knobs whose allowed values are listed whole (the others give a range as [lowest, highest]).
-LISTED = ("order", "k_chunks")
+LISTED = ("order", "k_chunks", "unroll_k")
 
 
 def check_schedule(schedule: object, where: str) -> dict[str, object]:
@@ -62,7 +65,7 @@ def choose(ctx: KernelContext, knob: str, rule: object, allowed: Sequence[object
 def variants(decisions: Mapping[str, object], limit: int = 6) -> list[dict[str, object]]:
     """Schedules worth measuring against a kernel's own `decisions`, one knob changed in each,
     the likeliest first: a tile row fewer or more, the other tile order, half, twice and all the
-    band rows, the next reduction chunking up and down."""
+    band rows, the next reduction chunking up and down, the other unrolling."""
     found: list[dict[str, object]] = []
 
     def add(knob: str, value: object) -> None:
@@ -95,6 +98,11 @@ def variants(decisions: Mapping[str, object], limit: int = 6) -> list[dict[str, 
         at = divisors.index(parts)
         for neighbour in divisors[at + 1 : at + 2] + divisors[max(at - 1, 0) : at]:
             add("k_chunks", neighbour)
+    unroll = decisions.get("unroll_k")
+    steps = decisions.get("unroll_k:allowed")
+    if isinstance(unroll, int) and isinstance(steps, list):
+        for value in steps:
+            add("unroll_k", value)
     if isinstance(rows, int):
         add("tile_rows", rows + 1)
         add("tile_rows", rows - 2)

@@ -78,9 +78,9 @@ def counted_product(name: str, m: int, n: int, k: tuple[int, int]) -> PrimFunc:
 COUNTED = {"counted_9": (9, 19, (3, 4)), "counted_14": (14, 8, (2, 5))}
 
 
-def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int) -> PrimFunc:
-    """relu(x @ y) with its reduction in `parts` chunks, counting stores in `hits` as
-    `counted_product` does."""
+def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int, unroll: int = 1) -> PrimFunc:
+    """relu(x @ y) with its reduction in `parts` chunks, its innermost loop taken `unroll` steps at
+    a time, counting stores in `hits` as `counted_product` does."""
     x, y = te.Buffer("x", (1, m, *k)), te.Buffer("y", (1, *k, n))
     out, hits = te.Buffer("out", (1, m, n)), te.Buffer("hits", (1, m, n), "int32")
 
@@ -90,21 +90,25 @@ def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int) -
 
     spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
                     lambda bb, ks, col: y[bb, ks[0], ks[1], col], store, peel_last=False, chunk_slot=(te.const(0, "int64"), 1))
-    ctx = KernelContext(schedule={"k_chunks": parts})
+    ctx = KernelContext(schedule={"k_chunks": parts, "unroll_k": unroll})
     body = gemm(ctx, spec)
     assert ctx.decisions["k_chunks"] == parts
+    assert ctx.decisions.get("unroll_k", 1) == unroll
     return PrimFunc(name, (x, y, out, hits), body, num_inputs=2)
 
 
 # The chunks split the reduction's outermost axis of more than one step: k0 in three, then k1
 # in two (k0 has one step); m = 9 has rows the last block shares.
 CHUNKED = {"chunked_k0": (9, 19, (3, 4), 3), "chunked_k1": (14, 40, (1, 6), 2)}
+# Unrolled innermost loops: one of exactly 16 steps, and one of 32 taken as 2 x 16 inside chunks.
+UNROLLED = {"unrolled_16": (9, 19, (3, 16), 1, 16), "unrolled_32_chunked": (14, 24, (2, 32), 2, 16)}
 
 
 def build_library(directory: Path) -> Library:
     funcs = [nested_product(name, *shape) for name, shape in PRODUCTS.items()]
     funcs += [counted_product(name, *shape) for name, shape in COUNTED.items()]
     funcs += [chunked_product(name, *shape) for name, shape in CHUNKED.items()]
+    funcs += [chunked_product(name, *shape) for name, shape in UNROLLED.items()]
     return Library(funcs, directory)
 
 
@@ -130,9 +134,9 @@ def test_rows_the_last_row_block_shares_with_the_one_before_are_stored_once(libr
     np.testing.assert_array_equal(hits, np.full((1, m, n), 123 + 1, "int32"))  # the harness starts it at 123
 
 
-@pytest.mark.parametrize("name", sorted(CHUNKED))
+@pytest.mark.parametrize("name", sorted(CHUNKED) + sorted(UNROLLED))
 def test_a_reduction_in_chunks_stores_each_result_once_after_the_last_chunk(library: Library, name: str) -> None:
-    m, n, k, _ = CHUNKED[name]
+    m, n, k = {**CHUNKED, **UNROLLED}[name][:3]
     x = RNG.uniform(-1, 1, (1, m, *k)).astype("float32")
     y = RNG.uniform(-1, 1, (1, *k, n)).astype("float32")
     result, hits = library.run(name, [x, y])
@@ -170,6 +174,27 @@ def test_a_reduction_stays_whole_under_a_peeled_store_or_without_a_place_for_par
                     chunk_slot=slot)
     gemm(ctx, spec)
     assert "k_chunks" not in ctx.decisions
+
+
+@pytest.mark.parametrize("name", sorted(UNROLLED))
+def test_unroll_k_writes_the_innermost_reduction_loop_out_sixteen_steps_at_a_time(name: str) -> None:
+    func = chunked_product(name, *UNROLLED[name])
+    k = UNROLLED[name][2]
+    unrolled = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind is ForKind.UNROLLED]
+    assert unrolled and all(int(te.as_expr(s.extent).value) == 16 for s in unrolled)
+    # Above each, the rest of that axis rolled (32 steps as two passes of 16), or the next axis.
+    outer = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind is ForKind.ROLLED and s.body in unrolled]
+    assert [int(te.as_expr(s.extent).value) for s in outer] == [k[-1] // 16 if k[-1] > 16 else k[-2]] * len(unrolled)
+
+
+@pytest.mark.parametrize("peel_last, k", [(True, (2, 16)), (False, (2, 12))])
+def test_unroll_k_is_offered_for_sixteen_step_multiples_under_an_epilogue_store(peel_last: bool, k: tuple[int, int]) -> None:
+    # A peeled last step stops the innermost loop early on the last pass: not a whole 16.
+    ctx = KernelContext(schedule={"unroll_k": 16})
+    spec = GemmSpec(1, 9, 16, k, "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
+                    lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=peel_last)
+    gemm(ctx, spec)
+    assert "unroll_k" not in ctx.decisions
 
 
 def test_a_product_stored_element_by_element_keeps_a_tile_of_the_leftover_rows() -> None:

@@ -49,6 +49,12 @@ def test_variants_try_the_next_reduction_chunking_up_and_down() -> None:
     assert variants({"k_chunks": 1, "k_chunks:allowed": [1, 3]}) == [{"k_chunks": 3}]
 
 
+def test_variants_try_the_other_unrolling_where_the_kernel_offers_one() -> None:
+    assert variants({"unroll_k": 1, "unroll_k:allowed": [1, 16]}) == [{"unroll_k": 16}]
+    assert variants({"unroll_k": 16, "unroll_k:allowed": [1, 16]}) == [{"unroll_k": 1}]
+    assert variants({"unroll_k": 1, "unroll_k:allowed": [1]}) == []
+
+
 def test_variants_skip_values_outside_the_allowed_range_and_repeats() -> None:
     decisions = {"tile_rows": 1, "tile_rows:allowed": [1, 1], "band_rows": 28, "band_rows:allowed": [1, 28]}
 
@@ -75,8 +81,8 @@ def test_a_good_schedule_is_kept_as_given() -> None:
 
 # Every product kernel with knobs: a 3x3 layer and a stride-2 layer that copy their input in
 # bands, a 1x1 layer read in place and another with a relu, a dense and a batch_matmul; and a
-# float16 layer, whose tile stores round in stages. The two with a relu may take their reduction
-# in chunks (the 3x3 layer while one thread takes all its bands).
+# float16 layer, whose tile stores round in stages. The three with a relu may take their
+# reduction in chunks (the 3x3 layer while one thread takes all its bands).
 PRODUCTS = """\
 #[version = "0.0.5"]
 def @main(%x: Tensor[(1, 8, 15, 15), float32], %d: Tensor[(20, 64), float32], %a: Tensor[(2, 13, 20), float32],
@@ -84,7 +90,7 @@ def @main(%x: Tensor[(1, 8, 15, 15), float32], %d: Tensor[(20, 64), float32], %a
           %w1: Tensor[(32, 8, 3, 3), float32], %w2: Tensor[(32, 32, 3, 3), float32], %w3: Tensor[(16, 32, 1, 1), float32],
           %wd: Tensor[(24, 64), float32], %wh: Tensor[(32, 16, 3, 3), float16], %w4: Tensor[(16, 32, 1, 1), float32]) {
   %0 = nn.relu(nn.conv2d(%x, %w1, padding=[1, 1, 1, 1]));
-  %1 = nn.conv2d(%0, %w2, strides=[2, 2], padding=[1, 1, 1, 1]);
+  %1 = nn.relu(nn.conv2d(%0, %w2, strides=[2, 2], padding=[1, 1, 1, 1]));
   (nn.conv2d(%1, %w3), nn.relu(nn.dense(%d, %wd, units=None)), nn.batch_matmul(%a, %b, transpose_b=False),
    nn.conv2d(%h, %wh, padding=[1, 1, 1, 1]), nn.relu(nn.conv2d(%1, %w4)))
 }
@@ -98,11 +104,11 @@ def schedule_rounds(decisions: dict[str, object]) -> list[dict[str, object]]:
     ends, the small heights and the middle) but the rule's: round r takes each knob's r-th
     value, so the rounds are as many as the longest knob has values."""
     values: dict[str, list[object]] = {}
-    for knob in ("tile_rows", "order", "band_rows", "k_chunks"):
+    for knob in ("tile_rows", "order", "band_rows", "k_chunks", "unroll_k"):
         allowed = decisions.get(f"{knob}:allowed")
         if not isinstance(allowed, list):
             continue
-        if knob in ("order", "k_chunks"):
+        if knob in ("order", "k_chunks", "unroll_k"):
             every: list[object] = list(allowed)
         elif knob == "tile_rows":
             every = list(range(allowed[0], allowed[1] + 1))
@@ -143,7 +149,9 @@ def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_p
     kernels = tunable_kernels(PRODUCTS, BuildOptions(), params, "products.relay")
     plans = {k.key: schedule_rounds(dict(k.decisions)) for k in kernels}
     assert len(kernels) == 7 and all(plans.values())
-    assert sum("k_chunks" in k.decisions for k in kernels) == 2  # the 1x1 and 3x3 layers with a relu
+    # The convolutions with a relu may chunk, and those reading blocked channels may unroll.
+    assert sum("k_chunks" in k.decisions for k in kernels) == 3
+    assert sum("unroll_k" in k.decisions for k in kernels) == 2
     rounds = max(len(p) for p in plans.values())
 
     outputs = []
@@ -153,8 +161,8 @@ def test_every_schedule_of_every_product_kernel_computes_the_rules_results(tmp_p
               source_name="products.relay", cache=None)
         outputs.append(CompiledModule(tmp_path / f"round{r}").run(inputs).outputs)
 
-    y = conv(conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1), params["w3"], 1, 0)
-    y1 = conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1)
+    y1 = np.maximum(conv(np.maximum(conv(inputs["x"], params["w1"], 1, 1), 0), params["w2"], 2, 1), 0)
+    y = conv(y1, params["w3"], 1, 0)
     want = [y, np.maximum(inputs["d"] @ params["wd"].T, 0), inputs["a"] @ inputs["b"],
             conv(inputs["h"], params["wh"], 1, 1), np.maximum(conv(y1, params["w4"], 1, 0), 0)]
     for r, got in enumerate(outputs):

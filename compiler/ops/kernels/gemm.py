@@ -68,14 +68,17 @@ K_CHUNK_BYTES = L2_BYTES // 2
 # The `unroll_k` knob (schedule.py): a tile's innermost reduction loop taken this many steps at a
 # time, written out whole by gcc. Rolled, each 20-instruction step of an AVX2 6x16 tile (6
 # broadcasts, 2 weight loads, 12 FMAs) carries 3 more of loop control, and every 16 steps a
-# restart of about 28 (the rows' addresses). Unrolled over a channel block, ResNet-50's stage-3
-# 3x3 and stage-4 layers ran 0.89-0.97x by least times (one thread, interleaved, busy host),
-# the whole model 0.94-1.00x by medians; but gcc takes 2-3x as long on each such kernel
-# (ResNet-50's cold build 4.9-5.9 s -> 14.0-14.7 s with all 23 unrolled), so the rule keeps the
-# loops rolled and `relaycc tune` may unroll a kernel where it pays. Only whole unrolling: gcc's
-# partial unrolling of a tile step (by the pragma or written out twice) rotated the accumulators
-# through memory and ran 1.5x slower.
+# restart of about 28 (the rows' addresses). gcc takes 2-3x as long on a kernel so unrolled
+# (ResNet-50's cold build 4.9-5.9 s -> 14.0-14.7 s with all 23 of its channel-block loops), so
+# the rule unrolls only products of at most `UNROLLED_MAX_ROWS` rows, whose few tiles each run
+# a long reduction: ResNet-50's five 7x7 kernels ran 0.91-0.96x by least times and 0.78-0.92x
+# by medians (60 interleaved runs, one thread, busy host; `relaycc tune` picked two of them
+# unrolled before the rule did), for about 2.4 s more of gcc's CPU (its cold build +1.1-1.4 s).
+# Its 14x14 layers gained less (0.95-1.0). Only whole unrolling: gcc's partial unrolling of a
+# tile step (by the pragma or written out twice) rotated the accumulators through memory and
+# ran 1.5x slower.
 UNROLLED_STEPS = 16
+UNROLLED_MAX_ROWS = 64
 INDEX = "int64"
 
 Loader = Callable[[Sequence[te.PrimExpr]], te.PrimExpr]
@@ -310,7 +313,8 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         k_parts = int(choose(ctx, "k_chunks", rule, _divisors(spec.k[split])))  # type: ignore[call-overload]
     unroll = 1
     if not spec.peel_last and spec.k and spec.k[-1] % UNROLLED_STEPS == 0:
-        unroll = int(choose(ctx, "unroll_k", 1, (1, UNROLLED_STEPS)))  # type: ignore[call-overload]
+        rule = UNROLLED_STEPS if spec.m <= UNROLLED_MAX_ROWS else 1
+        unroll = int(choose(ctx, "unroll_k", rule, (1, UNROLLED_STEPS)))  # type: ignore[call-overload]
     # With the reduction in chunks a chunk of A stays in L2 beside the panel: no row chunks.
     chunks = row_chunks(spec.a_bytes, row_blocks, panels, panel_bytes) if k_parts == 1 else 1
     if outer and chunks > 1:

@@ -187,6 +187,15 @@ def test_unroll_k_writes_the_innermost_reduction_loop_out_sixteen_steps_at_a_tim
     assert [int(te.as_expr(s.extent).value) for s in outer] == [k[-1] // 16 if k[-1] > 16 else k[-2]] * len(unrolled)
 
 
+@pytest.mark.parametrize("rows, rule", [(49, 16), (64, 16), (65, 1), (196, 1)])
+def test_unroll_k_rule_unrolls_only_products_of_few_rows(rows: int, rule: int) -> None:
+    ctx = KernelContext()
+    spec = GemmSpec(1, rows, 16, (4, 16), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
+                    lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=False)
+    gemm(ctx, spec)
+    assert (ctx.decisions["unroll_k"], ctx.decisions["unroll_k:allowed"]) == (rule, [1, 16])
+
+
 @pytest.mark.parametrize("peel_last, k", [(True, (2, 16)), (False, (2, 12))])
 def test_unroll_k_is_offered_for_sixteen_step_multiples_under_an_epilogue_store(peel_last: bool, k: tuple[int, int]) -> None:
     # A peeled last step stops the innermost loop early on the last pass: not a whole 16.

@@ -299,6 +299,29 @@ _HALF_ROW_HELPERS = {
                         "int64_t sk, int64_t n) {\n  relaycc_halfwidenn_f32(d + dk, s + sk, n);\n}\n"),
 }
 
+# A register tile's row step, `d[0, n) += a * w[0, n)` (compiler/backend/fma_rows.py): whole
+# vectors of the build machine's width through GNU C vector types, the rest in a `simd` loop.
+# The types are unaligned and may alias, as a tile row of the weights need not be aligned.
+_FMA_ROW_HELPERS = {
+    "fmarow_f32": (
+        "#if defined(__GNUC__) && !defined(RELAYCC_FMA_VECTORS)\n"
+        "#define RELAYCC_FMA_VECTORS\n"
+        "typedef float relaycc_fmav8 __attribute__((vector_size(32), aligned(4), may_alias));\n"
+        "typedef float relaycc_fmav16 __attribute__((vector_size(64), aligned(4), may_alias));\n"
+        "#endif\n"
+        "static inline __attribute__((always_inline))\n"
+        "void relaycc_fmarow_f32(float* restrict d, float a, const float* restrict w, int64_t n) {\n"
+        "  int64_t i = 0;\n"
+        "#if defined(__GNUC__) && defined(__AVX512F__)\n"
+        "  for (; i + 16 <= n; i += 16) *(relaycc_fmav16*)(d + i) += a * *(const relaycc_fmav16*)(w + i);\n"
+        "#endif\n"
+        "#if defined(__GNUC__) && defined(__AVX__)\n"
+        "  for (; i + 8 <= n; i += 8) *(relaycc_fmav8*)(d + i) += a * *(const relaycc_fmav8*)(w + i);\n"
+        "#endif\n"
+        "  #pragma omp simd\n"
+        "  for (int64_t r = 0; r < n - i; ++r) d[i + r] += a * w[i + r];\n}\n"),
+}
+
 # Heap temporaries (codegen_c's heap-scope Allocate): aligned as the workspace's buffers are, at
 # least one byte so a zero-size `?` temporary is not mistaken for a failed allocation. The C
 # library's functions are declared here: generated files include no <stdlib.h>.
@@ -315,7 +338,8 @@ _HEAP_HELPERS = {
 
 HELPERS: dict[str, str] = {**_build_helpers(),
                            **{HELPER_PREFIX + k: v
-                              for k, v in {**_HALF_HELPERS, **_HALF_ROW_HELPERS, **_HEAP_HELPERS}.items()}}
+                              for k, v in {**_HALF_HELPERS, **_HALF_ROW_HELPERS, **_FMA_ROW_HELPERS,
+                                                    **_HEAP_HELPERS}.items()}}
 _HELPER_USE = re.compile(r"\b(" + HELPER_PREFIX + r"[a-z]+_[a-z0-9]+)\(")
 
 

@@ -60,6 +60,7 @@ from compiler.backend.c_signature import (
     signature,
     signature_params,
 )
+from compiler.backend.fma_rows import fma_row
 from compiler.backend.forked_map import ForkedMap
 from compiler.diagnostics import UnsupportedError
 from compiler.tir.analysis import expr_children, post_order, stmt_exprs, walk_stmts, workspace_layout
@@ -281,6 +282,10 @@ class _FunctionEmitter:
         self.depth -= 1
 
     def loop(self, s: For) -> None:
+        row = fma_row(s)
+        if row is not None:
+            self.fma_row_call(row.acc, row.offset, row.scale, row.weight, row.width)
+            return
         end_expr = s.begin + s.extent
         (begin, end), simp = self.exprs([s.begin, end_expr])
         lo, hi = simp.bound(s.begin)[0], simp.bound(end_expr)[1]
@@ -309,6 +314,17 @@ class _FunctionEmitter:
         del self.ranges[s.var]
         self.in_parallel, self.in_simd = saved
         self.line("}")
+
+    def fma_row_call(self, acc: Buffer, offset: int, scale: PrimExpr, weight: Load, width: int) -> None:
+        """A tile row's step as one call of the vector helper (fma_rows.py)."""
+        simp = ExprSimplifier(self.ranges)
+        flat = self.flat_index(weight.buffer, weight.indices, simp)
+        decls, (index, a) = ExprEmitter(self, simp).emit([flat, scale])
+        for d in decls:
+            self.line(d)
+        at = f" + {offset}" if offset else ""
+        self.line(f"{HELPER_PREFIX}fmarow_f32({self.buffer_name(acc)}{at}, {strip_parens(a)}, "
+                  f"{self.buffer_name(weight.buffer)} + ({strip_parens(index)}), {width});")
 
     def declare_claim(self, parallel: For, claimed: For, simp: ExprSimplifier) -> None:
         """The counters of a CLAIMED loop, declared before its parallel loop (so that loop's

@@ -68,15 +68,16 @@ K_CHUNK_BYTES = L2_BYTES // 2
 # The `unroll_k` knob (schedule.py): a tile's innermost reduction loop taken this many steps at a
 # time, written out whole by gcc. Rolled, each 20-instruction step of an AVX2 6x16 tile (6
 # broadcasts, 2 weight loads, 12 FMAs) carries 3 more of loop control, and every 16 steps a
-# restart of about 28 (the rows' addresses). gcc takes 2-3x as long on a kernel so unrolled
-# (ResNet-50's cold build 4.9-5.9 s -> 14.0-14.7 s with all 23 of its channel-block loops), so
-# the rule unrolls only products of at most `UNROLLED_MAX_ROWS` rows, whose few tiles each run
-# a long reduction: ResNet-50's five 7x7 kernels ran 0.91-0.96x by least times and 0.78-0.92x
-# by medians (60 interleaved runs, one thread, busy host; `relaycc tune` picked two of them
-# unrolled before the rule did), for about 2.4 s more of gcc's CPU (its cold build +1.1-1.4 s).
-# Its 14x14 layers gained less (0.95-1.0). Only whole unrolling: gcc's partial unrolling of a
-# tile step (by the pragma or written out twice) rotated the accumulators through memory and
-# ran 1.5x slower.
+# restart of about 28 (the rows' addresses); unrolled, a 16-step pass of a 5x16 tile is 280
+# instructions for 160 FMAs. gcc takes longer on such a kernel, so the rule unrolls only
+# products of at most `UNROLLED_MAX_ROWS` rows, whose few tiles each run a long reduction:
+# ResNet-50's five 7x7 kernels ran 0.89-0.97x by least times and 0.81-0.98x by medians (60
+# interleaved runs, one thread, busy host; `relaycc tune` had picked two of them unrolled), for
+# 0.66 s more of gcc's CPU on its kernels (4.70 -> 5.36 s, with the row steps written as helper
+# calls, backend/fma_rows.py; gcc's own unrolling of the vectorized row loops had cost 1.8 s).
+# Unrolling its 14x14 kernels as well (64 -> 196 rows) gained 0.94-1.0 for 0.83 s more. Only
+# whole unrolling: gcc's partial unrolling of a tile step (by the pragma or written out twice)
+# rotated the accumulators through memory and ran 1.5x slower.
 UNROLLED_STEPS = 16
 UNROLLED_MAX_ROWS = 64
 INDEX = "int64"

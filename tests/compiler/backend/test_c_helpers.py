@@ -240,3 +240,51 @@ def test_min_max_with_a_constant_take_the_same_bits_as_the_general_helpers(
             got[name] = out.view(bits)
         np.testing.assert_array_equal(got["max_const"], got["max_any"], err_msg=f"max with {c!r}")
         np.testing.assert_array_equal(got["min_const"], got["min_any"], err_msg=f"min with {c!r}")
+
+
+_FMA_ROWS = """
+#include <stdint.h>
+{helpers}
+void with_helper(float* restrict d, float a, const float* restrict w, int64_t n) {{
+  relaycc_fmarow_f32(d, a, w, n);
+}}
+void as_loop(float* restrict d, float a, const float* restrict w, int64_t n) {{
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = d[i] + a * w[i];
+}}
+"""
+
+
+@pytest.mark.parametrize("flavour", ["native", "portable"])
+def test_the_tile_row_helper_computes_the_bits_of_the_loop_it_replaces(tmp_path: Path, flavour: str) -> None:
+    # The tile's row step (fma_rows.py) must round as the vectorized loop did: an FMA where the
+    # build machine contracts one, two roundings where it does not.
+    from compiler.runtime.build import DEFAULT_CFLAGS, build_shared_library
+
+    source = tmp_path / "fma.c"
+    source.write_text(_FMA_ROWS.format(helpers="".join(helpers_used("relaycc_fmarow_f32("))))
+    flags = DEFAULT_CFLAGS if flavour == "native" else ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp-simd")
+    library = ctypes.CDLL(str(build_shared_library([source], tmp_path / "libfma.so", cflags=flags)))
+    for name in ("with_helper", "as_loop"):
+        getattr(library, name).argtypes = [ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64]
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 8, 13, 16, 24, 32, 48, 77):
+        w = (rng.standard_normal(n + 1) * 1e3).astype(np.float32)[1:]  # not 32-byte aligned
+        start = rng.standard_normal(n).astype(np.float32)
+        got, want = start.copy(), start.copy()
+        a = float(np.float32(rng.standard_normal() * 1e-3))
+        library.with_helper(got.ctypes.data, a, w.ctypes.data, n)
+        library.as_loop(want.ctypes.data, a, w.ctypes.data, n)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"n = {n}")
+
+
+def test_the_tile_row_helper_steps_whole_zmm_vectors_on_an_avx512_machine(tmp_path: Path) -> None:
+    from compiler.runtime.build import c_compiler
+
+    source, obj = tmp_path / "fma.c", tmp_path / "fma.o"
+    source.write_text(_FMA_ROWS.format(helpers="".join(helpers_used("relaycc_fmarow_f32("))))
+    subprocess.run([*c_compiler(), "-O3", "-march=skylake-avx512", "-fopenmp-simd", "-c", str(source), "-o", str(obj)],
+                   check=True)
+    code = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    helper = code.split("<with_helper>:")[1].split(">:")[0]
+    assert re.search(r"vfmadd\d+ps\s+.*%zmm", helper)

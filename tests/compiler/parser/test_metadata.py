@@ -272,6 +272,19 @@ def test_streamed_blob_base64_equals_the_blob_encoded_whole(shape):
     np.testing.assert_array_equal(decode_ndarray(out.getvalue()), array)
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1", "utf-16"])
+def test_a_blob_streamed_to_a_file_is_the_text_streamed_to_a_string(tmp_path, encoding):
+    # A file's text layer is bypassed for the base64 of an ASCII-compatible encoding; text
+    # written before and after the blob must keep its place around it.
+    array = (np.arange(1 << 20, dtype="float32") * 0.25).reshape(256, 4096)
+    path = tmp_path / "blob.txt"
+    with open(path, "w", encoding=encoding) as stream:
+        stream.write('{"b64": "')
+        write_ndarray_b64(stream, array)
+        stream.write('"}\n')
+    assert path.read_text(encoding=encoding) == '{"b64": "' + encode_ndarray(array) + '"}\n'
+
+
 def test_blob_parts_of_a_contiguous_array_view_its_memory_rather_than_copy_it():
     array = np.arange(6, dtype="float32").reshape(2, 3)
     head, raw = ndarray_blob_parts(array)

@@ -75,7 +75,9 @@ K_CHUNK_BYTES = L2_BYTES // 2
 # interleaved runs, one thread, busy host; `relaycc tune` had picked two of them unrolled), for
 # 0.66 s more of gcc's CPU on its kernels (4.70 -> 5.36 s, with the row steps written as helper
 # calls, backend/fma_rows.py; gcc's own unrolling of the vectorized row loops had cost 1.8 s).
-# Unrolling its 14x14 kernels as well (64 -> 196 rows) gained 0.94-1.0 for 0.83 s more. Only
+# float16 ResNet-50's 7x7 kernels, whose stores take the last step (every pass but the last
+# unrolled), 0.85-0.98x by least times, for 0.44 s more of gcc (6.08 -> 6.52 s). Unrolling
+# float32's 14x14 kernels as well (64 -> 196 rows) gained 0.94-1.0 for 0.83 s more. Only
 # whole unrolling: gcc's partial unrolling of a tile step (by the pragma or written out twice)
 # rotated the accumulators through memory and ran 1.5x slower.
 UNROLLED_STEPS = 16
@@ -313,7 +315,8 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
         rule = k_chunks(spec.a_bytes if outer else 0, panel_bytes, spec.k[split])
         k_parts = int(choose(ctx, "k_chunks", rule, _divisors(spec.k[split])))  # type: ignore[call-overload]
     unroll = 1
-    if not spec.peel_last and spec.k and spec.k[-1] % UNROLLED_STEPS == 0:
+    # A peeled product's nest over a single axis has no pass before the last (`_all_but_last`).
+    if spec.k and spec.k[-1] % UNROLLED_STEPS == 0 and (len(spec.k) > 1 or not spec.peel_last):
         rule = UNROLLED_STEPS if spec.m <= UNROLLED_MAX_ROWS else 1
         unroll = int(choose(ctx, "unroll_k", rule, (1, UNROLLED_STEPS)))  # type: ignore[call-overload]
     # With the reduction in chunks a chunk of A stays in L2 beside the panel: no row chunks.
@@ -491,8 +494,7 @@ def _tile(
     """One tile of `rows` x nr results whose top-left corner is (m0, nb * nr); with `shared`
     (count, condition) its first `count` rows are stored only where the condition holds; with
     `part`, the chunk of the reduction `part.var` names, from and to the tile's partial sums
-    but in the last chunk, which stores; `unroll`: see `_reduction_nest` (not for a product
-    that peels its last step).
+    but in the last chunk, which stores; `unroll`: see `_reduction_nest` and `_all_but_last`.
 
     The last reduction step is taken in the store (`acc + a * b` written out): were the store a
     plain copy of the tile, gcc would turn it into a memcpy, which keeps the tile in memory
@@ -534,7 +536,7 @@ def _tile(
     store = let_all([(a, te.cast(spec.dtype, r.load(last))) for a, r in zip(last_a, readers)],
                     _store_tile(ctx, spec, result, b, nb, m0, rows, nr, shared))
     lets = [let for r in readers for let in r.lets]
-    return Allocate(acc, seq(init, let_all(lets, seq(_all_but_last(ctx, spec.k, step), store))))
+    return Allocate(acc, seq(init, let_all(lets, seq(_all_but_last(ctx, spec.k, step, unroll), store))))
 
 
 def _resume(ctx: KernelContext, part: KPart, acc: te.Buffer, init: Stmt) -> Stmt:
@@ -583,10 +585,13 @@ def _reduction_nest(ctx: KernelContext, extents: Sequence[int], step: Callable[[
     return stmt
 
 
-def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Sequence[te.PrimExpr]], Stmt]) -> Stmt:
+def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Sequence[te.PrimExpr]], Stmt],
+                  unroll: int = 1) -> Stmt:
     """`body` at every index of the loop nest over `extents` but the last one, in order: one
     nest whose innermost loop stops a step early on the outer loops' last pass, so the body's C
-    is written once (a nest per axis wrote it once per axis: four times for a 3x3 layer)."""
+    is written once (a nest per axis wrote it once per axis: four times for a 3x3 layer). With
+    `unroll` dividing the innermost extent, the passes before the last take that loop unrolled
+    (see `_reduction_nest`) and the last one keeps it rolled."""
     if not extents or any(extent == 0 for extent in extents):
         return seq()
     outer = [index_var(ctx, f"k{i}") for i in range(len(extents) - 1)]
@@ -598,6 +603,15 @@ def _all_but_last(ctx: KernelContext, extents: Sequence[int], body: Callable[[Se
     whole = _index(extents[-1])
     if last_pass is None:
         nest: Stmt = For(inner, _index(0), _index(extents[-1] - 1), body([inner]), ForKind.ROLLED)
+    elif unroll > 1 and extents[-1] % unroll == 0:
+        steps = index_var(ctx, f"k{len(extents)}")
+        at = inner * _index(unroll) + steps if extents[-1] > unroll else steps
+        unrolled: Stmt = For(steps, _index(0), _index(unroll), body([*outer, at]), ForKind.UNROLLED)
+        if extents[-1] > unroll:
+            unrolled = For(inner, _index(0), _index(extents[-1] // unroll), unrolled, ForKind.ROLLED)
+        last = index_var(ctx, f"k{len(extents) - 1}")
+        nest = IfThenElse(last_pass, For(last, _index(0), _index(extents[-1] - 1), body([*outer, last]), ForKind.ROLLED),
+                          unrolled)
     else:
         # Bound before the loop: gcc drops `#pragma GCC unroll` from a loop whose test branches.
         stop = index_var(ctx, "k_stop")

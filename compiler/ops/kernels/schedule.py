@@ -18,9 +18,9 @@ The knobs:
 * `k_chunks`: chunks of the reduction's outermost axis, partial sums kept between them (gemm.py);
   the rule takes more than one only where A read in place overflows L2 beside a B panel.
 * `unroll_k`: steps of the tile's innermost reduction loop written out together, 1 or 16
-  (gemm.UNROLLED_STEPS), offered where that loop's extent is a multiple of 16 and the store
-  applies an epilogue; the rule takes 16 for products of at most 64 rows only, as unrolling
-  costs gcc 2-3x the time on the kernel.
+  (gemm.UNROLLED_STEPS), offered where that loop's extent is a multiple of 16 (and, for a
+  product whose store takes the last step, the reduction has an outer axis); the rule takes 16
+  for products of at most 64 rows only, as unrolling costs gcc time on the kernel.
 """
 
 from __future__ import annotations

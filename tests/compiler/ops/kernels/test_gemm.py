@@ -23,7 +23,7 @@ from compiler.ops.kernels.gemm import (
 from compiler.tir import expr as te
 from compiler.tir.analysis import post_order, walk_stmts
 from compiler.tir.compute import KernelContext
-from compiler.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, seq
+from compiler.tir.stmt import Allocate, For, ForKind, IfThenElse, PrimFunc, Stmt, Store, seq
 from tests.built_once import built_once
 from tests.compiler.ops.kernels.harness import Library
 
@@ -61,8 +61,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     return built_once(tmp_path_factory, "kernels_gemm", build_library)
 
 
-def counted_product(name: str, m: int, n: int, k: tuple[int, int]) -> PrimFunc:
-    """`nested_product` that also adds one to `hits[m, n]` at every store of out[m, n]."""
+def counted_product(name: str, m: int, n: int, k: tuple[int, int], unroll: int = 1) -> PrimFunc:
+    """`nested_product` that also adds one to `hits[m, n]` at every store of out[m, n]; its
+    store takes the last reduction step, the passes before it `unroll` steps at a time."""
     x, y = te.Buffer("x", (1, m, *k)), te.Buffer("y", (1, *k, n))
     out, hits = te.Buffer("out", (1, m, n)), te.Buffer("hits", (1, m, n), "int32")
 
@@ -71,11 +72,15 @@ def counted_product(name: str, m: int, n: int, k: tuple[int, int]) -> PrimFunc:
 
     spec = GemmSpec(1, m, n, k, "float32", lambda b, row: RowReader((), lambda ks: x[b, row, ks[0], ks[1]]),
                     lambda bb, ks, col: y[bb, ks[0], ks[1], col], store)
-    return PrimFunc(name, (x, y, out, hits), gemm(KernelContext(), spec), num_inputs=2)
+    ctx = KernelContext(schedule={"unroll_k": unroll})
+    body = gemm(ctx, spec)
+    assert ctx.decisions.get("unroll_k", 1) == unroll
+    return PrimFunc(name, (x, y, out, hits), body, num_inputs=2)
 
 
 # m = 9 and 14 leave 3 and 2 rows past the last whole row block of 6.
-COUNTED = {"counted_9": (9, 19, (3, 4)), "counted_14": (14, 8, (2, 5))}
+COUNTED = {"counted_9": (9, 19, (3, 4)), "counted_14": (14, 8, (2, 5)),
+           "counted_unrolled_16": (9, 19, (3, 16), 16), "counted_unrolled_32": (14, 8, (2, 32), 16)}
 
 
 def chunked_product(name: str, m: int, n: int, k: tuple[int, int], parts: int, unroll: int = 1) -> PrimFunc:
@@ -126,7 +131,7 @@ def test_product_with_a_nested_reduction_matches_numpy(library: Library, name: s
 def test_rows_the_last_row_block_shares_with_the_one_before_are_stored_once(library: Library, name: str) -> None:
     # The last block starts early so that it has a whole tile of rows; storing its shared rows
     # again would add a residual read from the output twice.
-    m, n, k = COUNTED[name]
+    m, n, k = COUNTED[name][:3]
     x = RNG.uniform(-1, 1, (1, m, *k)).astype("float32")
     y = RNG.uniform(-1, 1, (1, *k, n)).astype("float32")
     result, hits = library.run(name, [x, y])
@@ -187,6 +192,17 @@ def test_unroll_k_writes_the_innermost_reduction_loop_out_sixteen_steps_at_a_tim
     assert [int(te.as_expr(s.extent).value) for s in outer] == [k[-1] // 16 if k[-1] > 16 else k[-2]] * len(unrolled)
 
 
+def test_a_peeled_product_unrolls_every_pass_but_the_last_which_stops_a_step_short() -> None:
+    func = counted_product("f", 9, 19, (3, 16), 16)
+    splits = [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse) and isinstance(s.else_case, For)
+              and s.else_case.kind is ForKind.UNROLLED]
+    assert splits  # one per tile nest (9 rows: a tile of 6 and one of the 3 left)
+    for split in splits:
+        last, others = split.then_case, split.else_case
+        assert (last.kind, int(te.as_expr(last.extent).value)) == (ForKind.ROLLED, 15)
+        assert (others.kind, int(te.as_expr(others.extent).value)) == (ForKind.UNROLLED, 16)
+
+
 @pytest.mark.parametrize("rows, rule", [(49, 16), (64, 16), (65, 1), (196, 1)])
 def test_unroll_k_rule_unrolls_only_products_of_few_rows(rows: int, rule: int) -> None:
     ctx = KernelContext()
@@ -196,9 +212,9 @@ def test_unroll_k_rule_unrolls_only_products_of_few_rows(rows: int, rule: int) -
     assert (ctx.decisions["unroll_k"], ctx.decisions["unroll_k:allowed"]) == (rule, [1, 16])
 
 
-@pytest.mark.parametrize("peel_last, k", [(True, (2, 16)), (False, (2, 12))])
-def test_unroll_k_is_offered_for_sixteen_step_multiples_under_an_epilogue_store(peel_last: bool, k: tuple[int, int]) -> None:
-    # A peeled last step stops the innermost loop early on the last pass: not a whole 16.
+@pytest.mark.parametrize("peel_last, k", [(False, (2, 12)), (True, (32,))])
+def test_unroll_k_is_offered_only_where_a_pass_of_sixteen_steps_exists(peel_last: bool, k: tuple[int, ...]) -> None:
+    # A peeled product over one axis runs it once, a step short: no whole pass to unroll.
     ctx = KernelContext(schedule={"unroll_k": 16})
     spec = GemmSpec(1, 9, 16, k, "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
                     lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=peel_last)

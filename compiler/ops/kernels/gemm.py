@@ -80,8 +80,12 @@ K_CHUNK_BYTES = L2_BYTES // 2
 # float32's 14x14 kernels as well (64 -> 196 rows) gained 0.94-1.0 for 0.83 s more. Only
 # whole unrolling: gcc's partial unrolling of a tile step (by the pragma or written out twice)
 # rotated the accumulators through memory and ran 1.5x slower.
+# On AVX-512 (the 2-core AMD EPYC of Zen 5, 13x32 tiles of zmm registers) the same unrolling ran
+# the five 7x7 kernels 1.25-1.5x slower than rolled (`relaycc tune`: 0.66-0.80x rolled), though
+# gcc's code for them had no spills; the rule keeps it to machines of narrower vectors.
 UNROLLED_STEPS = 16
 UNROLLED_MAX_ROWS = 64
+UNROLLED_MAX_LANES = 16  # float32 lanes from which the rule never unrolls
 INDEX = "int64"
 
 Loader = Callable[[Sequence[te.PrimExpr]], te.PrimExpr]
@@ -317,7 +321,8 @@ def gemm(ctx: KernelContext, spec: GemmSpec) -> Stmt:
     unroll = 1
     # A peeled product's nest over a single axis has no pass before the last (`_all_but_last`).
     if spec.k and spec.k[-1] % UNROLLED_STEPS == 0 and (len(spec.k) > 1 or not spec.peel_last):
-        rule = UNROLLED_STEPS if spec.m <= UNROLLED_MAX_ROWS else 1
+        unrolls = spec.m <= UNROLLED_MAX_ROWS and ctx.vector_lanes < UNROLLED_MAX_LANES
+        rule = UNROLLED_STEPS if unrolls else 1
         unroll = int(choose(ctx, "unroll_k", rule, (1, UNROLLED_STEPS)))  # type: ignore[call-overload]
     # With the reduction in chunks a chunk of A stays in L2 beside the panel: no row chunks.
     chunks = row_chunks(spec.a_bytes, row_blocks, panels, panel_bytes) if k_parts == 1 else 1

@@ -20,7 +20,8 @@ The knobs:
 * `unroll_k`: steps of the tile's innermost reduction loop written out together, 1 or 16
   (gemm.UNROLLED_STEPS), offered where that loop's extent is a multiple of 16 (and, for a
   product whose store takes the last step, the reduction has an outer axis); the rule takes 16
-  for products of at most 64 rows only, as unrolling costs gcc time on the kernel.
+  for products of at most 64 rows on machines of 8-lane vectors only (unrolling costs gcc time on
+  the kernel, and ran slower on AVX-512).
 """
 
 from __future__ import annotations

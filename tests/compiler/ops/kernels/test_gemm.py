@@ -203,9 +203,9 @@ def test_a_peeled_product_unrolls_every_pass_but_the_last_which_stops_a_step_sho
         assert (others.kind, int(te.as_expr(others.extent).value)) == (ForKind.UNROLLED, 16)
 
 
-@pytest.mark.parametrize("rows, rule", [(49, 16), (64, 16), (65, 1), (196, 1)])
-def test_unroll_k_rule_unrolls_only_products_of_few_rows(rows: int, rule: int) -> None:
-    ctx = KernelContext()
+@pytest.mark.parametrize("rows, lanes, rule", [(49, 8, 16), (64, 8, 16), (65, 8, 1), (196, 8, 1), (49, 16, 1)])
+def test_unroll_k_rule_unrolls_only_products_of_few_rows_on_avx2(rows: int, lanes: int, rule: int) -> None:
+    ctx = KernelContext(vector_lanes=lanes)
     spec = GemmSpec(1, rows, 16, (4, 16), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
                     lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(), peel_last=False)
     gemm(ctx, spec)

@@ -53,14 +53,14 @@ def _f32(values: Sequence[float]) -> tuple[float, ...]:
 
 
 # Bit casts through a union, which C99 defines (a pointer cast would break strict aliasing).
-_ASINT = ("static inline int32_t relaycc_asint_f32(float x) "
+_ASINT = ("static inline __attribute__((always_inline)) int32_t relaycc_asint_f32(float x) "
           "{ return ((union { float f; int32_t i; }){ .f = x }).i; }\n")
-_ASFLOAT = ("static inline float relaycc_asfloat_i32(int32_t i) "
+_ASFLOAT = ("static inline __attribute__((always_inline)) float relaycc_asfloat_i32(int32_t i) "
             "{ return ((union { int32_t i; float f; }){ .i = i }).f; }\n")
 
 # `take_a` is 0 or 1 (a C comparison).
 _PICK = (
-    "static inline float relaycc_pick_f32(int32_t take_a, float a, float b) {\n"
+    "static inline __attribute__((always_inline)) float relaycc_pick_f32(int32_t take_a, float a, float b) {\n"
     "  int32_t mask = -take_a;\n"
     "  return relaycc_asfloat_i32((relaycc_asint_f32(a) & mask) | (relaycc_asint_f32(b) & ~mask));\n"
     "}\n"
@@ -69,7 +69,7 @@ _PICK = (
 # Clamped so that n = round(x / ln2) stays in [-150, 128]: beyond, the result is 0 or inf anyway.
 # 2^n is applied as two normal powers of two, so a denormal result is rounded only once.
 _EXP = (
-    "static inline float relaycc_exp_f32(float x) {\n"
+    "static inline __attribute__((always_inline)) float relaycc_exp_f32(float x) {\n"
     "  float xc = relaycc_pick_f32(x < -104.0f, -104.0f, x);\n"
     "  xc = relaycc_pick_f32(xc > 89.0f, 89.0f, xc);\n"
     "  /* Adding 1.5 * 2^23 rounds to an integer, which the low bits then hold. */\n"
@@ -91,7 +91,7 @@ _EXP = (
 # The clamp keeps NaN (a comparison with NaN is false), and both branches are computed for every
 # lane; 1/a of a = 0 is inf in the branch that is not picked.
 _ERF = (
-    "static inline float relaycc_erf_f32(float x) {\n"
+    "static inline __attribute__((always_inline)) float relaycc_erf_f32(float x) {\n"
     "  float a = fabsf(x);\n"
     "  a = relaycc_pick_f32(a > 4.0f, 4.0f, a);\n"
     "  float z = a * a;\n"
@@ -106,7 +106,7 @@ _ERF = (
 
 # tanh(9.5) rounds to 1, and exp(19) is far from overflow.
 _TANH = (
-    "static inline float relaycc_tanh_f32(float x) {\n"
+    "static inline __attribute__((always_inline)) float relaycc_tanh_f32(float x) {\n"
     "  float a = fabsf(x);\n"
     "  a = relaycc_pick_f32(a > 9.5f, 9.5f, a);\n"
     "  float z = a * a;\n"

@@ -105,10 +105,52 @@ def blocked_pool2d_loops(
     body: Stmt = Allocate(acc, seq(init, reduce, counting, store))
     if count is not None:
         body = Allocate(count, body)
+    if kind == "max" and data.dtype == acc_dtype == out.dtype and _clamps_exactly(window, h, w, oh, ow):
+        body = _clamped_max(ctx, data, out, epilogue, window, lowest, (img, blk, y, x), var)
     rows = n * blocks * oh
     kind_of_loop = _kind_of_loop(ctx, rows, rows * ow * kh * kw * b)
     return For(t, zero, _extent(rows), LetStmt(img, t // (blocks * oh), LetStmt(blk, (t // oh) % blocks, LetStmt(
         y, t % oh, For(x, zero, _extent(ow), body)))), kind_of_loop)
+
+
+def _clamps_exactly(window: PoolWindow, h: object, w: object, oh: object, ow: object) -> bool:
+    """Whether a max pool may read a padding tap's nearest edge pixel instead of skipping it:
+    with static sizes, no dilation and every window holding an image row and column, the edge
+    pixel is in the window already and comes next to the padding tap in the taps' order, and
+    taking an element twice in a row leaves the maximum's bits as they were (NaN and signed
+    zeros included). Without the branch per tap gcc keeps the running maximum in registers
+    (ResNet-50's 3x3 stride-2 max pool: 200-240 -> 120 us on the AVX-512 machine, one thread)."""
+    if not all(isinstance(d, int) for d in (h, w, oh, ow)) or window.dilation != (1, 1):
+        return False
+    (kh, kw), (sh, sw) = window.pool_size, window.strides
+    top, left, _, _ = window.padding
+
+    def covered(size: int, out: int, k: int, stride: int, before: int) -> bool:
+        return k - 1 - before >= 0 and (out - 1) * stride - before <= size - 1
+
+    return covered(h, oh, kh, sh, top) and covered(w, ow, kw, sw, left)  # type: ignore[arg-type]
+
+
+def _clamped_max(
+    ctx: KernelContext, data: te.Buffer, out: te.Buffer, epilogue: Epilogue, window: PoolWindow,
+    lowest: float | int, pixel: tuple[te.Var, te.Var, te.Var, te.Var], var: Callable[[str], te.Var],
+) -> Stmt:
+    """One output pixel's channel block, each channel's window reduced in a scalar inside the
+    vector loop, padding taps reading the nearest edge pixel (`_clamps_exactly`)."""
+    img, blk, y, x = pixel
+    _, _, h, w, block = _dims(data)
+    (kh, kw), (sh, sw) = window.pool_size, window.strides
+    top, left, _, _ = window.padding
+    zero = te.const(0)
+    j, iy, ix, ky, kx = var("j"), var("iy"), var("ix"), var("ky"), var("kx")
+    best = te.Buffer(ctx.fresh("best"), (1,), data.dtype, scope="local")
+    tap = Store(best, (zero,), te.maximum(best[zero], data[img, blk, iy, ix, j]))
+    taps = For(ky, zero, te.const(kh), LetStmt(iy, te.minimum(te.maximum(y * sh - top + ky, zero), te.const(h) - 1), For(
+        kx, zero, te.const(kw), LetStmt(ix, te.minimum(te.maximum(x * sw - left + kx, zero), te.const(w) - 1), tap))))
+    idx = (img, blk, y, x, j)
+    lane = seq(Store(best, (zero,), te.const(lowest, data.dtype)), taps,
+               Store(out, idx, te.cast(out.dtype, epilogue(best[zero], idx))))
+    return For(j, zero, te.const(int(block)), Allocate(best, lane), ForKind.VECTORIZED)  # type: ignore[arg-type]
 
 
 def blocked_global_pool2d_loops(

@@ -4,6 +4,7 @@ NaNs, epilogues; and the block as the vectorized innermost loop."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from compiler.tir.analysis import post_order, stmt_exprs, walk_stmts
 from compiler.tir.expr import Binary, Load
-from compiler.tir.stmt import For, ForKind
+from compiler.tir.stmt import For, ForKind, IfThenElse
 from tests.compiler.ops.kernels.harness import Library, lower_text, op_call, primitive, reference
 
 RNG = np.random.default_rng(12)
@@ -104,3 +105,55 @@ def test_the_channel_block_is_the_vectorized_innermost_loop_and_no_access_splits
            if isinstance(load, Load) and load.buffer is func.inputs[0]
            for index in load.indices for e in post_order(index) if isinstance(e, Binary)}
     assert not ops & {"//", "%"}
+
+
+def _sequential_max(data: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    """The kernels' running maximum over the in-image taps, rows then columns: NaN sticks once
+    seen, and an element equal to the running maximum replaces it (its sign of zero wins)."""
+    n, blocks, h, w, b = data.shape
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    out = np.empty((n, blocks, oh, ow, b), data.dtype)
+    for idx in np.ndindex(n, blocks, oh, ow, b):
+        img, blk, y, x, j = idx
+        best = np.float32(np.finfo(np.float32).min)
+        for iy in range(y * stride - pad, y * stride - pad + k):
+            for ix in range(x * stride - pad, x * stride - pad + k):
+                if 0 <= iy < h and 0 <= ix < w:
+                    v = data[img, blk, iy, ix, j]
+                    best = best if (best > v or np.isnan(best)) else v
+        out[idx] = best
+    return out
+
+
+def test_a_max_pool_reading_edge_pixels_for_padding_keeps_every_bit() -> None:
+    data = RNG.choice(np.array([0.0, -0.0, 1.0, -1.0], np.float32), (1, 1, 7, 7, 16))
+    data[0, 0, 0, :, 2] = np.nan
+    data[0, 0, :, 6, 3] = -0.0
+    data[0, 0, 6, 6, 4] = np.nan
+    case = blocked("nn.max_pool2d", data, {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]})
+    func = lower_text(pool_text(*case), "max_edges")
+    assert not any(isinstance(s, IfThenElse) for s in walk_stmts(func.body))
+    lib = Library([func], Path(tempfile.mkdtemp(prefix="pool_edges")))
+    (result,) = lib.run("max_edges", [data])
+    np.testing.assert_array_equal(result.view(np.uint32), _sequential_max(data, 3, 2, 1).view(np.uint32))
+
+
+@pytest.mark.parametrize("attrs, clamps", [
+    ({"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1]}, True),
+    ({"pool_size": [2, 2], "strides": [2, 2]}, True),
+    ({"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1], "dilation": [2, 2]}, False),
+    # a window wholly in the padding has no edge pixel of its own
+    ({"pool_size": [2, 2], "strides": [1, 1], "padding": [2, 2]}, False),
+    # ceil mode's last window reaching past the image, and one starting in the padding
+    ({"pool_size": [3, 3], "strides": [2, 2], "ceil_mode": True}, True),
+    ({"pool_size": [2, 2], "strides": [2, 2], "padding": [0, 0, 1, 1], "ceil_mode": True}, False),
+])
+def test_only_max_pools_whose_windows_all_hold_an_image_pixel_read_edges_for_padding(
+        attrs: dict[str, object], clamps: bool) -> None:
+    case = blocked("nn.max_pool2d", f32(1, 1, 6, 6, 8), attrs)
+    func = lower_text(pool_text(*case), "max_clamp_rule")
+    branches = any(isinstance(s, IfThenElse) for s in walk_stmts(func.body))
+    assert branches is not clamps
+    expected = reference(case[0], [case[1]], case[2])
+    (result,) = Library([func], Path(tempfile.mkdtemp(prefix="pool_rule"))).run("max_clamp_rule", [case[1]])
+    np.testing.assert_allclose(result, expected, rtol=0, atol=0)

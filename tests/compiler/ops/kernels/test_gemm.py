@@ -11,7 +11,9 @@ import pytest
 
 from compiler.ops.kernels.gemm import (
     GemmSpec,
+    Panels,
     RowReader,
+    exact_rows,
     fitted_rows,
     gemm,
     k_chunks,
@@ -239,6 +241,26 @@ def test_a_row_fewer_per_tile_where_that_computes_a_twentieth_fewer_rows() -> No
     assert fitted_rows(6, 196) == 6  # 14x14: 198 against 200
     assert fitted_rows(6, 3136) == 6  # 56x56 divides by 6 already
     assert fitted_rows(2, 3) == 2  # never below two rows
+
+
+def test_exact_rows_takes_the_tallest_tile_of_the_fewest_computed_rows_down_to_half_height() -> None:
+    assert exact_rows(14, 49) == 7  # a 7x7 map: 7 tiles of 7, where 13 rows computed 52
+    assert exact_rows(14, 64) == 8  # 8 x 8 = 64 exactly; 13 computes 65
+    assert exact_rows(14, 14) == 14
+    assert exact_rows(14, 5) == 7  # nothing below half height: 7 rows, 2 of them wasted
+    assert exact_rows(1, 3) == 1
+
+
+@pytest.mark.parametrize("lanes, rows", [(16, 7), (8, 5)])
+def test_a_small_convolution_on_avx512_takes_exact_tiles_and_on_avx2_fitted_ones(lanes: int, rows: int) -> None:
+    # ResNet-50's 7x7 layers: 49 pixels, weights read in place a panel of two vectors at a time.
+    ctx = KernelContext(vector_lanes=lanes)
+    width = 2 * lanes
+    spec = GemmSpec(1, 49, 2 * width, (4, 16), "float32", lambda b, row: RowReader((), lambda ks: te.const(1.0)),
+                    lambda bb, ks, col: te.const(1.0), lambda b, row, col, value: seq(),
+                    panels=Panels(width, lambda bb, panel, ks, col: te.const(1.0)), peel_last=False)
+    gemm(ctx, spec)
+    assert ctx.decisions["tile_rows"] == rows
 
 
 def test_row_chunks_weigh_rereading_a_against_rereading_b() -> None:

@@ -125,6 +125,20 @@ def _archive_sources(path):
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.name.startswith("./codegen/host/src/")}
 
 
+@pytest.fixture
+def small_kernel_files(monkeypatch):
+    """Files a quarter of the usual size: the test CNN's kernel C is near the size from which a
+    build splits it (24 KB), and how near depends on the machine's tiles (AVX-512's are
+    shorter for its small maps)."""
+    from compiler.backend import kernel_files
+
+    monkeypatch.setattr(kernel_files, "TARGET_FILE_BYTES", 8 * 1024)
+    monkeypatch.setattr(kernel_files, "MIN_FILE_BYTES", 2 * 1024)
+    monkeypatch.setattr(kernel_files, "MAX_FILE_BYTES", 16 * 1024)
+    monkeypatch.setattr(kernel_files, "SPLIT_FROM_BYTES", 6 * 1024)
+
+
+@pytest.mark.usefixtures("small_kernel_files")
 def test_kernels_in_several_files_all_build_and_the_archive_lists_every_file(tmp_path):
     import numpy as np
 
@@ -176,6 +190,7 @@ def test_a_large_constant_pool_has_its_own_file_and_the_library_reads_it(tmp_pat
     np.testing.assert_allclose(got, x @ weight.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("small_kernel_files")
 def test_kernels_emitted_by_forked_workers_are_the_files_a_serial_emission_gives(tmp_path, monkeypatch):
     import compiler.driver as driver
 
@@ -197,6 +212,7 @@ def _child_processes() -> list[str]:
     return [pid for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
 
 
+@pytest.mark.usefixtures("small_kernel_files")
 def test_a_build_into_an_earlier_outdir_leaves_only_its_own_files(tmp_path):
     build((_tests_dir() / "models" / "cnn.relay").read_text(), tmp_path, build_library=False, cache=None)
     assert len(list((tmp_path / "src").glob("default_lib*.c"))) > 2
